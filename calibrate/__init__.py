@@ -1,0 +1,1 @@
+"""Calibration: real runs, log importers, fitting and validation. May import torch."""

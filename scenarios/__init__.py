@@ -1,0 +1,1 @@
+"""Scenario presets as YAML data (found by name at run time)."""

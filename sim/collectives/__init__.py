@@ -1,0 +1,1 @@
+"""NCCL-style collective algorithms as schedules, and their execution."""

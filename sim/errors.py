@@ -1,0 +1,37 @@
+"""One small tree of user-facing errors.
+
+Every mistake a user can make (bad file, unknown preset, impossible plan, bad unit)
+raises a subclass of :class:`ClusterSimError`. The CLI prints ``str(error)`` as one or
+two lines and exits with status 2; no traceback. ``assert`` is kept for internal
+invariants only.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CalibrationError",
+    "ClusterSimError",
+    "ConfigError",
+    "TopologyError",
+    "UnsupportedCollectiveError",
+]
+
+
+class ClusterSimError(Exception):
+    """Base of every error caused by user input."""
+
+
+class ConfigError(ClusterSimError, ValueError):
+    """A bad value or key in a scenario, profile, parameter file or command line."""
+
+
+class TopologyError(ClusterSimError, ValueError):
+    """A topology that cannot be built or used (unknown part, disconnected, bad link)."""
+
+
+class CalibrationError(ClusterSimError, ValueError):
+    """Measurements that cannot be parsed, fitted or run."""
+
+
+class UnsupportedCollectiveError(ConfigError):
+    """An algorithm asked for an operation or group it does not implement."""

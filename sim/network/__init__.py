@@ -1,0 +1,1 @@
+"""Network backends behind one narrow interface."""

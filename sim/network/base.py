@@ -1,0 +1,64 @@
+"""The network seam: start a transfer between two endpoints, get an event when it lands.
+
+Backends (``analytical``, ``flow``) implement :class:`Network`. A transfer of ``nbytes``
+from ``src`` to ``dst`` (graph node names) follows ``topology.route(src, dst)``; it
+completes ``latency + nbytes / rate`` after it starts, where latency is the sum of the
+per-hop latencies along the route and rate is the backend's bandwidth for the flow
+(the route's bottleneck capacity when nothing contends).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import simpy
+
+    from sim.topology.model import Topology
+
+__all__ = ["Network", "uncontended_time_s"]
+
+
+class Network(Protocol):
+    """What the engine needs from a network backend.
+
+    Attributes
+    ----------
+    env : simpy.Environment
+        The clock shared with the rest of the simulation.
+    topology : Topology
+        Links, capacities, latencies and routes.
+    link_bytes : numpy.ndarray
+        Bytes carried so far on each directed link (index = ``topology`` link index).
+    """
+
+    env: simpy.Environment
+    topology: Topology
+    link_bytes: np.ndarray
+
+    def transfer(self, src: str, dst: str, nbytes: float) -> simpy.Event:
+        """Start moving ``nbytes`` (bytes) from ``src`` to ``dst``; the event fires on arrival."""
+        ...
+
+    @property
+    def busy(self) -> bool:
+        """True while any transfer is in flight."""
+        ...
+
+
+def uncontended_time_s(topology: Topology, src: str, dst: str, nbytes: float) -> float:
+    """Alpha-beta time of one transfer with nothing else on the network, in seconds.
+
+    ``sum(latency_s on route) + nbytes / min(capacity_Bps on route)``. A transfer from a
+    node to itself takes zero time.
+    """
+    if src == dst or nbytes <= 0 and src == dst:
+        return 0.0
+    links = topology.route(src, dst)
+    if not links:
+        return 0.0
+    idx = np.asarray(links, dtype=np.intp)
+    lat = float(topology.latency_s[idx].sum())
+    return lat + float(nbytes) / float(topology.capacity_Bps[idx].min())

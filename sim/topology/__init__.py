@@ -1,0 +1,1 @@
+"""Network topologies and their routes."""

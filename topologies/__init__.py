@@ -1,0 +1,1 @@
+"""Topology presets and the hardware catalog, as YAML data (found by name at run time)."""

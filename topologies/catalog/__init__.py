@@ -1,0 +1,1 @@
+"""Hardware catalog YAML."""

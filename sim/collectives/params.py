@@ -1,0 +1,175 @@
+"""Collective-timing parameters: data with documented defaults, overwritten by calibration.
+
+The defaults live in ``defaults.yaml`` beside this module (with their sources); a
+profile's ``collectives`` section may override any subset of them with the same shape.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from sim.errors import ConfigError
+
+__all__ = ["PROTOCOLS", "SCOPES", "AlgorithmParams", "CollectiveParams", "default_params"]
+
+PROTOCOLS = ("ll", "ll128", "simple")
+SCOPES = ("nvlink", "pcie", "net")
+
+
+@dataclass(frozen=True)
+class AlgorithmParams:
+    """Per-algorithm timing parameters (seconds; efficiency in (0, 1])."""
+
+    efficiency: float
+    protocols: tuple[str, ...]
+    base_latency_s: Mapping[str, float]
+    step_latency_s: Mapping[str, Mapping[str, float]]
+
+
+@dataclass(frozen=True)
+class CollectiveParams:
+    """Everything the collective engine needs besides the topology.
+
+    Attributes
+    ----------
+    link_efficiency : Mapping[str, float]
+        Achievable fraction of line rate per scope (``nvlink``, ``pcie``, ``net``).
+    protocol_efficiency : Mapping[str, float]
+        Payload fraction per protocol (``ll``, ``ll128``, ``simple``).
+    algorithms : Mapping[str, AlgorithmParams]
+        Per-algorithm latencies and efficiency.
+    pipeline_chunk_bytes : float
+        Target bytes per pipelined piece for tree/NVLS/chain schedules.
+    pipeline_max_chunks : int
+        Cap on pipelined pieces.
+    raw : Mapping[str, Any]
+        The merged parameter tree (for provenance and round trips).
+    """
+
+    link_efficiency: Mapping[str, float]
+    protocol_efficiency: Mapping[str, float]
+    algorithms: Mapping[str, AlgorithmParams]
+    pipeline_chunk_bytes: float
+    pipeline_max_chunks: int
+    raw: Mapping[str, Any]
+
+    @classmethod
+    def from_dict(cls, tree: Mapping[str, Any], where: str = "collectives") -> CollectiveParams:
+        """Validate a parameter tree shaped like ``defaults.yaml``; errors name the key."""
+        _known(tree, {"source", "link_efficiency", "protocols", "algorithms", "pipeline"}, where)
+        link = {s: _eff(_get(tree, "link_efficiency", where), s, where + ".link_efficiency") for s in SCOPES}
+        protos = _get(tree, "protocols", where)
+        proto_eff = {
+            p: _fraction(_get(protos, p, f"{where}.protocols"), "efficiency", f"{where}.protocols.{p}")
+            for p in PROTOCOLS
+        }
+        algos = {
+            name: _algorithm(spec, f"{where}.algorithms.{name}")
+            for name, spec in _get(tree, "algorithms", where).items()
+        }
+        pipe = _get(tree, "pipeline", where)
+        chunk = _positive(pipe, "chunk_bytes", f"{where}.pipeline")
+        max_chunks = int(_positive(pipe, "max_chunks", f"{where}.pipeline"))
+        return cls(link, proto_eff, algos, chunk, max_chunks, copy.deepcopy(dict(tree)))
+
+    def merged(self, override: Mapping[str, Any], where: str = "profile.collectives") -> CollectiveParams:
+        """These parameters with ``override`` (same shape, any subset) laid on top."""
+        return CollectiveParams.from_dict(_deep_merge(self.raw, override, where), where)
+
+    def algorithm(self, name: str) -> AlgorithmParams:
+        """Parameters of algorithm ``name``; ConfigError if it has none."""
+        try:
+            return self.algorithms[name]
+        except KeyError:
+            raise ConfigError(
+                f"no collective parameters for algorithm {name!r}; known: {', '.join(sorted(self.algorithms))}"
+            ) from None
+
+
+@cache
+def default_params() -> CollectiveParams:
+    """The shipped defaults (``sim/collectives/defaults.yaml``)."""
+    text = resources.files("sim.collectives").joinpath("defaults.yaml").read_text()
+    return CollectiveParams.from_dict(yaml.safe_load(text), "defaults")
+
+
+def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any], where: str) -> dict[str, Any]:
+    if not isinstance(over, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {over!r}")
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(base.get(k), Mapping):
+            out[k] = _deep_merge(base[k], v, f"{where}.{k}")
+        else:
+            out[k] = v
+    return out
+
+
+def _known(tree: Mapping[str, Any], keys: set[str], where: str) -> None:
+    if not isinstance(tree, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {tree!r}")
+    for k in tree:
+        if k not in keys:
+            raise ConfigError(f"{where}: unknown key {k!r}; allowed: {', '.join(sorted(keys))}")
+
+
+def _get(tree: Mapping[str, Any], key: str, where: str) -> Any:
+    if not isinstance(tree, Mapping) or key not in tree:
+        raise ConfigError(f"{where}: missing key {key!r}")
+    return tree[key]
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    return float(value)
+
+
+def _fraction(tree: Mapping[str, Any], key: str, where: str) -> float:
+    x = _number(_get(tree, key, where), f"{where}.{key}")
+    if not 0 < x <= 1:
+        raise ConfigError(f"{where}.{key}: {x!r} must be in (0, 1]")
+    return x
+
+
+def _eff(tree: Mapping[str, Any], scope: str, where: str) -> float:
+    entry = _get(tree, scope, where)
+    return _fraction(entry, "value", f"{where}.{scope}") if isinstance(entry, Mapping) else _fraction(
+        {"value": entry}, "value", f"{where}.{scope}"
+    )
+
+
+def _positive(tree: Mapping[str, Any], key: str, where: str) -> float:
+    x = _number(_get(tree, key, where), f"{where}.{key}")
+    if x <= 0:
+        raise ConfigError(f"{where}.{key}: {x!r} must be > 0")
+    return x
+
+
+def _latency_us(tree: Mapping[str, Any], protos: tuple[str, ...], where: str) -> dict[str, float]:
+    out = {}
+    for p in protos:
+        x = _number(_get(tree, p, where), f"{where}.{p}")
+        if x < 0:
+            raise ConfigError(f"{where}.{p}: {x!r} must be >= 0 (microseconds)")
+        out[p] = x * 1e-6
+    return out
+
+
+def _algorithm(spec: Mapping[str, Any], where: str) -> AlgorithmParams:
+    _known(spec, {"efficiency", "protocols", "base_latency_us", "step_latency_us", "source"}, where)
+    protos = tuple(spec.get("protocols", PROTOCOLS))
+    for p in protos:
+        if p not in PROTOCOLS:
+            raise ConfigError(f"{where}.protocols: unknown protocol {p!r}; allowed: {', '.join(PROTOCOLS)}")
+    base = _latency_us(_get(spec, "base_latency_us", where), protos, f"{where}.base_latency_us")
+    steps = _get(spec, "step_latency_us", where)
+    step = {s: _latency_us(_get(steps, s, f"{where}.step_latency_us"), protos, f"{where}.step_latency_us.{s}") for s in SCOPES}
+    return AlgorithmParams(_fraction(spec, "efficiency", where), protos, base, step)

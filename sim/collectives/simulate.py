@@ -1,0 +1,237 @@
+"""Simulate one collective, or an nccl-tests-style sweep of sizes, on a topology.
+
+``auto`` picks the (algorithm, protocol) with the lowest time under the closed-form
+model (:func:`~sim.collectives.engine.predict_step_sync`), as NCCL's tuner picks from its
+own cost model; the chosen pair is then run on the requested network backend.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import simpy
+
+from sim.collectives.algorithms import ALGORITHMS, Layout, applicable
+from sim.collectives.engine import RouteCache, predict_step_sync, run_schedule, scope_bytes
+from sim.collectives.params import PROTOCOLS, CollectiveParams, default_params
+from sim.collectives.schedule import OPS, Schedule, busbw_factor
+from sim.errors import ConfigError
+from sim.network import make_network
+from sim.topology.model import Topology
+
+__all__ = ["CollectiveResult", "CollectiveSetup", "simulate_collective", "sweep_sizes"]
+
+
+@dataclass(frozen=True)
+class CollectiveResult:
+    """One simulated collective (SI units; bandwidths in bytes/s, nccl-tests definitions)."""
+
+    op: str
+    size_bytes: float
+    n_ranks: int
+    time_s: float
+    algorithm: str
+    protocol: str
+    network: str
+    steps: int
+    channels: int
+    pipeline_chunks: int
+    wire_bytes_by_scope: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def algbw_Bps(self) -> float:
+        """Algorithm bandwidth: size / time (bytes/s)."""
+        return self.size_bytes / self.time_s if self.time_s > 0 else float("inf")
+
+    @property
+    def busbw_Bps(self) -> float:
+        """Bus bandwidth: algbw times nccl-tests' factor for the op (bytes/s)."""
+        return self.algbw_Bps * busbw_factor(self.op, self.n_ranks)
+
+    def record(self) -> dict[str, object]:
+        """JSON-ready record (nccl-tests columns plus provenance)."""
+        d = asdict(self)
+        d.update(
+            time_us=self.time_s * 1e6,
+            algbw_GBps=self.algbw_Bps / 1e9,
+            busbw_GBps=self.busbw_Bps / 1e9,
+        )
+        return d
+
+
+class CollectiveSetup:
+    """A topology, a group of GPUs and parameters, prepared once for many sizes.
+
+    Parameters
+    ----------
+    topology : Topology
+        The cluster (line-rate capacities; link efficiencies are applied here).
+    ranks : int or sequence of str, optional
+        The first ``ranks`` GPUs, or explicit GPU node names; default all GPUs.
+    params : CollectiveParams, optional
+        Timing parameters; default the shipped defaults.
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        ranks: int | Sequence[str] | None = None,
+        params: CollectiveParams | None = None,
+    ) -> None:
+        self.params = params or default_params()
+        self.topology = topology.scaled(self.params.link_efficiency)
+        self.group = _group(topology, ranks)
+        nodes = [topology.node_of(g) for g in self.group]
+        first = {n: i for i, n in reversed(list(enumerate(dict.fromkeys(nodes))))}
+        switches = {topology.nvswitch_of(g) for g in self.group}
+        nvswitch = len(switches) == 1 and None not in switches and len(self.group) > 1
+        self.layout = Layout(node_of=tuple(first[n] for n in nodes), nvswitch=nvswitch)
+        self.reducer = topology.nvswitch_of(self.group[0]) if nvswitch else None
+        self.channels = _channels(topology, self.group, len(first))
+        self.routes = RouteCache(self.topology)
+
+    @property
+    def n(self) -> int:
+        """Ranks in the group."""
+        return len(self.group)
+
+    def pipeline_chunks(self, size_bytes: float) -> int:
+        """Pipelined pieces for ``size_bytes``: size / chunk_bytes, clamped to [1, max_chunks]."""
+        p = self.params
+        return max(1, min(p.pipeline_max_chunks, math.ceil(size_bytes / p.pipeline_chunk_bytes)))
+
+    def schedule(self, op: str, algorithm: str, size_bytes: float, root: int = 0) -> Schedule:
+        """Build ``algorithm``'s schedule for ``op`` of ``size_bytes`` on this group."""
+        return ALGORITHMS[algorithm](
+            op,
+            self.n,
+            size_bytes,
+            layout=self.layout,
+            channels=self.channels,
+            root=root,
+            pipeline_chunks=self.pipeline_chunks(size_bytes),
+        )
+
+    def endpoints(self, sched: Schedule) -> list[str]:
+        """Graph node per participant: the group's GPUs, then in-network reducers."""
+        extra = [self.reducer] * sched.reducers if sched.reducers else []
+        if sched.reducers and self.reducer is None:
+            raise ConfigError(f"algorithm {sched.algorithm!r} needs an NVSwitch shared by all ranks")
+        return list(self.group) + [str(r) for r in extra]
+
+    def candidates(self, op: str, algorithm: str, protocol: str) -> list[tuple[str, str]]:
+        """(algorithm, protocol) pairs to consider; ConfigError when none applies."""
+        algos = [algorithm] if algorithm != "auto" else [a for a in ALGORITHMS if applicable(a, op, self.layout)]
+        if algorithm != "auto" and algorithm not in ALGORITHMS:
+            raise ConfigError(f"--algo {algorithm!r} is unknown; allowed: auto, {', '.join(ALGORITHMS)}")
+        if protocol != "auto" and protocol not in PROTOCOLS:
+            raise ConfigError(f"--protocol {protocol!r} is unknown; allowed: auto, {', '.join(PROTOCOLS)}")
+        pairs = [
+            (a, p)
+            for a in algos
+            for p in self.params.algorithm(a).protocols
+            if protocol in ("auto", p)
+        ]
+        if not pairs:
+            raise ConfigError(f"no algorithm/protocol implements {op} here (algo={algorithm}, protocol={protocol})")
+        return pairs
+
+
+def _group(topology: Topology, ranks: int | Sequence[str] | None) -> tuple[str, ...]:
+    if ranks is None:
+        return topology.gpus
+    if isinstance(ranks, int):
+        if not 1 <= ranks <= topology.num_gpus:
+            raise ConfigError(
+                f"--gpus {ranks} is out of range; topology {topology.name!r} has {topology.num_gpus} GPUs"
+            )
+        return topology.gpus[:ranks]
+    unknown = [g for g in ranks if g not in topology.graph or topology.graph.nodes[g]["kind"] != "gpu"]
+    if unknown:
+        raise ConfigError(f"unknown GPU {unknown[0]!r} in group; GPUs look like {topology.gpus[0]!r}")
+    return tuple(ranks)
+
+
+def _channels(topology: Topology, group: Sequence[str], nodes: int) -> int:
+    """Parallel rings: one per NIC of a server when the group spans servers, else 1."""
+    if nodes <= 1:
+        return 1
+    node = topology.node_of(group[0])
+    g = topology.graph
+    nics = sum(1 for v, d in g.nodes(data=True) if d.get("kind") == "nic" and d.get("node") == node)
+    return max(1, min(nics, 16))
+
+
+def simulate_collective(
+    setup: CollectiveSetup,
+    op: str,
+    size_bytes: float,
+    *,
+    algorithm: str = "auto",
+    protocol: str = "auto",
+    network: str = "flow",
+    root: int = 0,
+) -> CollectiveResult:
+    """Simulate one ``op`` of ``size_bytes`` (nccl-tests' size) on ``setup``'s group.
+
+    Returns
+    -------
+    CollectiveResult
+        Time in seconds, the algorithm and protocol used, wire bytes per link scope.
+
+    Examples
+    --------
+    >>> from sim.topology.presets import load_topology
+    >>> setup = CollectiveSetup(load_topology("dgx-h100"))
+    >>> r = simulate_collective(setup, "all_reduce", 2**30, algorithm="ring", protocol="simple")
+    >>> 300 < r.busbw_Bps / 1e9 < 400
+    True
+    """
+    if op not in OPS:
+        raise ConfigError(f"--op {op!r} is unknown; allowed: {', '.join(OPS)}")
+    if setup.n < 2 and op != "send_recv":
+        raise ConfigError(f"{op} needs at least 2 GPUs; the group has {setup.n}")
+    best: tuple[float, str, str, Schedule] | None = None
+    for algo, proto in setup.candidates(op, algorithm, protocol):
+        sched = setup.schedule(op, algo, size_bytes, root)
+        t = predict_step_sync(sched, setup.endpoints(sched), setup.routes, setup.params, [proto])[proto]
+        if best is None or t < best[0]:
+            best = (t, algo, proto, sched)
+    assert best is not None
+    t_pred, algo, proto, sched = best
+    env = simpy.Environment()
+    net = make_network(network, env, setup.topology)
+    env.process(run_schedule(env, net, sched, setup.endpoints(sched), setup.routes, setup.params, proto, exclusive=True))
+    env.run()
+    return CollectiveResult(
+        op=op,
+        size_bytes=float(size_bytes),
+        n_ranks=setup.n,
+        time_s=float(env.now),
+        algorithm=algo,
+        protocol=proto,
+        network=network,
+        steps=sched.num_steps,
+        channels=setup.channels,
+        pipeline_chunks=setup.pipeline_chunks(size_bytes),
+        wire_bytes_by_scope=dict(scope_bytes(setup.topology, net.link_bytes)),
+    )
+
+
+def sweep_sizes(min_bytes: float, max_bytes: float, step_factor: float) -> list[float]:
+    """nccl-tests' sizes: min, min*f, ... up to max (inclusive), in bytes.
+
+    >>> sweep_sizes(8, 64, 2)
+    [8.0, 16.0, 32.0, 64.0]
+    """
+    if min_bytes > max_bytes:
+        raise ConfigError(f"--min-bytes {min_bytes:g} is larger than --max-bytes {max_bytes:g}")
+    if step_factor <= 1:
+        raise ConfigError(f"--step-factor {step_factor!r} must be > 1")
+    sizes, s = [], float(min_bytes)
+    while s <= max_bytes * (1 + 1e-12):
+        sizes.append(s)
+        s *= step_factor
+    return sizes

@@ -1,0 +1,133 @@
+"""The collective engine: closed forms, backend agreement, monotonicity, a real golden number."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.collectives.params import default_params
+from sim.collectives.simulate import CollectiveSetup, simulate_collective
+from sim.topology.presets import load_topology
+from tests.helpers import SHARED_DATA, star
+
+
+def ring_allreduce_closed_form(n: int, size: float, bw: float, lat: float) -> float:
+    """2(n-1) steps of size/n bytes over two hops of a star, NCCL-style latencies (Simple)."""
+    p = default_params()
+    ring = p.algorithm("ring")
+    wire = 1.0 / (p.protocol_efficiency["simple"] * ring.efficiency)
+    cap = bw * p.link_efficiency["nvlink"]
+    step = 2 * lat + (size / n) * wire / cap + ring.step_latency_s["nvlink"]["simple"]
+    return ring.base_latency_s["simple"] + 2 * (n - 1) * step
+
+
+@pytest.mark.parametrize("network", ["analytical", "flow"])
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 7, 8, 13, 16, 31, 32, 64])
+def test_uncontended_ring_allreduce_matches_closed_form(n: int, network: str) -> None:
+    """Each ring step is uncontended on a star, so both backends hit the closed form."""
+    size = 3 * 2**26
+    setup = CollectiveSetup(star(n, bandwidth_Bps=200e9, latency_s=0.7e-6))
+    r = simulate_collective(setup, "all_reduce", size, algorithm="ring", protocol="simple", network=network)
+    assert r.time_s == pytest.approx(ring_allreduce_closed_form(n, size, 200e9, 0.7e-6), rel=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(2, 12),
+    size=st.floats(1e3, 1e10),
+    op=st.sampled_from(["all_reduce", "all_gather", "reduce_scatter", "broadcast"]),
+)
+def test_flow_equals_analytical_when_nothing_contends(n: int, size: float, op: str) -> None:
+    """Ring phases on a star never share a link direction: the two backends agree exactly."""
+    setup = CollectiveSetup(star(n))
+    a = simulate_collective(setup, op, size, algorithm="ring", protocol="simple", network="analytical")
+    f = simulate_collective(setup, op, size, algorithm="ring", protocol="simple", network="flow")
+    assert f.time_s == pytest.approx(a.time_s, rel=1e-9)
+
+
+@settings(max_examples=30, deadline=None)
+@given(size=st.floats(64, 4e9), factor=st.floats(1.01, 8.0))
+def test_larger_message_is_never_faster(size: float, factor: float) -> None:
+    """auto on dgx-h100: time is non-decreasing in message size."""
+    setup = CollectiveSetup(load_topology("dgx-h100"))
+    t1 = simulate_collective(setup, "all_reduce", size, network="analytical").time_s
+    t2 = simulate_collective(setup, "all_reduce", size * factor, network="analytical").time_s
+    assert t2 >= t1 * (1 - 1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 16), size=st.floats(1e3, 1e10), factor=st.floats(1.01, 10.0),
+       algo=st.sampled_from(["ring", "tree", "rhd", "nvls"]))
+def test_more_bandwidth_is_never_slower(n: int, size: float, factor: float, algo: str) -> None:
+    """Scaling every link's bandwidth up never increases a collective's time (flow backend)."""
+    slow = CollectiveSetup(star(n, bandwidth_Bps=50e9))
+    fast = CollectiveSetup(star(n, bandwidth_Bps=50e9 * factor))
+    t_slow = simulate_collective(slow, "all_reduce", size, algorithm=algo, protocol="simple").time_s
+    t_fast = simulate_collective(fast, "all_reduce", size, algorithm=algo, protocol="simple").time_s
+    assert t_fast <= t_slow * (1 + 1e-12)
+
+
+def test_predictor_equals_simpy_analytical_backend() -> None:
+    """The tuner's closed form and the SimPy analytical backend are the same model."""
+    from sim.collectives.engine import predict_step_sync
+
+    setup = CollectiveSetup(load_topology("h100-ib-ndr", nodes=4))
+    for algo in ("ring", "tree", "hierarchical", "rhd"):
+        for size in (1e4, 3e7, 2e9):
+            sched = setup.schedule("all_reduce", algo, size)
+            pred = predict_step_sync(sched, setup.endpoints(sched), setup.routes, setup.params, ["simple"])
+            sim = simulate_collective(setup, "all_reduce", size, algorithm=algo, protocol="simple",
+                                      network="analytical")
+            assert sim.time_s == pytest.approx(pred["simple"], rel=1e-12)
+
+
+def _measured_busbw(path, size: int) -> float:  # type: ignore[no-untyped-def]
+    for line in path.read_text().splitlines():
+        f = line.split()
+        if f and f[0] == str(size):
+            return float(f[7])
+    raise AssertionError(f"size {size} not in {path}")
+
+
+def test_dgx_h100_allreduce_8GiB_busbw_matches_real_run() -> None:
+    """Default parameters on dgx-h100: busbw at 8 GiB within 10% of a real DGX H100.
+
+    Source: ../shared/data/nccl-tests/dgx-h100-1node-8gpu-all_reduce.txt (NVIDIA
+    dgxc-benchmarking sample output, 8x H100 80GB HBM3, NVLS likely engaged): 480.16 GB/s
+    out-of-place at 8589934592 B. When the shared data is absent the published value
+    (480 GB/s, NVIDIA/nccl-tests issue 212) is used and this says so.
+    """
+    path = SHARED_DATA / "nccl-tests" / "dgx-h100-1node-8gpu-all_reduce.txt"
+    if path.exists():
+        measured = _measured_busbw(path, 8589934592)
+    else:  # pragma: no cover - CI has ../shared
+        print(f"NOTE: {path} absent; using the published 480 GB/s")
+        measured = 480.0
+    setup = CollectiveSetup(load_topology("dgx-h100"))
+    r = simulate_collective(setup, "all_reduce", 8 * 2**30, network="flow")
+    assert r.busbw_Bps / 1e9 == pytest.approx(measured, rel=0.10), (r.algorithm, r.protocol)
+
+
+def test_auto_picks_low_latency_protocol_for_small_and_bandwidth_for_large() -> None:
+    """Like NCCL's tuner: LL-family for tiny messages, Simple (or NVLS) for large ones."""
+    setup = CollectiveSetup(load_topology("dgx-h100"))
+    small = simulate_collective(setup, "all_reduce", 1024, network="analytical")
+    large = simulate_collective(setup, "all_reduce", 2**31, network="analytical")
+    assert small.protocol in ("ll", "ll128")
+    assert large.protocol == "simple"
+    assert re.match(r"nvls|ring", large.algorithm)
+
+
+def test_bytes_on_the_wire_are_conserved_for_ring() -> None:
+    """Ring all-reduce puts exactly 2(n-1)/n * size * wire-factor * n bytes on GPU uplinks."""
+    n, size = 8, 2**28
+    topo = star(n)
+    setup = CollectiveSetup(topo)
+    r = simulate_collective(setup, "all_reduce", size, algorithm="ring", protocol="simple", network="flow")
+    p = default_params()
+    wire = 1 / (p.protocol_efficiency["simple"] * p.algorithm("ring").efficiency)
+    # every transfer crosses two links (up to the switch and down): count both
+    assert r.wire_bytes_by_scope["nvlink"] == pytest.approx(2 * 2 * (n - 1) * size * wire, rel=1e-12)

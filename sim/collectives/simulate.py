@@ -155,13 +155,18 @@ def _group(topology: Topology, ranks: int | Sequence[str] | None) -> tuple[str, 
 
 
 def _channels(topology: Topology, group: Sequence[str], nodes: int) -> int:
-    """Parallel rings: one per NIC of a server when the group spans servers, else 1."""
+    """Parallel rings (NCCL channels) when the group spans servers, else 1.
+
+    One ring per NIC of a server, but no more than the group's GPUs on that server: each
+    ring enters and leaves a server through a different GPU's nearest NIC (rail).
+    """
     if nodes <= 1:
         return 1
     node = topology.node_of(group[0])
+    local = sum(1 for gpu in group if topology.node_of(gpu) == node)
     g = topology.graph
-    nics = sum(1 for v, d in g.nodes(data=True) if d.get("kind") == "nic" and d.get("node") == node)
-    return max(1, min(nics, 16))
+    nics = sum(1 for _, d in g.nodes(data=True) if d.get("kind") == "nic" and d.get("node") == node)
+    return max(1, min(nics, local, 16))
 
 
 def simulate_collective(

@@ -1,0 +1,83 @@
+"""The collective algorithms by name: a plain dict, what each supports, and where it applies.
+
+Every algorithm is a function
+``fn(op, n, nbytes, *, layout, channels=1, root=0, pipeline_chunks=1) -> Schedule``.
+Pick one by name from :data:`ALGORITHMS`; :func:`applicable` says whether it can run
+an op on a layout without raising.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from sim.collectives import direct, hierarchical, nvls, rhd, ring, tree
+from sim.collectives.layout import Layout
+from sim.collectives.schedule import Schedule
+from sim.errors import UnsupportedCollectiveError
+
+__all__ = ["ALGORITHMS", "SUPPORTED", "Algorithm", "Layout", "applicable"]
+
+
+class Algorithm(Protocol):
+    """The signature every collective algorithm function has."""
+
+    def __call__(
+        self,
+        op: str,
+        n: int,
+        nbytes: float,
+        *,
+        layout: Layout,
+        channels: int = 1,
+        root: int = 0,
+        pipeline_chunks: int = 1,
+    ) -> Schedule:
+        """Build the schedule of ``op`` on ``n`` ranks moving ``nbytes`` bytes."""
+        ...
+
+
+ALGORITHMS: dict[str, Algorithm] = {
+    "ring": ring.ring,
+    "tree": tree.tree,
+    "rhd": rhd.rhd,
+    "hierarchical": hierarchical.hierarchical,
+    "nvls": nvls.nvls,
+    "direct": direct.direct,
+}
+
+SUPPORTED: dict[str, tuple[str, ...]] = {
+    "ring": ring.SUPPORTS,
+    "tree": tree.SUPPORTS,
+    "rhd": rhd.SUPPORTS,
+    "hierarchical": hierarchical.SUPPORTS,
+    "nvls": nvls.SUPPORTS,
+    "direct": direct.SUPPORTS,
+}
+
+
+def applicable(name: str, op: str, layout: Layout) -> bool:
+    """Whether algorithm ``name`` can run ``op`` on the group described by ``layout``.
+
+    Raises
+    ------
+    UnsupportedCollectiveError
+        ``name`` is not a key of :data:`ALGORITHMS`.
+
+    Examples
+    --------
+    >>> applicable("nvls", "all_reduce", Layout.flat(8, nvswitch=True))
+    True
+    >>> applicable("hierarchical", "all_reduce", Layout.flat(8))
+    False
+    """
+    if name not in ALGORITHMS:
+        raise UnsupportedCollectiveError(
+            f"unknown collective algorithm {name!r}; known: {', '.join(ALGORITHMS)}"
+        )
+    if op not in SUPPORTED[name] or layout.n < 1:
+        return False
+    if name == "hierarchical":
+        return hierarchical.hierarchical_shape(layout) is None
+    if name == "nvls":
+        return layout.nvswitch
+    return op != "send_recv" or layout.n == 2

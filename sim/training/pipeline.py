@@ -1,0 +1,230 @@
+"""Pipeline schedules as plain functions returning each stage's op order.
+
+A schedule for ``p`` stages and ``m`` micro-batches is a list (one entry per stage) of
+:class:`Step` tuples ``(kind, microbatch, chunk)``: ``kind`` is ``"F"`` (forward) or
+``"B"`` (backward), ``chunk`` the model chunk (virtual stage) on that stage, always 0
+except for the interleaved schedule. Virtual stage ``chunk * p + stage`` holds layers
+in model order, as in Megatron-LM.
+
+:func:`simulate_ideal` times a schedule with free communication; with equal stages and
+``t_b = 2 t_f`` it reproduces the textbook bubbles exactly:
+
+>>> p, m = 4, 8
+>>> simulate_ideal(one_f_one_b(p, m), 1.0, 2.0).bubble_fraction == (p - 1) / (m + p - 1)
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+__all__ = [
+    "SCHEDULES",
+    "IdealTimeline",
+    "Step",
+    "gpipe",
+    "in_flight",
+    "interleaved_1f1b",
+    "make_schedule",
+    "one_f_one_b",
+    "simulate_ideal",
+]
+
+
+class Step(NamedTuple):
+    """One pipeline op: ``kind`` ``"F"``/``"B"``, micro-batch index, model chunk."""
+
+    kind: str
+    mb: int
+    chunk: int = 0
+
+
+Schedule = list[list[Step]]
+
+
+def _check(p: int, m: int, v: int = 1) -> None:
+    if p < 1 or m < 1 or v < 1:
+        raise ValueError(f"stages, micro-batches and chunks must be >= 1 (got {p}, {m}, {v})")
+
+
+def gpipe(p: int, m: int) -> Schedule:
+    """GPipe: every stage runs all ``m`` forwards, then all ``m`` backwards.
+
+    >>> gpipe(2, 2)[0]
+    [Step(kind='F', mb=0, chunk=0), Step(kind='F', mb=1, chunk=0), \
+Step(kind='B', mb=0, chunk=0), Step(kind='B', mb=1, chunk=0)]
+    """
+    _check(p, m)
+    fwd = [Step("F", i) for i in range(m)]
+    bwd = [Step("B", i) for i in range(m)]
+    return [fwd + bwd for _ in range(p)]
+
+
+def one_f_one_b(p: int, m: int) -> Schedule:
+    """1F1B (PipeDream-Flush): ``p - s - 1`` warm-up forwards, then alternate F and B.
+
+    >>> [s.kind for s in one_f_one_b(2, 3)[0]]
+    ['F', 'F', 'B', 'F', 'B', 'B']
+    """
+    _check(p, m)
+    out = []
+    for s in range(p):
+        warm = min(p - s - 1, m)
+        ops = [Step("F", i) for i in range(warm)]
+        for i in range(m - warm):
+            ops += [Step("F", warm + i), Step("B", i)]
+        ops += [Step("B", i) for i in range(m - warm, m)]
+        out.append(ops)
+    return out
+
+
+def _interleaved_id(k: int, p: int, v: int, forward: bool) -> Step:
+    """Megatron's mapping of a stage's k-th forward (backward) to (micro-batch, chunk)."""
+    group, within = divmod(k, p * v)
+    chunk = within // p
+    mb = group * p + within % p
+    return Step("F" if forward else "B", mb, chunk if forward else v - 1 - chunk)
+
+
+def interleaved_1f1b(p: int, m: int, v: int) -> Schedule:
+    """Interleaved 1F1B (Narayanan et al. 2021) with ``v`` model chunks per stage.
+
+    Needs ``m % p == 0``. Stage ``s`` warms up with ``2 (p - s - 1) + (v - 1) p``
+    chunk forwards (all of them if fewer), as Megatron-LM does.
+
+    >>> [f"{s.kind}{s.mb}.{s.chunk}" for s in interleaved_1f1b(2, 2, 2)[1]][:4]
+    ['F0.0', 'F1.0', 'F0.1', 'B0.1']
+    """
+    _check(p, m, v)
+    if m % p:
+        raise ValueError(f"interleaved schedule needs micro-batches ({m}) % stages ({p}) == 0")
+    total = m * v
+    out = []
+    for s in range(p):
+        warm = min(2 * (p - s - 1) + (v - 1) * p, total)
+        ops = [_interleaved_id(k, p, v, True) for k in range(warm)]
+        for k in range(total - warm):
+            ops += [_interleaved_id(warm + k, p, v, True), _interleaved_id(k, p, v, False)]
+        ops += [_interleaved_id(k, p, v, False) for k in range(total - warm, total)]
+        out.append(ops)
+    return out
+
+
+SCHEDULES: dict[str, Callable[..., Schedule]] = {
+    "gpipe": gpipe,
+    "1f1b": one_f_one_b,
+    "interleaved": interleaved_1f1b,
+}
+
+
+def make_schedule(name: str, p: int, m: int, v: int = 1) -> Schedule:
+    """Build schedule ``name`` from :data:`SCHEDULES` (``v`` only for ``interleaved``)."""
+    if name == "interleaved":
+        return interleaved_1f1b(p, m, v)
+    return SCHEDULES[name](p, m)
+
+
+@dataclass(frozen=True)
+class IdealTimeline:
+    """Timing of a schedule with free communication.
+
+    Attributes
+    ----------
+    makespan_s : float
+        Time from the first forward to the last backward, seconds.
+    busy_s : list[float]
+        Compute time of each stage, seconds.
+    start_s : list[list[float]]
+        Start time of each op, in each stage's schedule order, seconds.
+    """
+
+    makespan_s: float
+    busy_s: list[float]
+    start_s: list[list[float]]
+
+    @property
+    def bubble_fraction(self) -> float:
+        """Idle share of the makespan on the busiest stage: ``1 - busy / makespan``."""
+        return 1 - max(self.busy_s) / self.makespan_s
+
+
+def _dependency(step: Step, s: int, p: int, v: int) -> tuple[int, Step] | None:
+    """(stage, op) that ``step`` on stage ``s`` waits for; None for the very first forward."""
+    virtual, last = step.chunk * p + s, p * v - 1
+    if step.kind == "F":
+        if virtual == 0:
+            return None
+        prev = virtual - 1
+        return prev % p, Step("F", step.mb, prev // p)
+    if virtual == last:
+        return s, Step("F", step.mb, step.chunk)
+    nxt = virtual + 1
+    return nxt % p, Step("B", step.mb, nxt // p)
+
+
+def simulate_ideal(schedule: Schedule, t_f: float, t_b: float) -> IdealTimeline:
+    """Time ``schedule`` with free communication and equal stages.
+
+    Parameters
+    ----------
+    schedule : list of list of Step
+        One op list per stage, e.g. from :data:`SCHEDULES`.
+    t_f, t_b : float
+        Forward and backward time of one micro-batch through one whole stage (all its
+        chunks), seconds; a chunk op takes ``t / v``.
+
+    Returns
+    -------
+    IdealTimeline
+        Each op starts when its stage is free and its dependency (the previous virtual
+        stage's forward, the next one's backward) has finished.
+    """
+    p = len(schedule)
+    v = 1 + max(st.chunk for ops in schedule for st in ops)
+    done: dict[tuple[int, Step], float] = {}
+    zero = t_f - t_f  # keeps exact types (Fraction) exact
+    clock, pos = [zero] * p, [0] * p
+    starts: list[list[float]] = [[] for _ in range(p)]
+    remaining = sum(len(ops) for ops in schedule)
+    while remaining:
+        progressed = False
+        for s in range(p):
+            while pos[s] < len(schedule[s]):
+                step = schedule[s][pos[s]]
+                dep, ready = _dependency(step, s, p, v), zero
+                if dep is not None:
+                    if dep not in done:
+                        break
+                    ready = done[dep]
+                start = max(clock[s], ready)
+                clock[s] = start + (t_f if step.kind == "F" else t_b) / v
+                done[(s, step)] = clock[s]
+                starts[s].append(start)
+                pos[s] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            raise ValueError("schedule deadlocks: an op waits for one that never runs first")
+    busy = [sum(1 for st in ops if st.kind == "F") * (t_f + t_b) / v for ops in schedule]
+    return IdealTimeline(max(clock), busy, starts)
+
+
+def in_flight(schedule: Schedule) -> list[float]:
+    """Most micro-batches whose activations a stage holds at once (forward done, backward not).
+
+    Counted in whole-stage micro-batches: an interleaved chunk counts ``1 / v``.
+
+    >>> in_flight(one_f_one_b(4, 8)), in_flight(gpipe(4, 8))[0]
+    ([4.0, 3.0, 2.0, 1.0], 8.0)
+    """
+    v = 1 + max(st.chunk for ops in schedule for st in ops)
+    out = []
+    for ops in schedule:
+        held = peak = 0
+        for st in ops:
+            held += 1 if st.kind == "F" else -1
+            peak = max(peak, held)
+        out.append(peak / v)
+    return out

@@ -1,0 +1,294 @@
+"""Parallel plans: validation against a model and a cluster, and rank placement.
+
+A :class:`ParallelPlan` splits a job over ``tp * pp * dp`` GPUs. Ranks are numbered by
+a mixed radix whose fastest axis is the first of :attr:`ParallelPlan.order` (default
+``("tp", "pp", "dp")``: TP inside a node first, then PP, then DP), so with 8 GPUs per
+node and ``tp = 8`` every TP group is one node.
+
+>>> plan = ParallelPlan(tp=2, pp=2, dp=2, global_batch=8)
+>>> rank_coords(plan, 5)
+Coord(tp=1, pp=0, dp=1)
+>>> groups(plan, "pp")[0]
+[0, 2]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from sim.errors import ConfigError
+from sim.training.models import ModelSpec
+
+__all__ = [
+    "AXES",
+    "GROUP_KINDS",
+    "RECOMPUTE",
+    "SCHEDULE_NAMES",
+    "Coord",
+    "ParallelPlan",
+    "groups",
+    "parse_order",
+    "placement_notes",
+    "rank_coords",
+    "rank_of",
+    "validate_plan",
+]
+
+AXES = ("tp", "pp", "dp")
+GROUP_KINDS = ("tp", "pp", "dp", "ep", "edp")
+SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved")
+RECOMPUTE = ("none", "selective", "full")
+
+
+class Coord(NamedTuple):
+    """A rank's position: TP rank, pipeline stage, data-parallel replica."""
+
+    tp: int
+    pp: int
+    dp: int
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """How one training job is split over GPUs.
+
+    Attributes
+    ----------
+    tp, pp, dp : int
+        Tensor-, pipeline- and data-parallel sizes.
+    ep : int
+        Expert-parallel size (divides ``dp``; MoE only). Experts are replicated over
+        ``dp // ep`` "expert data-parallel" ranks.
+    sp : bool
+        Megatron sequence parallelism (needs ``tp > 1``).
+    zero : int
+        ZeRO stage 0-3 over ``dp`` (3 = FSDP).
+    micro_batch : int
+        Sequences per micro-batch per DP replica.
+    global_batch : int
+        Sequences per optimizer step over all replicas.
+    schedule : str
+        Pipeline schedule: ``gpipe``, ``1f1b`` or ``interleaved``.
+    virtual_stages : int
+        Model chunks per pipeline stage (interleaved schedule only).
+    recompute : str
+        Activation recomputation: ``none``, ``selective`` or ``full``.
+    order : tuple[str, ...]
+        Placement order, fastest-varying axis first.
+    gpus_per_node : int
+        GPUs per node of the cluster (for placement notes).
+    overlap_tp, overlap_dp : bool
+        Overlap TP communication with compute / DP gradient reduction with backward.
+    bucket_bytes : float
+        DDP gradient bucket size in bytes.
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
+    sp: bool = False
+    zero: int = 0
+    micro_batch: int = 1
+    global_batch: int = 1
+    schedule: str = "1f1b"
+    virtual_stages: int = 1
+    recompute: str = "none"
+    order: tuple[str, ...] = AXES
+    gpus_per_node: int = 8
+    overlap_tp: bool = False
+    overlap_dp: bool = True
+    bucket_bytes: float = 25 * 2**20
+
+    @property
+    def num_gpus(self) -> int:
+        """``tp * pp * dp``."""
+        return self.tp * self.pp * self.dp
+
+    @property
+    def num_microbatches(self) -> int:
+        """Micro-batches per step per replica (gradient-accumulation steps)."""
+        return self.global_batch // (self.micro_batch * self.dp)
+
+    @property
+    def edp(self) -> int:
+        """Expert data-parallel size, ``dp // ep``."""
+        return self.dp // self.ep
+
+
+def parse_order(text: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Parse a placement order like ``"tp,pp,dp"`` (fastest axis first).
+
+    >>> parse_order("tp, dp, pp")
+    ('tp', 'dp', 'pp')
+    """
+    parts = text.split(",") if isinstance(text, str) else list(text)
+    order = tuple(str(p).strip() for p in parts)
+    if sorted(order) != sorted(AXES):
+        raise ConfigError(
+            f"parallel.placement: {text!r} must order each of tp, pp, dp once, e.g. 'tp,pp,dp'"
+        )
+    return order
+
+
+def _check_sizes(plan: ParallelPlan) -> None:
+    ints = ("tp", "pp", "dp", "ep", "micro_batch", "global_batch", "virtual_stages")
+    for key in (*ints, "gpus_per_node"):
+        value = getattr(plan, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            place = "cluster GPUs per node" if key == "gpus_per_node" else f"parallel.{key}"
+            raise ConfigError(f"{place}: must be an integer >= 1, got {value!r}")
+    if plan.zero not in (0, 1, 2, 3):
+        raise ConfigError(f"parallel.zero: {plan.zero!r} is not one of 0, 1, 2, 3")
+    if plan.schedule not in SCHEDULE_NAMES:
+        raise ConfigError(
+            f"parallel.schedule: {plan.schedule!r} is not one of {', '.join(SCHEDULE_NAMES)}"
+        )
+    if plan.recompute not in RECOMPUTE:
+        raise ConfigError(
+            f"parallel.recompute: {plan.recompute!r} is not one of {', '.join(RECOMPUTE)}"
+        )
+    parse_order(plan.order)
+
+
+def _check_model_split(plan: ParallelPlan, model: ModelSpec) -> None:
+    tp = plan.tp
+    if model.heads % tp:
+        raise ConfigError(f"parallel.tp: {tp} must divide model.heads={model.heads}")
+    if model.kv_heads % tp and tp % model.kv_heads:
+        raise ConfigError(
+            f"parallel.tp: {tp} must divide model.kv_heads={model.kv_heads} or be a multiple "
+            "of it (KV heads replicated)"
+        )
+    if model.ffn_hidden % tp:
+        raise ConfigError(f"parallel.tp: {tp} must divide model.ffn_hidden={model.ffn_hidden}")
+    chunks = plan.pp * plan.virtual_stages
+    if model.layers % chunks:
+        raise ConfigError(
+            f"parallel.pp x parallel.virtual_stages = {plan.pp} x {plan.virtual_stages} = "
+            f"{chunks} must divide model.layers={model.layers}"
+        )
+    if plan.ep > 1 and not model.moe:
+        raise ConfigError(f"parallel.ep: {plan.ep} needs an MoE model (model.experts > 1)")
+    if model.experts % plan.ep:
+        raise ConfigError(f"parallel.ep: {plan.ep} must divide model.experts={model.experts}")
+
+
+def _check_batch(plan: ParallelPlan) -> None:
+    per_step = plan.micro_batch * plan.dp
+    if plan.global_batch % per_step:
+        raise ConfigError(
+            f"training.global_batch: {plan.global_batch} must be a multiple of "
+            f"parallel.micro_batch x parallel.dp = {plan.micro_batch} x {plan.dp} = {per_step}"
+        )
+    if plan.dp % plan.ep:
+        raise ConfigError(f"parallel.ep: {plan.ep} must divide parallel.dp={plan.dp}")
+    if plan.sp and plan.tp == 1:
+        raise ConfigError("parallel.sp: sequence parallelism needs parallel.tp > 1 (got tp=1)")
+
+
+def _check_schedule(plan: ParallelPlan) -> None:
+    v, m = plan.virtual_stages, plan.num_microbatches
+    if v > 1 and plan.schedule != "interleaved":
+        raise ConfigError(
+            f"parallel.virtual_stages: {v} needs parallel.schedule=interleaved "
+            f"(got {plan.schedule!r})"
+        )
+    if v > 1 and plan.pp == 1:
+        raise ConfigError(f"parallel.virtual_stages: {v} needs parallel.pp > 1 (got pp=1)")
+    if plan.schedule == "interleaved" and m % plan.pp:
+        raise ConfigError(
+            f"parallel.schedule: interleaved needs micro-batches ({m} = global_batch / "
+            f"(micro_batch x dp)) to be a multiple of parallel.pp={plan.pp}"
+        )
+
+
+def validate_plan(plan: ParallelPlan, model: ModelSpec, num_gpus: int) -> ParallelPlan:
+    """Check ``plan`` against ``model`` and a cluster of ``num_gpus`` GPUs.
+
+    Returns the plan unchanged; raises ConfigError naming the offending keys and values.
+
+    >>> from sim.training.models import model_preset
+    >>> validate_plan(ParallelPlan(tp=8, global_batch=4), model_preset("llama2-7b"), 8).tp
+    8
+    """
+    _check_sizes(plan)
+    if plan.num_gpus != num_gpus:
+        raise ConfigError(
+            f"parallel.tp x parallel.pp x parallel.dp = {plan.tp} x {plan.pp} x {plan.dp} = "
+            f"{plan.num_gpus}, but the cluster has {num_gpus} GPUs"
+        )
+    _check_model_split(plan, model)
+    _check_batch(plan)
+    _check_schedule(plan)
+    return plan
+
+
+def _grid(plan: ParallelPlan) -> np.ndarray:
+    """Array ``g[tp, pp, dp] = rank`` for the plan's placement order."""
+    sizes = {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp}
+    order = parse_order(plan.order)
+    # C order makes the last axis fastest, so lay the axes out slowest first.
+    slow_first = order[::-1]
+    ranks = np.arange(plan.num_gpus).reshape([sizes[a] for a in slow_first])
+    return np.transpose(ranks, [slow_first.index(a) for a in AXES])
+
+
+def rank_coords(plan: ParallelPlan, rank: int) -> Coord:
+    """The (tp, pp, dp) coordinates of global ``rank``."""
+    if not 0 <= rank < plan.num_gpus:
+        raise ValueError(f"rank {rank} outside 0..{plan.num_gpus - 1}")
+    sizes = {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp}
+    coord: dict[str, int] = {}
+    rest = rank
+    for axis in parse_order(plan.order):
+        rest, coord[axis] = divmod(rest, sizes[axis])
+    return Coord(coord["tp"], coord["pp"], coord["dp"])
+
+
+def rank_of(plan: ParallelPlan, coord: Coord) -> int:
+    """Global rank at ``coord`` (inverse of :func:`rank_coords`)."""
+    return int(_grid(plan)[coord.tp, coord.pp, coord.dp])
+
+
+def groups(plan: ParallelPlan, kind: str) -> list[list[int]]:
+    """Rank lists of every group of ``kind``: ``tp``, ``pp``, ``dp``, ``ep`` or ``edp``.
+
+    ``ep`` groups are ``ep`` consecutive DP replicas (same tp and pp); ``edp`` groups
+    join the replicas holding the same experts (``dp // ep`` ranks each).
+    """
+    grid = _grid(plan)
+    if kind in AXES:
+        axis = AXES.index(kind)
+        rows = np.moveaxis(grid, axis, -1).reshape(-1, grid.shape[axis])
+        return [[int(r) for r in row] for row in rows]
+    if kind == "ep":
+        split = grid.reshape(plan.tp, plan.pp, plan.edp, plan.ep)
+    elif kind == "edp":
+        split = np.swapaxes(grid.reshape(plan.tp, plan.pp, plan.edp, plan.ep), 2, 3)
+    else:
+        raise ValueError(f"unknown group kind {kind!r}; known: {', '.join(GROUP_KINDS)}")
+    rows = split.reshape(-1, split.shape[-1])
+    return [[int(r) for r in row] for row in rows]
+
+
+def placement_notes(plan: ParallelPlan) -> list[str]:
+    """Facts worth reporting about the placement (not errors), e.g. TP across nodes.
+
+    >>> placement_notes(ParallelPlan(tp=16, global_batch=1, gpus_per_node=8))
+    ['TP groups of 16 span 2 nodes each (8 GPUs per node): TP traffic crosses the network']
+    """
+    notes = []
+    gpus_per_node = plan.gpus_per_node
+    for kind in ("tp", "ep"):
+        spans = {len({r // gpus_per_node for r in g}) for g in groups(plan, kind)}
+        size = plan.tp if kind == "tp" else plan.ep
+        if max(spans) > 1:
+            notes.append(
+                f"{kind.upper()} groups of {size} span {max(spans)} nodes each "
+                f"({gpus_per_node} GPUs per node): {kind.upper()} traffic crosses the network"
+            )
+    return notes

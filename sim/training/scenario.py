@@ -1,0 +1,365 @@
+"""Scenario files: load, override with ``--set``, validate into a frozen :class:`Scenario`.
+
+A scenario is YAML with the sections ``model``, ``cluster``, ``parallel``, ``training``,
+``price`` and the scalars ``network``, ``profile``, ``seed``. Unknown keys are rejected
+with their place (``parallel.foo``). Presets ship in the ``scenarios`` package and are
+found by name; anything else is read as a path.
+
+>>> raw = {"model": {"preset": "gpt2-124m"}, "cluster": {"topology": "single-h100"},
+...        "training": {"global_batch": 8, "seq_len": 1024}}
+>>> s = scenario_from_dict(apply_overrides(raw, ["parallel.micro_batch=4"]))
+>>> s.parallel.micro_batch, resolve_plan(s, 1, 1).num_microbatches
+(4, 2)
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib.resources
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sim.errors import ConfigError
+from sim.training.models import ModelSpec, model_preset
+from sim.training.plan import ParallelPlan, parse_order, validate_plan
+from sim.units import parse_bytes
+
+__all__ = [
+    "NETWORKS",
+    "PRECISIONS",
+    "SECTION_KEYS",
+    "TOP_KEYS",
+    "ClusterSection",
+    "ParallelSection",
+    "PriceSection",
+    "Scenario",
+    "TrainingSection",
+    "apply_overrides",
+    "load_scenario",
+    "read_raw",
+    "resolve_plan",
+    "scenario_from_dict",
+    "scenario_names",
+]
+
+NETWORKS = ("flow", "analytical")
+PRECISIONS = ("bf16", "fp8")
+
+
+@dataclass(frozen=True)
+class ClusterSection:
+    """``topology``: a topology preset name or path; ``nodes``: optional node count."""
+
+    topology: str
+    nodes: int | None = None
+
+
+@dataclass(frozen=True)
+class ParallelSection:
+    """The ``parallel`` section as written (``dp`` None = derived from the GPU count)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None
+    ep: int = 1
+    sp: bool = False
+    zero: int = 0
+    micro_batch: int = 1
+    schedule: str = "1f1b"
+    virtual_stages: int = 1
+    recompute: str = "none"
+    overlap_tp: bool = False
+    overlap_dp: bool = True
+    bucket_bytes: float = 25 * 2**20
+    placement: tuple[str, ...] = ("tp", "pp", "dp")
+
+
+@dataclass(frozen=True)
+class TrainingSection:
+    """Sequences per step, tokens per sequence, linear-layer precision, fused attention."""
+
+    global_batch: int
+    seq_len: int
+    precision: str = "bf16"
+    flash_attention: bool = True
+
+
+@dataclass(frozen=True)
+class PriceSection:
+    """``gpu_hour_usd``: price of one GPU-hour in USD (None: no cost reported)."""
+
+    gpu_hour_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated study: model, cluster, parallel plan, training settings and knobs."""
+
+    name: str
+    model: ModelSpec
+    cluster: ClusterSection
+    parallel: ParallelSection
+    training: TrainingSection
+    price: PriceSection = PriceSection()
+    network: str = "flow"
+    profile: str | None = None
+    seed: int = 0
+
+
+def _keys(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+SECTION_KEYS: dict[str, tuple[str, ...]] = {
+    "model": ("preset", *(k for k in _keys(ModelSpec) if k != "name")),
+    "cluster": _keys(ClusterSection),
+    "parallel": _keys(ParallelSection),
+    "training": _keys(TrainingSection),
+    "price": _keys(PriceSection),
+}
+TOP_KEYS = (*SECTION_KEYS, "network", "profile", "seed")
+
+
+# --- typed readers: each names the key with its place ------------------------------
+
+
+def _int(value: object, where: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{where}: expected an integer >= {low}, got {value!r}")
+    return value
+
+
+def _bool(value: object, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    return value
+
+
+def _str(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _choice(choices: Sequence[str]) -> Callable[[object, str], str]:
+    def read(value: object, where: str) -> str:
+        if value not in choices:
+            raise ConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
+        return str(value)
+
+    return read
+
+
+def _zero(value: object, where: str) -> int:
+    if isinstance(value, bool) or value not in (0, 1, 2, 3):
+        raise ConfigError(f"{where}: {value!r} is not one of 0, 1, 2, 3 (3 = FSDP)")
+    return int(value)
+
+
+def _placement(value: object, where: str) -> str | list[str]:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    raise ConfigError(f"{where}: expected an order like 'tp,pp,dp', got {value!r}")
+
+
+def _price(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError(f"{where}: expected a non-negative number of USD, got {value!r}")
+    return float(value)
+
+
+_READERS: dict[str, Callable[[object, str], Any]] = {
+    "tp": _int, "pp": _int, "dp": _int, "ep": _int, "micro_batch": _int,
+    "virtual_stages": _int, "global_batch": _int, "seq_len": _int, "nodes": _int,
+    "zero": _zero,
+    "sp": _bool, "overlap_tp": _bool, "overlap_dp": _bool, "flash_attention": _bool,
+    "schedule": _choice(("gpipe", "1f1b", "interleaved")),
+    "recompute": _choice(("none", "selective", "full")),
+    "precision": _choice(PRECISIONS),
+    "bucket_bytes": lambda v, w: parse_bytes(v, w),
+    "placement": lambda v, w: parse_order(_placement(v, w)),
+    "topology": _str, "gpu_hour_usd": _price,
+    "preset": _str, "norm": _str, "position": _str,
+    "layers": _int, "hidden": _int, "ffn_hidden": _int, "heads": _int, "kv_heads": _int,
+    "vocab": _int, "experts": _int, "top_k": _int, "max_seq": _int,
+    "gated_mlp": _bool, "tied_embeddings": _bool, "bias": _bool,
+}  # fmt: skip
+
+
+def _section(raw: Mapping[str, Any], name: str) -> dict[str, Any]:
+    data = raw.get(name) or {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{name}: expected a mapping of keys, got {data!r}")
+    for key in data:
+        if key not in SECTION_KEYS[name]:
+            raise ConfigError(
+                f"{name}.{key}: unknown key; allowed: {', '.join(SECTION_KEYS[name])}"
+            )
+    out = {}
+    for key, value in data.items():
+        if value is None and key in ("dp", "nodes", "gpu_hour_usd"):
+            continue  # explicit null = not given
+        out[key] = _READERS[key](value, f"{name}.{key}")
+    return out
+
+
+def _model(raw: Mapping[str, Any]) -> ModelSpec:
+    if not raw.get("model"):
+        raise ConfigError("model: missing; give model.preset or model.layers, hidden, heads, vocab")
+    data = _section(raw, "model")
+    preset = data.pop("preset", None)
+    if preset is not None:
+        return dataclasses.replace(model_preset(preset), **data)
+    for key in ("layers", "hidden", "heads", "vocab"):
+        if key not in data:
+            raise ConfigError(f"model.{key}: missing (needed when model.preset is not given)")
+    data.setdefault("ffn_hidden", 4 * data["hidden"])
+    data.setdefault("kv_heads", data["heads"])
+    return ModelSpec(name="custom", **data)
+
+
+def _require(data: Mapping[str, Any], place: str, key: str) -> None:
+    if key not in data:
+        raise ConfigError(f"{place}.{key}: missing")
+
+
+def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenario:
+    """Validate a parsed scenario mapping into a :class:`Scenario`."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{name}: a scenario must be a mapping of sections, got {raw!r}")
+    for key in raw:
+        if key not in TOP_KEYS:
+            raise ConfigError(f"{key}: unknown top-level key; allowed: {', '.join(TOP_KEYS)}")
+    cluster, training = _section(raw, "cluster"), _section(raw, "training")
+    _require(cluster, "cluster", "topology")
+    _require(training, "training", "global_batch")
+    _require(training, "training", "seq_len")
+    profile = raw.get("profile")
+    return Scenario(
+        name=name,
+        model=_model(raw),
+        cluster=ClusterSection(**cluster),
+        parallel=ParallelSection(**_section(raw, "parallel")),
+        training=TrainingSection(**training),
+        price=PriceSection(**_section(raw, "price")),
+        network=_choice(NETWORKS)(raw.get("network", "flow"), "network"),
+        profile=None if profile is None else _str(profile, "profile"),
+        seed=_int(raw.get("seed", 0), "seed", 0),
+    )
+
+
+def apply_overrides(raw: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:
+    """Apply ``--set section.key=value`` overrides (values parsed as YAML) to a copy.
+
+    >>> apply_overrides({"parallel": {"tp": 8}}, ["parallel.tp=4", "seed=3"])
+    {'parallel': {'tp': 4}, 'seed': 3}
+    """
+    out = copy.deepcopy(dict(raw))
+    for item in sets:
+        path, eq, text = item.partition("=")
+        if not eq or not path:
+            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. parallel.tp=4")
+        try:
+            value = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {path}: cannot parse value {text!r} as YAML") from None
+        _set(out, path.strip(), value)
+    return out
+
+
+def _set(raw: dict[str, Any], path: str, value: object) -> None:
+    parts = path.split(".")
+    if len(parts) == 1 and parts[0] in TOP_KEYS and parts[0] not in SECTION_KEYS:
+        raw[parts[0]] = value
+        return
+    if len(parts) != 2 or parts[0] not in SECTION_KEYS:
+        scalars = [k for k in TOP_KEYS if k not in SECTION_KEYS]
+        raise ConfigError(
+            f"--set {path}: unknown key; use section.key with a section among "
+            f"{', '.join(SECTION_KEYS)}, or one of {', '.join(scalars)}"
+        )
+    section, key = parts
+    if key not in SECTION_KEYS[section]:
+        raise ConfigError(
+            f"--set {path}: unknown key {key!r} in {section}; "
+            f"allowed: {', '.join(SECTION_KEYS[section])}"
+        )
+    current = raw.get(section)
+    if not isinstance(current, dict):
+        current = raw[section] = {}
+    current[key] = value
+
+
+def scenario_names() -> list[str]:
+    """Names of the scenario presets shipped in the ``scenarios`` package."""
+    root = importlib.resources.files("scenarios")
+    return sorted(p.name.rsplit(".", 1)[0] for p in root.iterdir() if p.name.endswith(".yaml"))
+
+
+def read_raw(source: str | Path) -> tuple[dict[str, Any], str]:
+    """Read a scenario preset (by name) or file (by path): (raw mapping, scenario name)."""
+    text_source = str(source)
+    path = Path(text_source)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise ConfigError(f"scenario file not found: {text_source}")
+        text, name = path.read_text(encoding="utf-8"), path.stem
+    else:
+        entry = importlib.resources.files("scenarios").joinpath(f"{text_source}.yaml")
+        if not entry.is_file():
+            raise ConfigError(
+                f"scenario {text_source!r}: no such preset or file; presets: "
+                f"{', '.join(scenario_names())}"
+            )
+        text, name = entry.read_text(encoding="utf-8"), text_source
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or "malformed YAML"
+        raise ConfigError(f"{text_source}:{where}: {problem}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{text_source}: a scenario must be a mapping of sections")
+    return raw, name
+
+
+def load_scenario(source: str | Path, sets: Sequence[str] = ()) -> Scenario:
+    """Load a scenario by preset name or path, apply ``--set`` overrides, validate.
+
+    >>> load_scenario("llama2-70b-256-roce", ["parallel.tp=4"]).parallel.tp
+    4
+    """
+    raw, name = read_raw(source)
+    return scenario_from_dict(apply_overrides(raw, sets), name)
+
+
+def resolve_plan(scenario: Scenario, num_gpus: int, gpus_per_node: int) -> ParallelPlan:
+    """The validated :class:`ParallelPlan` of ``scenario`` on ``num_gpus`` GPUs.
+
+    ``parallel.dp`` defaults to ``num_gpus / (tp * pp)``.
+    """
+    par = scenario.parallel
+    dp = par.dp
+    if dp is None:
+        if num_gpus % (par.tp * par.pp):
+            raise ConfigError(
+                f"parallel.tp x parallel.pp = {par.tp} x {par.pp} does not divide the "
+                f"cluster's {num_gpus} GPUs, so parallel.dp cannot be derived"
+            )
+        dp = num_gpus // (par.tp * par.pp)
+    plan = ParallelPlan(
+        tp=par.tp, pp=par.pp, dp=dp, ep=par.ep, sp=par.sp, zero=par.zero,
+        micro_batch=par.micro_batch, global_batch=scenario.training.global_batch,
+        schedule=par.schedule, virtual_stages=par.virtual_stages, recompute=par.recompute,
+        order=par.placement, gpus_per_node=gpus_per_node, overlap_tp=par.overlap_tp,
+        overlap_dp=par.overlap_dp, bucket_bytes=par.bucket_bytes,
+    )  # fmt: skip
+    return validate_plan(plan, scenario.model, num_gpus)

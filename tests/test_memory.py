@@ -1,0 +1,125 @@
+"""Memory per GPU: Korthikanti activation formulas, ZeRO, recompute, TP, fits."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.training.memory import (
+    MemoryParams,
+    activation_bytes_per_layer,
+    memory_per_gpu,
+    memory_per_stage,
+)
+from sim.training.models import megatron_gpt, model_preset, param_count
+from sim.training.plan import ParallelPlan
+
+GIB = 2**30
+GPT = megatron_gpt(8192, 8, heads=64)
+S, B, H, A = 2048, 2, 8192, 64
+
+
+def _act(**kw: object) -> float:
+    return activation_bytes_per_layer(GPT, S, B, flash_attention=False, **kw)  # type: ignore[arg-type]
+
+
+def test_korthikanti_no_parallelism() -> None:
+    """Korthikanti et al. 2022 eq. 1: s b h (34 + 5 a s / h) bytes per layer."""
+    assert _act() == S * B * H * (34 + 5 * A * S / H)
+
+
+def test_korthikanti_tensor_parallel() -> None:
+    """Eq. 2, TP without SP: s b h (10 + 24/t + 5 a s / (h t))."""
+    t = 8
+    assert _act(tp=t) == pytest.approx(S * B * H * (10 + 24 / t + 5 * A * S / (H * t)))
+
+
+def test_korthikanti_sequence_parallel() -> None:
+    """Eq. 4, TP with SP: s b h / t (34 + 5 a s / h)."""
+    t = 8
+    assert _act(tp=t, sp=True) == pytest.approx(S * B * H / t * (34 + 5 * A * S / H))
+
+
+def test_korthikanti_selective_and_full_recompute() -> None:
+    """Selective drops 5as/h (eq. 6: 34 s b h / t); full keeps the input 2 s b h / t."""
+    t = 8
+    assert _act(tp=t, sp=True, recompute="selective") == pytest.approx(34 * S * B * H / t)
+    assert _act(tp=t, sp=True, recompute="full") == pytest.approx(2 * S * B * H / t)
+
+
+def test_recompute_reduces_activation_memory() -> None:
+    """none > selective > full, for the whole GPU as for one layer."""
+    m = model_preset("llama2-70b")
+    acts = [
+        memory_per_gpu(
+            m, ParallelPlan(tp=8, pp=4, sp=True, recompute=r, global_batch=32), 4096,
+            80 * GIB, flash_attention=False,
+        ).activations_bytes
+        for r in ("none", "selective", "full")
+    ]  # fmt: skip
+    assert acts[0] > acts[1] > acts[2]
+
+
+def test_more_zero_sharding_means_less_memory() -> None:
+    """ZeRO 0 > 1 > 2 > 3 in total bytes per GPU (dp = 8)."""
+    m = model_preset("llama2-13b")
+    totals = [
+        memory_per_gpu(m, ParallelPlan(dp=8, zero=z, global_batch=8), 4096, 80 * GIB).total_bytes
+        for z in range(4)
+    ]
+    assert totals == sorted(totals, reverse=True) and len(set(totals)) == 4
+
+
+def test_larger_tp_means_less_memory() -> None:
+    """Doubling TP (with SP) lowers the per-GPU total."""
+    m = model_preset("llama2-70b")
+    totals = [
+        memory_per_gpu(m, ParallelPlan(tp=t, sp=True, global_batch=4), 4096, 80 * GIB).total_bytes
+        for t in (2, 4, 8)
+    ]
+    assert totals[0] > totals[1] > totals[2]
+
+
+def test_mixed_precision_adam_is_sixteen_bytes_per_parameter() -> None:
+    """Without ZeRO: 2 (bf16 weights) + 2 (bf16 grads) + 12 (fp32 master, m, v) bytes."""
+    m = model_preset("llama2-7b")
+    r = memory_per_gpu(m, ParallelPlan(global_batch=1), 4096, 80 * GIB)
+    assert r.weights_bytes + r.grads_bytes + r.optimizer_bytes == 16 * param_count(m)
+
+
+def test_over_hbm_is_an_answer_not_an_error() -> None:
+    """Llama-2-70B on one GPU does not fit: fits is False with the breakdown."""
+    r = memory_per_gpu(model_preset("llama2-70b"), ParallelPlan(global_batch=1), 4096, 80 * GIB)
+    assert not r.fits
+    assert r.breakdown["optimizer"] > 80 * GIB
+    assert r.total_bytes == sum(r.breakdown.values())
+
+
+def test_small_model_fits() -> None:
+    """GPT-2 small fits an 80 GiB GPU with the default 2 GiB workspace margin."""
+    r = memory_per_gpu(model_preset("gpt2-124m"), ParallelPlan(global_batch=8), 1024, 80 * GIB)
+    assert r.fits and r.workspace_bytes == MemoryParams().workspace_bytes
+
+
+def test_1f1b_holds_less_activation_memory_than_gpipe() -> None:
+    """Same plan, same bubble: 1F1B's first stage keeps p micro-batches, GPipe's all m."""
+    m = model_preset("llama2-70b")
+
+    def acts(schedule: str) -> float:
+        plan = ParallelPlan(tp=8, pp=4, sp=True, schedule=schedule, global_batch=32)
+        return memory_per_stage(m, plan, 4096, 80 * GIB)[0].activations_bytes
+
+    assert acts("1f1b") < acts("gpipe")
+    assert acts("1f1b") == pytest.approx(acts("gpipe") * 4 / 32, rel=0.01)
+
+
+def test_interleaving_holds_p_times_one_plus_p_minus_1_over_pv() -> None:
+    """Megatron: the first stage of the interleaved schedule holds p (1 + (p-1)/(p v))."""
+    m = megatron_gpt(4096, 32, heads=32)
+    base = ParallelPlan(pp=4, global_batch=16, recompute="full")
+    one = memory_per_stage(m, base, 2048, 80 * GIB)[0].activations_bytes
+    inter = ParallelPlan(pp=4, global_batch=16, schedule="interleaved", virtual_stages=2,
+                         recompute="full")  # fmt: skip
+    two = memory_per_stage(m, inter, 2048, 80 * GIB)[0].activations_bytes
+    per_layer = activation_bytes_per_layer(m, 2048, 1, recompute="full")
+    layers = 8
+    assert two - one == pytest.approx(per_layer * layers * (4 * (1 + 3 / 8) - 4))

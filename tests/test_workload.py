@@ -1,0 +1,209 @@
+"""Workload ops: FLOP counting against published formulas, TP/EP communication, roofline."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from sim.catalog import GpuSpec
+from sim.errors import ConfigError
+from sim.training.comms import dp_buckets, rank_params, step_comm
+from sim.training.compute import ComputeParams, op_time_s
+from sim.training.flops import megatron_flops, six_n_flops, step_flops
+from sim.training.models import megatron_gpt, model_preset, param_count
+from sim.training.plan import ParallelPlan
+from sim.training.workload import Op, OpContext, chunk_ops, layer_ops, tokens_per_expert
+
+PUBLISHED = Path(__file__).resolve().parents[2] / "shared" / "data" / "published"
+H100 = GpuSpec("H100-SXM", {"bf16": 989e12, "fp32": 67e12}, 80 * 2**30, 3.35e12, 700,
+               "nvlink4", "pcie-gen5")  # fmt: skip
+
+
+def _megatron_rows() -> list[dict[str, str]]:
+    path = PUBLISHED / "megatron-lm-a100-weak-scaling.csv"
+    if not path.exists():
+        pytest.skip(f"published data not found at {path}")
+    with path.open() as f:
+        next(f)
+        return list(csv.DictReader(f))
+
+
+def test_full_recompute_flops_equal_megatron_formula_exactly() -> None:
+    """Hardware FLOPs with full recompute == 96 B s l h^2 (1 + s/6h + V/16lh), exactly.
+
+    Source: Narayanan et al. SC21 eq. 3, for every row of the Megatron weak-scaling table
+    (vocab 51200, seq 2048). Same assumptions: matmuls only, full s x s attention.
+    """
+    for row in _megatron_rows():
+        m = megatron_gpt(int(row["hidden_size"]), int(row["num_layers"]))
+        batch = int(row["batch_size"])
+        assert step_flops(m, 2048, batch, "full").hardware_flops == megatron_flops(m, 2048, batch)
+
+
+def test_model_flops_are_three_quarters_of_full_recompute_layers() -> None:
+    """Without recompute: 72 B s l h^2 (1 + s/6h + V/12lh) (the MFU numerator)."""
+    m = megatron_gpt(4096, 36)
+    b, s, n, h, v = 512, 2048, 36, 4096, 51200
+    expected = 72 * b * s * n * h**2 + 12 * b * s**2 * n * h + 6 * b * s * h * v
+    f = step_flops(m, s, b, "full")
+    assert f.model_flops == expected
+    assert step_flops(m, s, b, "none").hardware_flops == expected
+
+
+def test_selective_recompute_adds_only_the_attention_core() -> None:
+    """Selective recompute adds the forward attention core, 4 b s^2 h per layer."""
+    m = megatron_gpt(2048, 4)
+    base = step_flops(m, 1024, 8, "none").hardware_flops
+    sel = step_flops(m, 1024, 8, "selective").hardware_flops
+    assert sel - base == 8 * 4 * 1024**2 * 2048 * 4
+
+
+def test_six_n_approximation_within_three_percent_for_gpt3() -> None:
+    """GPT-3 175B at s = 2048: model FLOPs ~ 6 N D (attention adds s/6h = 2.8%)."""
+    m = model_preset("gpt3-175b")
+    f = step_flops(m, 2048, 1536)
+    assert f.model_flops == pytest.approx(six_n_flops(m, f.tokens), rel=0.03)
+
+
+@pytest.mark.parametrize("name", ["llama2-7b", "llama2-70b", "llama3-8b", "llama3-405b"])
+def test_llama_flops_match_6n_plus_attention(name: str) -> None:
+    """Model FLOPs per token = 6 N' + 12 l s h (PaLM, Chowdhery et al. 2022, App. B) within
+    0.5%, N' excluding the input embedding table (a lookup, no FLOPs; Llama is untied)."""
+    m = model_preset(name)
+    s = 4096
+    f = step_flops(m, s, 16)
+    per_token = 6 * (param_count(m) - m.vocab * m.hidden) + 12 * m.layers * s * m.hidden
+    assert f.model_flops / f.tokens == pytest.approx(per_token, rel=0.005)
+
+
+def test_tensor_parallel_ranks_split_the_matmul_flops() -> None:
+    """tp ranks each do 1/tp of a layer's matmul FLOPs (MHA, no replication)."""
+    m = model_preset("llama2-13b")
+    one = layer_ops(OpContext(m, 1, 4096)).model_flops
+    eight = layer_ops(OpContext(m, 1, 4096, tp=8)).model_flops
+    assert 8 * eight == one
+
+
+def test_gqa_shrinks_the_qkv_projection() -> None:
+    """Llama-2-70B's 8 KV heads: QKV output width h + 2 * 8 * 128, not 3h."""
+    m = model_preset("llama2-70b")
+    qkv = next(o for o in layer_ops(OpContext(m, 1, 4096)).fwd if o.name == "qkv")
+    assert qkv.flops == 2 * 4096 * 8192 * (8192 + 2 * 1024)
+
+
+def _comms(ops: tuple[Op, ...]) -> list[tuple[str, float]]:
+    return [(o.comm_op or "", o.comm_bytes) for o in ops if o.kind == "tp_comm"]
+
+
+def test_tp_without_sp_all_reduces_twice_forward_and_twice_backward() -> None:
+    """Megatron TP: g all-reduces after attention and MLP; f all-reduces in backward."""
+    m = model_preset("llama2-7b")
+    ops = layer_ops(OpContext(m, 2, 4096, tp=8))
+    size = 2 * 2 * 4096 * 4096  # b s h bf16
+    assert _comms(ops.fwd) == [("all_reduce", size)] * 2
+    assert _comms(ops.bwd) == [("all_reduce", size)] * 2
+
+
+def test_sequence_parallel_uses_gather_and_scatter() -> None:
+    """SP: forward all-gather + reduce-scatter per block; backward their conjugates and
+    the re-gather of the sharded input for the weight gradient."""
+    m = model_preset("llama2-7b")
+    ops = layer_ops(OpContext(m, 1, 4096, tp=8, sp=True))
+    fwd = [op for op, _ in _comms(ops.fwd)]
+    bwd = sorted(op for op, _ in _comms(ops.bwd))
+    assert fwd == ["all_gather", "reduce_scatter", "all_gather", "reduce_scatter"]
+    assert bwd == ["all_gather"] * 4 + ["reduce_scatter"] * 2
+
+
+def test_full_recompute_replays_the_forward_first() -> None:
+    """Full recompute: the backward starts with the whole forward, TP comms included."""
+    ctx = OpContext(model_preset("llama2-7b"), 1, 4096, tp=8, recompute="full")
+    ops = layer_ops(ctx)
+    replay = ops.bwd[: len(ops.fwd)]
+    assert [o.name for o in replay] == [f"recompute_{o.name}" for o in ops.fwd]
+    assert all(o.recompute for o in replay)
+    assert ops.hardware_flops == pytest.approx(ops.model_flops * 4 / 3)
+
+
+def test_moe_layer_dispatches_and_combines_over_ep() -> None:
+    """Mixtral: two all-to-alls each way, experts compute top_k x a dense MLP's FLOPs."""
+    m = model_preset("mixtral-8x7b")
+    ctx = OpContext(m, 1, 4096)
+    ops = layer_ops(ctx)
+    a2a = [o for o in ops.fwd if o.kind == "ep_comm"]
+    assert [o.comm_op for o in a2a] == ["all_to_all", "all_to_all"]
+    assert a2a[0].comm_bytes == 2 * 4096 * 2 * 4096  # tokens * top_k * h * bf16
+    experts = sum(o.flops for o in ops.fwd if o.name.startswith("expert_") and o.matmul)
+    assert experts == 2 * (3 * 2 * 4096 * 4096 * 14336)
+    assert tokens_per_expert(ctx, ep=8) == 4096 * 2
+
+
+def test_flash_and_unfused_attention_count_the_same_flops() -> None:
+    """Fusing attention changes bytes, not FLOPs."""
+    m = model_preset("gpt2-124m")
+    fused = layer_ops(OpContext(m, 4, 1024, flash_attention=True))
+    unfused = layer_ops(OpContext(m, 4, 1024, flash_attention=False))
+    assert fused.model_flops == unfused.model_flops
+    assert sum(o.bytes for o in fused.fwd) < sum(o.bytes for o in unfused.fwd)
+
+
+def test_chunks_put_embedding_first_and_logits_last() -> None:
+    """The first pipeline chunk starts with the embedding, the last ends with the loss."""
+    ctx = OpContext(model_preset("llama2-7b"), 1, 4096)
+    first, last = chunk_ops(ctx, 2, True, False), chunk_ops(ctx, 2, False, True)
+    assert first.fwd[0].name == "embedding" and last.fwd[-1].name == "cross_entropy"
+    assert last.bwd[0].name == "cross_entropy_bwd"
+
+
+def test_ranks_hold_every_parameter_once() -> None:
+    """Summing the parameters over all tp x pp ranks gives the model (untied)."""
+    m = model_preset("llama2-70b")
+    plan = ParallelPlan(tp=8, pp=4, dp=1, global_batch=4)
+    total = sum(rank_params(m, plan, s).total for s in range(4)) * 8
+    norms = m.hidden * (2 * m.layers + 1)  # replicated over tp: counted tp times
+    assert total - 7 * norms == pytest.approx(param_count(m))
+
+
+def test_step_comm_volumes() -> None:
+    """PP sends b s h / t with SP; DP reduces the rank's bf16 grads; ZeRO-3 gathers layers."""
+    m = model_preset("llama2-70b")
+    plan = ParallelPlan(tp=8, pp=4, dp=8, sp=True, zero=0, global_batch=64)
+    c = step_comm(m, plan, 4096, stage=1)
+    assert c.pp_send_bytes == 2 * 4096 * 8192 / 8
+    assert c.dp_grad_op == "all_reduce"
+    assert c.dp_grad_bytes == 2 * rank_params(m, plan, 1).dense
+    z3 = step_comm(m, ParallelPlan(dp=8, zero=3, global_batch=8), 4096)
+    assert z3.dp_grad_op == "reduce_scatter" and z3.zero3_layer_gather_bytes > 0
+    assert dp_buckets(100.0, 25.0) == [25.0] * 4
+
+
+def test_roofline_is_memory_bound_for_elementwise_ops() -> None:
+    """An elementwise op takes bytes / (HBM bandwidth x efficiency) + launch overhead."""
+    p = ComputeParams()
+    op = Op("add", flops=1e6, bytes=2.9e9)
+    assert op_time_s(op, H100, p) == pytest.approx(2.9e9 / (3.35e12 * 0.866) + 4e-6)
+
+
+def test_roofline_matmul_efficiency_saturates() -> None:
+    """Big matmuls approach the best achievable 794.5 TFLOP/s; small ones fall short."""
+    p = ComputeParams(launch_overhead_s=0.0)
+    big, small = 1e15, 1e8
+    assert big / op_time_s(Op("mm", flops=big, matmul=True), H100, p) > 790e12
+    assert small / op_time_s(Op("mm", flops=small, matmul=True), H100, p) < 100e12
+
+
+def test_compute_params_from_dict_rejects_unknown_keys() -> None:
+    """Profiles override compute parameters; a typo names the key and its place."""
+    assert ComputeParams.from_dict({"launch_overhead_s": "2us"}).launch_overhead_s == 2e-6
+    with pytest.raises(ConfigError, match=r"profile\.compute\.mem_effi"):
+        ComputeParams.from_dict({"mem_effi": 0.9}, place="profile.compute")
+    with pytest.raises(ConfigError, match=r"compute\.mem_eff"):
+        ComputeParams.from_dict({"mem_eff": 1.5})
+
+
+def test_fp8_on_a_gpu_without_fp8_is_a_config_error() -> None:
+    """training.precision fp8 on a GPU with no fp8 peak names the precision key."""
+    with pytest.raises(ConfigError, match=r"training\.precision"):
+        op_time_s(Op("mm", flops=1e9, matmul=True, dtype="fp8"), H100, ComputeParams())

@@ -1,0 +1,313 @@
+"""Real compute micro-benchmarks on one device: GEMMs, attention, memory-bound ops, copies.
+
+``run_compute`` times transformer-shaped GEMMs (M = batch·sequence tokens, N and K from
+the hidden and FFN widths) in bf16 (and fp32 on CPU; fp8 through ``torch._scaled_mm``
+where the device supports it), causal scaled-dot-product attention, memory-bound ops
+(copy, layernorm, add, GELU) with the bytes they move, pinned host↔device copies (CUDA
+only) and the launch overhead of a tiny op. Each case: warm-up calls, then timed calls
+(CUDA events on GPU, ``time.perf_counter`` on CPU); the record keeps the median and the
+p90−p10 spread, in seconds, with the FLOP and bytes per call and the achieved rates.
+
+torch is imported lazily, so the module imports without it; running needs the
+``calibrate`` extra.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from functools import partial
+from types import ModuleType
+from typing import Any
+
+from calibrate.measurements import (
+    DTYPE_BYTES,
+    ComputeRecord,
+    Measurements,
+    Meta,
+    summarize_times,
+    utc_now,
+)
+from sim.errors import CalibrationError
+
+__all__ = [
+    "cpu_model",
+    "gpu_driver",
+    "nccl_version",
+    "require_torch",
+    "resolve_device",
+    "run_compute",
+    "time_calls",
+]
+
+DEVICES = ("cuda", "cpu")
+
+
+def require_torch() -> ModuleType:
+    """Import torch, or say how to get it.
+
+    Raises
+    ------
+    CalibrationError
+        When torch is not installed: ``install clustersim[calibrate]``.
+    """
+    try:
+        import torch
+    except ImportError:
+        raise CalibrationError(
+            "real runs need PyTorch: install clustersim[calibrate] "
+            "(pip install 'clustersim[calibrate]')"
+        ) from None
+    return torch
+
+
+def resolve_device(device: str) -> ModuleType:
+    """Check ``device`` ('cuda' or 'cpu') can run here; return the torch module."""
+    if device not in DEVICES:
+        raise CalibrationError(f"device {device!r} is unknown; allowed: {', '.join(DEVICES)}")
+    torch = require_torch()
+    if device == "cuda" and not torch.cuda.is_available():
+        raise CalibrationError("no CUDA device; use --device cpu")
+    return torch
+
+
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo, else ``platform``)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def gpu_driver() -> str | None:
+    """The NVIDIA driver version, or None where there is none."""
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8") as f:
+            if m := re.search(r"Kernel Module\s+(\S+)", f.read()):
+                return m.group(1)
+    except OSError:
+        pass
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
+
+
+def nccl_version(torch: ModuleType) -> str | None:
+    """NCCL's version as 'major.minor.patch' when torch was built with it, else None."""
+    try:
+        v = torch.cuda.nccl.version()
+    except (AttributeError, RuntimeError):
+        return None
+    return ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+
+
+def time_calls(
+    fn: Callable[[], Any], torch: ModuleType, device: str, iters: int, warmup: int
+) -> list[float]:
+    """Seconds per call of ``fn``: ``warmup`` untimed calls, then ``iters`` timed ones."""
+    for _ in range(warmup):
+        fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                 for _ in range(iters)]  # fmt: skip
+        for start, end in pairs:
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+        return [start.elapsed_time(end) * 1e-3 for start, end in pairs]
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+class _Bench:
+    """Collects one device's records; each ``add_*`` times one case."""
+
+    def __init__(self, torch: ModuleType, device: str, quick: bool) -> None:
+        self.torch, self.device, self.quick = torch, device, quick
+        self.iters, self.warmup = (5, 2) if quick else (20, 5)
+        self.records: list[ComputeRecord] = []
+        self.notes: list[str] = []
+
+    def add(self, op: str, shape: tuple[int, ...], dtype: str, flops: float, nbytes: float,
+            fn: Callable[[], Any], per_call: int = 1) -> None:  # fmt: skip
+        times = time_calls(fn, self.torch, self.device, self.iters, self.warmup)
+        median, spread = summarize_times([t / per_call for t in times])
+        median = max(median, 1e-12)
+        self.records.append(ComputeRecord(
+            op=op, shape=shape, dtype=dtype, flops=float(flops), bytes=float(nbytes),
+            time_s=median, time_spread_s=spread, achieved_flops_per_s=flops / median,
+            achieved_Bps=nbytes / median, iters=self.iters, device=self.device,
+        ))  # fmt: skip
+
+    def tensor(self, *shape: int, dtype: str = "float32") -> Any:
+        return self.torch.randn(*shape, device=self.device, dtype=getattr(self.torch, dtype))
+
+
+def _gemm_shapes(device: str, quick: bool) -> list[tuple[int, int, int]]:
+    """(M, N, K) of a transformer layer's GEMMs: QKV, attention out, FFN up, FFN down."""
+    hiddens: tuple[int, ...]
+    tokens: tuple[int, ...]
+    if device == "cpu":
+        hiddens, tokens = ((256,), (256,)) if quick else ((512, 1024), (512, 2048))
+    else:
+        hiddens, tokens = ((4096,), (4096,)) if quick else ((2048, 4096, 8192), (4096, 16384))
+    return [(m, n, k) for h in hiddens for m in tokens
+            for n, k in ((3 * h, h), (h, h), (4 * h, h), (h, 4 * h))]  # fmt: skip
+
+
+def _add_gemms(b: _Bench) -> None:
+    dtypes = ("bfloat16",) if b.device == "cuda" else ("float32", "bfloat16")
+    for m, n, k in _gemm_shapes(b.device, b.quick):
+        for dtype in dtypes:
+            x, w = b.tensor(m, k, dtype=dtype), b.tensor(k, n, dtype=dtype)
+            nbytes = (m * k + k * n + m * n) * DTYPE_BYTES[dtype]
+            b.add("gemm", (m, n, k), dtype, 2.0 * m * n * k, nbytes, partial(b.torch.matmul, x, w))
+    _add_fp8_gemm(b)
+
+
+def _add_fp8_gemm(b: _Bench) -> None:
+    """fp8 (e4m3) GEMMs through torch._scaled_mm where it runs; otherwise a note."""
+    torch = b.torch
+    shapes = _gemm_shapes(b.device, b.quick)
+    shapes = shapes[:1] if b.device == "cpu" else shapes
+    try:
+        one = torch.ones((), device=b.device)
+
+        def make(m: int, n: int, k: int) -> Callable[[], Any]:
+            x = b.tensor(m, k).to(torch.float8_e4m3fn)
+            w = b.tensor(n, k).to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt wants
+            return lambda: torch._scaled_mm(x, w, scale_a=one, scale_b=one,
+                                            out_dtype=torch.bfloat16)  # fmt: skip
+
+        make(16, 16, 16)()
+    except (AttributeError, RuntimeError, NotImplementedError, TypeError) as err:
+        first = str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__
+        b.notes.append(f"fp8 GEMM not supported on {b.device}: {first}")
+        return
+    for m, n, k in shapes:
+        nbytes = m * k + k * n + 2 * m * n
+        b.add("gemm", (m, n, k), "float8_e4m3fn", 2.0 * m * n * k, nbytes, make(m, n, k))
+
+
+def _add_attention(b: _Bench) -> None:
+    """Causal SDPA; FLOP = 4·b·heads·s²·d / 2 (QKᵀ and PV, half the square masked)."""
+    sdpa = b.torch.nn.functional.scaled_dot_product_attention
+    dtype = "bfloat16" if b.device == "cuda" else "float32"
+    if b.device == "cpu":
+        shapes = [(2, 4, 256, 64)] if b.quick else [(2, 8, 512, 64), (1, 8, 2048, 64)]
+    else:
+        shapes = [(4, 32, 2048, 128)] + ([] if b.quick else [(1, 32, 8192, 128)])
+    for bsz, heads, s, d in shapes:
+        q, k, v = (b.tensor(bsz, heads, s, d, dtype=dtype) for _ in range(3))
+        flops = 4.0 * bsz * heads * s * s * d / 2
+        nbytes = 4 * bsz * heads * s * d * DTYPE_BYTES[dtype]
+        b.add("sdpa", (bsz, heads, s, d), dtype, flops, nbytes,
+              partial(sdpa, q, k, v, is_causal=True))  # fmt: skip
+
+
+def _add_memory_ops(b: _Bench) -> None:
+    """copy, add, GELU, layernorm; bytes = reads + writes, FLOP nominal per element."""
+    torch, fn = b.torch, b.torch.nn.functional
+    dtype = "bfloat16" if b.device == "cuda" else "float32"
+    e = DTYPE_BYTES[dtype]
+    rows, hidden = ((512, 1024) if b.quick else (2048, 2048)) if b.device == "cpu" else (
+        (16384, 8192))  # fmt: skip
+    n = rows * hidden
+    x, y, out = (b.tensor(rows, hidden, dtype=dtype) for _ in range(3))
+    weight, bias = b.tensor(hidden, dtype=dtype), b.tensor(hidden, dtype=dtype)
+    cases: list[tuple[str, float, float, Callable[[], Any]]] = [
+        ("copy", 0.0, 2.0 * n * e, lambda: out.copy_(x)),
+        ("add", 1.0 * n, 3.0 * n * e, lambda: torch.add(x, y, out=out)),
+        ("gelu", 8.0 * n, 2.0 * n * e, lambda: fn.gelu(x)),
+        ("layernorm", 5.0 * n, 2.0 * n * e, lambda: fn.layer_norm(x, (hidden,), weight, bias)),
+    ]
+    for op, flops, nbytes, call in cases:
+        b.add(op, (rows, hidden), dtype, flops, nbytes, call)
+
+
+def _add_host_copies(b: _Bench) -> None:
+    """Pinned host↔device copies (CUDA only)."""
+    if b.device != "cuda":
+        b.notes.append("pinned host<->device copies skipped: cpu run")
+        return
+    torch = b.torch
+    for nbytes in (2**26,) if b.quick else (2**20, 2**26, 2**28):
+        host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+        dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        b.add("h2d", (nbytes,), "uint8", 0.0, nbytes,
+              partial(dev.copy_, host, non_blocking=True))  # fmt: skip
+        b.add("d2h", (nbytes,), "uint8", 0.0, nbytes,
+              partial(host.copy_, dev, non_blocking=True))  # fmt: skip
+
+
+def _add_launch(b: _Bench) -> None:
+    """Launch (CPU: dispatch) overhead: a 1-element add timed in a loop; time per launch."""
+    x = b.tensor(1)
+    loop = 200 if b.quick else 2000
+
+    def many() -> None:
+        for _ in range(loop):
+            x.add_(1.0)
+
+    b.add("launch", (1,), "float32", 0.0, 0.0, many, per_call=loop)
+
+
+def run_compute(
+    device: str = "cpu", quick: bool = False, created: str | None = None
+) -> Measurements:
+    """Time compute kernels on one device.
+
+    Parameters
+    ----------
+    device : {'cuda', 'cpu'}
+        Where to run; 'cuda' uses the current CUDA device.
+    quick : bool
+        Few small shapes and iterations (a few seconds on CPU).
+    created : str, optional
+        Fixed ``meta.created`` (UTC ISO-8601).
+
+    Returns
+    -------
+    Measurements
+        Kind ``"compute"``; one :class:`~calibrate.measurements.ComputeRecord` per case
+        (op: gemm, sdpa, copy, add, gelu, layernorm, h2d, d2h, launch).
+
+    Raises
+    ------
+    CalibrationError
+        ``no CUDA device; use --device cpu`` when asked for CUDA without one; torch missing.
+    """
+    torch = resolve_device(device)
+    torch.manual_seed(0)
+    bench = _Bench(torch, device, quick)
+    with torch.no_grad():
+        for part in (_add_gemms, _add_attention, _add_memory_ops, _add_host_copies, _add_launch):
+            part(bench)
+    gpu = torch.cuda.get_device_name() if device == "cuda" else None
+    meta = Meta(
+        source="live run", created=utc_now(created), hosts=(platform.node(),), gpu_model=gpu,
+        driver=gpu_driver() if device == "cuda" else None, torch_version=torch.__version__,
+        nccl_version=None, world_size=1, nodes=1, gpus_per_node=1 if gpu else None,
+        backend=None, time_statistic="median", spread="p90-p10", notes=tuple(bench.notes),
+        details={"device": device, "cpu_model": cpu_model(), "quick": quick,
+                 "cpu_threads": torch.get_num_threads()},
+    )  # fmt: skip
+    return Measurements(kind="compute", meta=meta, records=tuple(bench.records))

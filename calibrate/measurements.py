@@ -1,0 +1,435 @@
+"""The measurement file: what real runs and log importers write, and what fitting reads.
+
+One JSON document per file, versioned and schema-checked on load::
+
+    {"schema": "clustersim.measurements/1",
+     "kind": "collectives" | "compute" | "step",
+     "meta": {...provenance: hosts, GPU, driver, versions, world size, source, created...},
+     "records": [...one object per measured case, shaped by ``kind``...]}
+
+Units are SI except where a name says otherwise: times in seconds (``_s``), sizes in
+bytes, bandwidths in GB/s = 1e9 bytes/s (``_GBps``, nccl-tests' own unit) or bytes/s
+(``_Bps``), compute in FLOP and FLOP/s. ``save_measurements`` writes sorted keys with a
+fixed layout, so equal measurements give byte-identical files.
+
+>>> meta = Meta(source="live run", created="2025-01-01T00:00:00Z")
+>>> Measurements(kind="collectives", meta=meta).records
+()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import statistics
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Union
+
+from sim.errors import CalibrationError
+
+__all__ = [
+    "DTYPE_BYTES",
+    "KINDS",
+    "SCHEMA",
+    "CollectiveRecord",
+    "ComputeRecord",
+    "Measurements",
+    "Meta",
+    "StepRecord",
+    "load_measurements",
+    "measurements_from_dict",
+    "measurements_to_dict",
+    "merge_measurements",
+    "save_measurements",
+    "summarize_times",
+    "utc_now",
+]
+
+SCHEMA = "clustersim.measurements/1"
+KINDS = ("collectives", "compute", "step")
+
+#: Bytes per element, by the dtype names records use (torch's spelling).
+DTYPE_BYTES: dict[str, int] = {
+    "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "float16": 2, "bfloat16": 2,
+    "int32": 4, "uint32": 4, "float32": 4,
+    "int64": 8, "uint64": 8, "float64": 8,
+}  # fmt: skip
+
+Scalar = Union[str, int, float, bool, None]  # noqa: UP007 - get_type_hints on py3.10
+
+
+@dataclass(frozen=True)
+class Meta:
+    """Provenance of one measurement file.
+
+    Attributes
+    ----------
+    source : str
+        The file(s) a log was imported from, or ``"live run"``.
+    created : str
+        UTC ISO-8601 time the file was made (see :func:`utc_now` for a fixed override).
+    hosts : tuple[str, ...]
+        Host names, one per node, sorted.
+    gpu_model, driver, torch_version, nccl_version : str or None
+        What ran it; None where unknown (e.g. a log that does not print it).
+    world_size : int
+        Ranks (processes × GPUs) in the job; 1 for a single-device compute run.
+    nodes, gpus_per_node : int or None
+        None where the source does not say.
+    backend : str or None
+        ``"nccl"``, ``"gloo"``, or None for compute/step runs.
+    time_statistic : str
+        What ``time_s`` is: ``"median"`` (live runs) or ``"mean"`` (nccl-tests prints means).
+    spread : str or None
+        What ``time_spread_s`` is, e.g. ``"p90-p10"``; None when no spread is known.
+    notes : tuple[str, ...]
+        Human-readable remarks: skipped cases, unsupported dtypes, elided log lines.
+    details : dict[str, str | int | float | bool | None]
+        Further provenance, e.g. ``{"n_ranks_source": "device lines"}``.
+    """
+
+    source: str
+    created: str
+    hosts: tuple[str, ...] = ()
+    gpu_model: str | None = None
+    driver: str | None = None
+    torch_version: str | None = None
+    nccl_version: str | None = None
+    world_size: int = 1
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    backend: str | None = None
+    time_statistic: str = "median"
+    spread: str | None = None
+    notes: tuple[str, ...] = ()
+    details: dict[str, Scalar] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CollectiveRecord:
+    """One collective at one size, timed (nccl-tests' definitions throughout).
+
+    ``size_bytes`` is nccl-tests' size (all_gather: total output; reduce_scatter: total
+    input; all_to_all: per-rank send buffer); ``count`` its element count column.
+    ``algbw_GBps = size_bytes / time_s / 1e9``; ``busbw_GBps = algbw × busbw_factor``.
+    """
+
+    op: str
+    size_bytes: int
+    count: int
+    dtype: str
+    time_s: float
+    time_spread_s: float | None
+    algbw_GBps: float
+    busbw_GBps: float
+    in_place: bool
+    n_ranks: int
+    iters: int | None
+
+
+@dataclass(frozen=True)
+class ComputeRecord:
+    """One kernel on one device: ``flops`` (FLOP) and ``bytes`` moved per call, timed."""
+
+    op: str
+    shape: tuple[int, ...]
+    dtype: str
+    flops: float
+    bytes: float
+    time_s: float
+    time_spread_s: float | None
+    achieved_flops_per_s: float
+    achieved_Bps: float
+    iters: int
+    device: str
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One training-step job: the exact model and the measured time per step.
+
+    ``model`` holds the config (layers, hidden, heads, ffn_hidden, vocab, seq, batch,
+    dtype, ...); ``step_times_s`` every timed step in order.
+    """
+
+    model: dict[str, Scalar]
+    device: str
+    optimizer: str
+    n_params: int
+    tokens_per_step: int
+    model_flops_per_step: float
+    warmup_steps: int
+    time_s: float
+    time_spread_s: float | None
+    step_times_s: tuple[float, ...]
+    tokens_per_s: float
+    achieved_flops_per_s: float
+
+
+Record = Union[CollectiveRecord, ComputeRecord, StepRecord]  # noqa: UP007
+_RECORD_TYPE: dict[str, type] = {
+    "collectives": CollectiveRecord,
+    "compute": ComputeRecord,
+    "step": StepRecord,
+}
+
+
+@dataclass(frozen=True)
+class Measurements:
+    """A whole measurement file: ``kind`` (one of :data:`KINDS`), provenance, records."""
+
+    kind: str
+    meta: Meta
+    records: tuple[Record, ...] = ()
+
+    @property
+    def collectives(self) -> tuple[CollectiveRecord, ...]:
+        """The records typed as collectives (empty for other kinds)."""
+        return tuple(r for r in self.records if isinstance(r, CollectiveRecord))
+
+    @property
+    def computes(self) -> tuple[ComputeRecord, ...]:
+        """The records typed as compute kernels (empty for other kinds)."""
+        return tuple(r for r in self.records if isinstance(r, ComputeRecord))
+
+    @property
+    def steps(self) -> tuple[StepRecord, ...]:
+        """The records typed as training-step jobs (empty for other kinds)."""
+        return tuple(r for r in self.records if isinstance(r, StepRecord))
+
+
+def utc_now(created: str | None = None) -> str:
+    """The ``created`` stamp: ``created`` if given, else ``$SOURCE_DATE_EPOCH``, else now.
+
+    Returns UTC ISO-8601 to the second, e.g. ``'2025-01-01T00:00:00Z'``.
+
+    >>> utc_now("2025-01-01T00:00:00Z")
+    '2025-01-01T00:00:00Z'
+    """
+    if created is not None:
+        return created
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = (
+        datetime.fromtimestamp(int(epoch), tz=timezone.utc)
+        if epoch and epoch.isdigit()
+        else datetime.now(timezone.utc)
+    )
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def summarize_times(times_s: Sequence[float]) -> tuple[float, float]:
+    """Median and p90−p10 spread (both seconds) of per-iteration times.
+
+    >>> summarize_times([1.0, 2.0, 3.0, 4.0, 5.0])
+    (3.0, 3.2)
+    """
+    if not times_s:
+        raise CalibrationError("no timed iterations to summarize (iters must be >= 1)")
+    xs = sorted(float(t) for t in times_s)
+    if len(xs) == 1:
+        return xs[0], 0.0
+    q = statistics.quantiles(xs, n=10, method="inclusive")
+    return float(statistics.median(xs)), round(q[-1] - q[0], 15)
+
+
+# --- dict <-> dataclass, with checking ------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def measurements_to_dict(m: Measurements) -> dict[str, Any]:
+    """The JSON-ready dict of ``m`` (lists for tuples, nested dicts for dataclasses)."""
+    return {"schema": SCHEMA, **_plain(m)}
+
+
+def _fail(where: str, what: str) -> CalibrationError:
+    return CalibrationError(f"{where}: {what}")
+
+
+def _convert(value: Any, hint: Any, where: str) -> Any:
+    """Check ``value`` against the type ``hint``; return it in the dataclass's shape."""
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _convert(value, arg, where)
+            except CalibrationError:
+                continue
+        names = " or ".join(getattr(a, "__name__", str(a)) for a in args)
+        raise _fail(where, f"expected {names}, got {value!r}")
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise _fail(where, f"expected a list, got {value!r}")
+        item = typing.get_args(hint)[0]
+        return tuple(_convert(v, item, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise _fail(where, f"expected an object, got {value!r}")
+        item = typing.get_args(hint)[1]
+        return {str(k): _convert(v, item, f"{where}.{k}") for k, v in value.items()}
+    return _scalar(value, hint, where)
+
+
+def _scalar(value: Any, hint: Any, where: str) -> Any:
+    if hint is type(None) and value is None:
+        return None
+    if hint is bool and isinstance(value, bool):
+        return value
+    if hint is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise _fail(where, f"must be a finite number, got {value!r}")
+        return float(value)
+    if hint is str and isinstance(value, str):
+        return value
+    name = getattr(hint, "__name__", str(hint))
+    raise _fail(where, f"expected {name}, got {value!r}")
+
+
+def _build(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise _fail(where, f"expected an object, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise _fail(where, f"unknown key {unknown[0]!r}; allowed: {', '.join(sorted(fields))}")
+    kwargs = {}
+    for name, f in fields.items():
+        if name not in data:
+            has_default = f.default is not dataclasses.MISSING
+            if has_default or f.default_factory is not dataclasses.MISSING:
+                continue
+            raise _fail(where, f"missing key {name!r}")
+        kwargs[name] = _convert(data[name], hints[name], f"{where}.{name}")
+    return cls(**kwargs)
+
+
+def measurements_from_dict(data: Mapping[str, Any], where: str = "measurements") -> Measurements:
+    """Check a parsed JSON document and build :class:`Measurements`.
+
+    Raises
+    ------
+    CalibrationError
+        Naming ``where`` and the bad field, e.g. ``records[3].time_s``.
+    """
+    if not isinstance(data, Mapping):
+        raise _fail(where, f"expected a JSON object at the top level, got {type(data).__name__}")
+    if data.get("schema") != SCHEMA:
+        raise _fail(where, f"schema: expected {SCHEMA!r}, got {data.get('schema')!r}")
+    unknown = sorted(set(data) - {"schema", "kind", "meta", "records"})
+    if unknown:
+        raise _fail(where, f"unknown key {unknown[0]!r}; allowed: kind, meta, records, schema")
+    kind = data.get("kind")
+    if kind not in KINDS:
+        raise _fail(where, f"kind: expected one of {', '.join(KINDS)}, got {kind!r}")
+    meta = _build(Meta, data.get("meta"), f"{where}: meta")
+    raw = data.get("records")
+    if not isinstance(raw, list):
+        raise _fail(where, f"records: expected a list, got {raw!r}")
+    cls = _RECORD_TYPE[kind]
+    records = tuple(_build(cls, r, f"{where}: records[{i}]") for i, r in enumerate(raw))
+    _check_records(records, where)
+    return Measurements(kind=kind, meta=meta, records=records)
+
+
+def _check_records(records: Sequence[Record], where: str) -> None:
+    for i, r in enumerate(records):
+        if r.time_s <= 0:
+            raise _fail(f"{where}: records[{i}].time_s", f"must be > 0, got {r.time_s!r}")
+        if isinstance(r, CollectiveRecord) and r.n_ranks < 1:
+            raise _fail(f"{where}: records[{i}].n_ranks", f"must be >= 1, got {r.n_ranks}")
+
+
+def merge_measurements(parts: Sequence[Measurements], created: str | None = None) -> Measurements:
+    """One file from several of the same kind: records concatenated, provenance combined.
+
+    Meta fields that differ between the parts become None (hosts: their union; world
+    size: the largest); each part's notes are kept, prefixed by its source.
+    """
+    if not parts:
+        raise CalibrationError("nothing to merge: no measurements given")
+    if len(parts) == 1:
+        return parts[0]
+    kinds = sorted({p.kind for p in parts})
+    if len(kinds) > 1:
+        raise CalibrationError(f"cannot merge measurements of different kinds: {kinds}")
+
+    def same(name: str) -> Any:
+        values = {getattr(p.meta, name) for p in parts}
+        return values.pop() if len(values) == 1 else None
+
+    meta = Meta(
+        source=", ".join(p.meta.source for p in parts),
+        created=utc_now(created),
+        hosts=tuple(sorted({h for p in parts for h in p.meta.hosts})),
+        world_size=max(p.meta.world_size for p in parts),
+        notes=tuple(f"{p.meta.source}: {n}" for p in parts for n in p.meta.notes),
+        details={"merged_files": len(parts)},
+        **{k: same(k) for k in ("gpu_model", "driver", "torch_version", "nccl_version",
+                                "nodes", "gpus_per_node", "backend", "spread")},
+        time_statistic=same("time_statistic") or "mixed",
+    )  # fmt: skip
+    return Measurements(kinds[0], meta, tuple(r for p in parts for r in p.records))
+
+
+def save_measurements(m: Measurements, path: str | os.PathLike[str]) -> Path:
+    """Write ``m`` to ``path`` as sorted-keys JSON (deterministic bytes). Returns the path.
+
+    Raises
+    ------
+    CalibrationError
+        If a value is not JSON-representable (NaN, infinity) or the file cannot be written.
+    """
+    out = Path(path)
+    data = measurements_to_dict(m)
+    try:
+        text = json.dumps(data, sort_keys=True, indent=1, allow_nan=False, ensure_ascii=True)
+    except ValueError as err:
+        raise CalibrationError(f"{out}: cannot write measurements: {err}") from None
+    measurements_from_dict(json.loads(text), str(out))  # never write what we cannot read
+    try:
+        out.write_text(text + "\n", encoding="utf-8")
+    except OSError as err:
+        raise CalibrationError(f"{out}: cannot write: {err.strerror}") from None
+    return out
+
+
+def load_measurements(path: str | os.PathLike[str]) -> Measurements:
+    """Read and schema-check a measurement file.
+
+    Raises
+    ------
+    CalibrationError
+        Naming the file and the bad field (or the JSON syntax error's line).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise CalibrationError(f"{p}: cannot read measurements: {err.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CalibrationError(f"{p}: not JSON (line {err.lineno}: {err.msg})") from None
+    return measurements_from_dict(data, str(p))

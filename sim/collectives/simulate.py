@@ -72,6 +72,9 @@ class CollectiveSetup:
         The first ``ranks`` GPUs, or explicit GPU node names; default all GPUs.
     params : CollectiveParams, optional
         Timing parameters; default the shipped defaults.
+    link_scaled : bool
+        True when ``topology`` already carries ``params.link_efficiency`` (from
+        :meth:`Topology.scaled`): many setups then share one scaled copy.
     """
 
     def __init__(
@@ -79,9 +82,10 @@ class CollectiveSetup:
         topology: Topology,
         ranks: int | Sequence[str] | None = None,
         params: CollectiveParams | None = None,
+        link_scaled: bool = False,
     ) -> None:
         self.params = params or default_params()
-        self.topology = topology.scaled(self.params.link_efficiency)
+        self.topology = topology if link_scaled else topology.scaled(self.params.link_efficiency)
         self.group = _group(topology, ranks)
         nodes = [topology.node_of(g) for g in self.group]
         first = {n: i for i, n in reversed(list(enumerate(dict.fromkeys(nodes))))}

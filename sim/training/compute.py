@@ -25,7 +25,7 @@ from sim.errors import ConfigError
 from sim.training.workload import Op
 from sim.units import parse_time
 
-__all__ = ["ComputeParams", "op_time_s"]
+__all__ = ["MATMUL_EFF_MAX", "ComputeParams", "default_compute_params", "op_time_s"]
 
 
 @dataclass(frozen=True)
@@ -133,3 +133,31 @@ def op_time_s(op: Op, gpu: GpuSpec, params: ComputeParams) -> float:
     compute_s = op.flops / rate if op.flops else 0.0
     memory_s = op.bytes / (gpu.hbm_Bps * params.mem_eff)
     return float(max(compute_s, memory_s) + params.launch_overhead_s)
+
+
+# Best achievable dense bf16 matmul fraction of peak per GPU (mamf-finder, stas00/
+# ml-engineering compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS"
+# table; the same figures are in ../shared/data/published/matmul-achievable-tflops-bf16.csv).
+# GPUs absent from that table use the H100 SXM value (an assumption).
+MATMUL_EFF_MAX = {
+    "A100-SXM-80GB": 0.869,
+    "A100-PCIe": 0.811,
+    "H100-SXM": 0.803,
+    "H200": 0.803,  # "H200 is the same" (same source)
+    "B200": 0.776,
+    "GB200": 0.729,
+    "MI300X": 0.514,
+}
+
+
+def default_compute_params(gpu_name: str, overrides: Mapping[str, object] | None = None) -> ComputeParams:
+    """Compute parameters for ``gpu_name``: per-GPU matmul efficiency, then profile overrides.
+
+    >>> default_compute_params("A100-SXM-80GB").matmul_eff_max
+    0.869
+    >>> default_compute_params("A100-SXM-80GB", {"matmul_eff_max": 0.7}).matmul_eff_max
+    0.7
+    """
+    base: dict[str, object] = {"matmul_eff_max": MATMUL_EFF_MAX.get(gpu_name, ComputeParams.matmul_eff_max)}
+    base.update(overrides or {})
+    return ComputeParams.from_dict(base, "profile.compute")

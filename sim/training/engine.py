@@ -1,0 +1,206 @@
+"""The training-step engine: one pipeline replica on SimPy, DP traffic of every TP rank.
+
+Per pipeline stage a compute stream runs its schedule (:mod:`sim.training.pipeline`); a
+pass starts when its input (activation or gradient) has arrived and the stream is free,
+and lasts its compute plus exposed TP/EP communication (:mod:`sim.training.step_costs`).
+Pipeline sends are transfers on the shared network (one per TP rank). Gradients are
+reduced in buckets on a per-stage DP stream: with ``overlap_dp`` a chunk's buckets launch
+as its last backward pass produces them, else after the stage's last pass. On the flow
+network each bucket runs the tuner's collective schedule on the DP groups of *all* TP
+ranks of the stage at once, so DP rings contend with each other and with pipeline sends.
+With the analytical network (no contention) the same model is evaluated by list
+scheduling (:mod:`sim.training.timeline`), and there the DP group of TP rank 0 stands for
+its stage.
+
+Identical replicas are not simulated one by one: DP replica 0's pipeline stands for all.
+Other replicas' pipeline sends use other GPUs' links; only where the fabric is shared
+(e.g. an oversubscribed spine) would they add contention, which is not modelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+
+import simpy
+
+from sim.collectives.engine import run_schedule
+from sim.network import make_network
+from sim.network.base import Network
+from sim.training.comms import rank_params
+from sim.training.engine_parts import (
+    PassRecord,
+    StageTimeline,
+    buckets_of,
+    chunk_costs,
+    optimizer_s,
+    stage_comm,
+    tail_gathers_s,
+)
+from sim.training.pipeline import Step, make_schedule
+from sim.training.step_costs import CollectiveTimer, PassCost
+from sim.training.step_setup import StepSetup
+from sim.training.timeline import list_schedule
+
+__all__ = ["PipelineRun", "run_pipeline"]
+
+
+@dataclass
+class PipelineRun:
+    """Outcome of :func:`run_pipeline`."""
+
+    lines: list[StageTimeline]
+    costs: dict[tuple[int, str], PassCost]
+    network: Network | None
+    pp_wire_bytes: dict[str, float]  # replica 0's pipeline sends, per link scope
+
+
+class _Run:
+    """State of one SimPy-simulated step (private; :func:`run_pipeline` is the interface)."""
+
+    def __init__(self, setup: StepSetup, timer: CollectiveTimer, costs: dict[tuple[int, str], PassCost],
+                 free_p2p: bool, with_dp: bool) -> None:  # fmt: skip
+        self.setup, self.timer, self.costs = setup, timer, costs
+        self.plan = plan = setup.plan
+        self.free_p2p, self.with_dp = free_p2p, with_dp
+        self.env = simpy.Environment()
+        self.net: Network = make_network(setup.network, self.env, timer.topology)
+        self.p, self.v, self.m = plan.pp, plan.virtual_stages, plan.num_microbatches
+        self.nvs = self.p * self.v
+        self.pp_bytes = [stage_comm(setup, s).pp_send_bytes for s in range(self.p)]
+        self.act = {(vs, mb): self.env.event() for vs in range(self.nvs) for mb in range(self.m)}
+        self.grad = {(vs, mb): self.env.event() for vs in range(self.nvs) for mb in range(self.m)}
+        for mb in range(self.m):
+            self.act[(0, mb)].succeed()
+        self.lines = [StageTimeline() for _ in range(self.p)]
+        self.queues = [simpy.Store(self.env) for _ in range(self.p)]
+        self.p2p_latency_s = p2p_latency_s(setup)
+        self.pp_wire: dict[str, float] = {}
+
+    def stage_process(self, s: int) -> Generator[simpy.Event, object, None]:
+        plan, line = self.plan, self.lines[s]
+        order = make_schedule(plan.schedule, self.p, self.m, self.v)[s]
+        last_b = {c: max(st.mb for st in order if st.kind == "B" and st.chunk == c) for c in range(self.v)}
+        for st in order:
+            vs = st.chunk * self.p + s
+            yield (self.act if st.kind == "F" else self.grad)[(vs, st.mb)]
+            cost = self.costs[(vs, st.kind)]
+            start = self.env.now
+            dur = cost.duration_s(plan.overlap_tp)
+            if st.kind == "B" and st.mb == last_b[st.chunk] and plan.overlap_dp and self.with_dp:
+                yield from self._backward_with_buckets(s, dur)
+            else:
+                yield self.env.timeout(dur)
+            line.compute_s += cost.compute_s
+            line.tp_exposed_s += cost.exposed_tp_s(plan.overlap_tp)
+            line.ep_s += cost.ep_s
+            line.zero3_exposed_s += cost.exposed_prefetch_s(plan.overlap_tp)
+            line.passes.append(PassRecord(s, st.kind, st.mb, st.chunk, start, self.env.now))
+            self._after_pass(s, st, vs)
+        line.compute_end_s = self.env.now
+        if self.with_dp and not plan.overlap_dp:
+            for _ in range(self.v):
+                for b in buckets_of(self.setup, s):
+                    self.queues[s].put(b)
+        self.queues[s].put(None)
+
+    def _backward_with_buckets(self, s: int, dur: float) -> Generator[simpy.Event, object, None]:
+        buckets = buckets_of(self.setup, s)
+        for b in buckets:
+            yield self.env.timeout(dur / len(buckets))
+            self.queues[s].put(b)
+        if not buckets:
+            yield self.env.timeout(dur)
+
+    def _after_pass(self, s: int, st: Step, vs: int) -> None:
+        if st.kind == "F":
+            if vs < self.nvs - 1:
+                self.env.process(self._send(s, (vs + 1) % self.p, self.act[(vs + 1, st.mb)]))
+            else:
+                self.grad[(vs, st.mb)].succeed()
+        elif vs > 0:
+            self.env.process(self._send(s, (vs - 1) % self.p, self.grad[(vs - 1, st.mb)]))
+
+    def _send(self, src: int, dst: int, done: simpy.Event) -> Generator[simpy.Event, object, None]:
+        nbytes = self.pp_bytes[src]
+        start = self.env.now
+        if not self.free_p2p and src != dst and nbytes > 0:
+            a, b = self.setup.stages[src].gpus, self.setup.stages[dst].gpus
+            topo = self.timer.topology
+            for x, y in zip(a, b, strict=True):
+                for li in topo.route(x, y):
+                    scope = topo.link_scope[li]
+                    self.pp_wire[scope] = self.pp_wire.get(scope, 0.0) + nbytes
+            yield self.env.all_of([self.net.transfer(x, y, nbytes) for x, y in zip(a, b, strict=True)])
+            yield self.env.timeout(self.p2p_latency_s)
+            self.lines[src].comm.append(("pp_send", start, self.env.now))
+        done.succeed()
+
+    def dp_process(self, s: int) -> Generator[simpy.Event, object, None]:
+        line, stage = self.lines[s], self.setup.stages[s]
+        while True:
+            item = yield self.queues[s].get()
+            if item is None:
+                break
+            op, nbytes, expert = item
+            start = self.env.now
+            procs = []
+            for group in stage.edp if expert else stage.dp:
+                sched, proto = self.timer.plan(group, op, nbytes)
+                cs = self.timer.setup(group)
+                body = run_schedule(self.env, self.net, sched, cs.endpoints(sched), cs.routes, cs.params, proto)
+                procs.append(self.env.process(body))
+            yield self.env.all_of(procs)
+            line.comm.append((f"dp_{op}", start, self.env.now))
+        line.dp_end_s = max(self.env.now, line.compute_end_s)
+        rp = rank_params(self.setup.scenario.model, self.plan, s)
+        line.optimizer_s = optimizer_s(self.setup, self.timer, rp) if self.with_dp else 0.0
+        line.param_gather_s = tail_gathers_s(self.setup, self.timer, s) if self.with_dp else 0.0
+        yield self.env.timeout(line.optimizer_s + line.param_gather_s)
+        line.end_s = self.env.now
+
+
+def p2p_latency_s(setup: StepSetup) -> float:
+    """Software latency of one pipeline send (NCCL send/recv, Simple protocol), seconds."""
+    return setup.profile.collectives.algorithm("direct").base_latency_s["simple"]
+
+
+def run_pipeline(
+    setup: StepSetup, timer: CollectiveTimer, *, free_p2p: bool = False, with_dp: bool = True
+) -> PipelineRun:
+    """Simulate one step: SimPy on the flow network, list scheduling on the analytical one.
+
+    ``free_p2p`` makes pipeline sends instantaneous and ``with_dp=False`` drops gradient
+    reduction and the optimizer: together they give the pipeline's ideal bubble.
+    """
+    costs = chunk_costs(setup, timer)
+    if setup.network == "analytical":
+        pp_bytes = [stage_comm(setup, s).pp_send_bytes for s in range(setup.plan.pp)]
+        lines = list_schedule(setup, timer, costs, pp_bytes, p2p_latency_s(setup), free_p2p=free_p2p, with_dp=with_dp)
+        return PipelineRun(lines, costs, None, _analytical_pp_wire(setup, timer, lines, pp_bytes))
+    run = _Run(setup, timer, costs, free_p2p, with_dp)
+    for s in range(run.p):
+        run.env.process(run.stage_process(s))
+        run.env.process(run.dp_process(s))
+    run.env.run()
+    return PipelineRun(run.lines, costs, run.net, run.pp_wire)
+
+
+def _analytical_pp_wire(setup: StepSetup, timer: CollectiveTimer, lines: list[StageTimeline],
+                        pp_bytes: list[float]) -> dict[str, float]:  # fmt: skip
+    """Pipeline-send bytes per link scope of replica 0 (what the flow network would count)."""
+    out: dict[str, float] = {}
+    p, nvs = setup.plan.pp, setup.plan.pp * setup.plan.virtual_stages
+    topo = timer.topology
+    for s, line in enumerate(lines):
+        for rec in line.passes:
+            vs = rec.chunk * p + s
+            if (rec.kind == "F" and vs == nvs - 1) or (rec.kind == "B" and vs == 0):
+                continue
+            dst = (s + 1) % p if rec.kind == "F" else (s - 1) % p
+            if dst == s:
+                continue
+            for x, y in zip(setup.stages[s].gpus, setup.stages[dst].gpus, strict=True):
+                for li in topo.route(x, y):
+                    out[topo.link_scope[li]] = out.get(topo.link_scope[li], 0.0) + pp_bytes[s]
+    return out

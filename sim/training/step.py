@@ -1,0 +1,128 @@
+"""Simulate one training step of a scenario: the public entry point of issue 3."""
+
+from __future__ import annotations
+
+from sim.training.engine import PipelineRun, run_pipeline
+from sim.training.engine_parts import StageTimeline, buckets_of
+from sim.training.memory import memory_per_gpu
+from sim.training.plan import placement_notes
+from sim.training.scenario import Scenario
+from sim.training.step_costs import CollectiveTimer
+from sim.training.step_result import StepResult
+from sim.training.step_setup import StepSetup, prepare_step
+
+__all__ = ["simulate_step"]
+
+
+def simulate_step(scenario: Scenario, network: str | None = None) -> StepResult:
+    """Simulate one optimizer step of ``scenario`` and explain where the time goes.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        From :func:`sim.training.scenario.load_scenario`.
+    network : str, optional
+        ``flow`` or ``analytical``; default the scenario's.
+
+    Examples
+    --------
+    >>> from sim.training.scenario import load_scenario
+    >>> r = simulate_step(load_scenario("llama3-8b-dgx"), network="analytical")
+    >>> r.fits and 0 < r.mfu < 1
+    True
+    """
+    setup = prepare_step(scenario, network)
+    timer = CollectiveTimer(setup.topology, setup.profile.collectives, setup.network)
+    run = run_pipeline(setup, timer)
+    ideal = run_pipeline(setup, timer, free_p2p=True, with_dp=False) if setup.plan.pp > 1 else run
+    return _result(setup, timer, run, ideal)
+
+
+def _breakdown(line: StageTimeline, ideal: StageTimeline) -> dict[str, float]:
+    busy = line.compute_s + line.tp_exposed_s + line.ep_s + line.zero3_exposed_s
+    idle = max(0.0, line.compute_end_s - busy)
+    ideal_busy = ideal.compute_s + ideal.tp_exposed_s + ideal.ep_s + ideal.zero3_exposed_s
+    ideal_idle = max(0.0, ideal.compute_end_s - ideal_busy)
+    bubble = min(idle, ideal_idle)
+    return {
+        "compute": line.compute_s,
+        "tp_comm_exposed": line.tp_exposed_s,
+        "ep_comm": line.ep_s,
+        "zero3_gather_exposed": line.zero3_exposed_s,
+        "pipeline_bubble": bubble,
+        "pp_comm_exposed": idle - bubble,
+        "dp_comm_exposed": line.dp_end_s - line.compute_end_s,
+        "optimizer": line.optimizer_s,
+        "param_gather": line.param_gather_s,
+    }
+
+
+def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: PipelineRun) -> dict[str, float]:
+    """Cluster-wide bytes per link scope: DP (simulated for every TP rank), PP of replica 0
+    times the number of replicas, TP/EP collectives times the groups that run them."""
+    plan, topo = setup.plan, setup.topology
+    out = dict.fromkeys(("nvlink", "pcie", "net"), 0.0)
+    if run.network is not None:  # flow: DP rings of every TP rank and replica 0's sends
+        scopes = topo.link_scope
+        for i in run.network.link_bytes.nonzero()[0]:
+            out[scopes[i]] += float(run.network.link_bytes[i])
+        for scope, b in run.pp_wire_bytes.items():
+            out[scope] += b * (plan.dp - 1)
+    else:  # analytical: DP of TP rank 0's group stands for every TP rank's
+        for s, stage in enumerate(setup.stages):
+            for op, nbytes, expert in buckets_of(setup, s) * plan.virtual_stages:
+                group = stage.edp[0] if expert else stage.dp[0]
+                timer.time_s(group, op, nbytes)
+                for scope, b in timer.wire_bytes[(tuple(group), op, float(nbytes))].items():
+                    out[scope] += b * len(stage.dp)
+        for scope, b in run.pp_wire_bytes.items():
+            out[scope] += b * plan.dp
+    groups_per_stage = {"tp": plan.dp, "ep": plan.tp * plan.dp // max(1, plan.ep)}
+    for line in run.lines:
+        for rec in line.passes:
+            cost = run.costs[(rec.chunk * plan.pp + rec.stage, rec.kind)]
+            for kind, per in cost.wire_bytes.items():
+                for scope, b in per.items():
+                    out[scope] += b * groups_per_stage.get(kind, 1)
+    return out
+
+
+def _result(setup: StepSetup, timer: CollectiveTimer, run: PipelineRun, ideal: PipelineRun) -> StepResult:
+    sc, plan, topo = setup.scenario, setup.plan, setup.topology
+    crit = max(range(plan.pp), key=lambda s: (run.lines[s].end_s, -s))
+    step = run.lines[crit].end_s
+    m = plan.num_microbatches
+    per_rank_model = sum(c.model_flops for c in run.costs.values()) * m
+    per_rank_hw = sum(c.hardware_flops for c in run.costs.values()) * m
+    model_flops = per_rank_model * plan.tp * plan.dp
+    hw_flops = per_rank_hw * plan.tp * plan.dp
+    n = topo.num_gpus
+    peak = topo.gpu.peak_flops.get(sc.training.precision, topo.gpu.peak_flops["bf16"])
+    tokens = sc.training.global_batch * sc.training.seq_len
+    mem = memory_per_gpu(sc.model, plan, sc.training.seq_len, topo.gpu.hbm_bytes,
+                         flash_attention=sc.training.flash_attention)  # fmt: skip
+    price = sc.price.gpu_hour_usd
+    cost = price * n * step / 3600.0 if price is not None else None
+    breakdown = _breakdown(run.lines[crit], ideal.lines[crit])
+    assert abs(sum(breakdown.values()) - step) <= 1e-9 * max(step, 1e-12), (breakdown, step)
+    return StepResult(
+        scenario=sc.name, topology=topo.name, network=setup.network, gpus=n, gpu=topo.gpu.name,
+        plan={"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "ep": plan.ep, "sp": plan.sp, "zero": plan.zero,
+              "micro_batch": plan.micro_batch, "micro_batches": m, "schedule": plan.schedule,
+              "virtual_stages": plan.virtual_stages, "recompute": plan.recompute},
+        step_time_s=float(step),
+        tokens_per_s=tokens / step,
+        tflops_per_gpu=model_flops / step / n / 1e12,
+        hw_tflops_per_gpu=hw_flops / step / n / 1e12,
+        mfu=model_flops / step / n / peak,
+        hfu=hw_flops / step / n / peak,
+        fits=mem.fits,
+        memory_per_gpu_bytes=float(mem.total_bytes),
+        memory_breakdown={k: float(v) for k, v in mem.breakdown.items()},
+        breakdown={k: float(v) for k, v in breakdown.items()},
+        critical_stage=crit,
+        link_bytes_by_scope=_link_bytes(setup, timer, run),
+        cost_per_step_usd=cost,
+        cost_per_million_tokens_usd=cost / tokens * 1e6 if cost is not None else None,
+        notes=placement_notes(plan),
+    )  # fmt: skip

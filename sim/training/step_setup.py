@@ -1,0 +1,87 @@
+"""Everything a training-step simulation needs, resolved once from a scenario.
+
+Loads the topology and profile, validates the plan, and maps the parallel plan onto GPU
+names: for each pipeline stage, the GPUs of data-parallel replica 0 (one per TP rank),
+and the TP, EP, DP and expert-DP groups those GPUs belong to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from sim.profile import Profile, load_profile
+from sim.topology.model import Topology
+from sim.topology.presets import load_topology
+from sim.training.compute import ComputeParams, default_compute_params
+from sim.training.plan import Coord, ParallelPlan, groups, rank_of
+from sim.training.scenario import Scenario, resolve_plan
+
+__all__ = ["StageGroups", "StepSetup", "prepare_step"]
+
+NETWORKS = ("flow", "analytical")
+
+
+@dataclass(frozen=True)
+class StageGroups:
+    """GPU names of one pipeline stage (replica 0) and the groups they talk in."""
+
+    gpus: tuple[str, ...]  # one per TP rank
+    tp: tuple[str, ...]  # the TP group of TP rank 0
+    ep: tuple[str, ...]  # the EP group of TP rank 0
+    dp: tuple[tuple[str, ...], ...]  # the DP group of every TP rank
+    edp: tuple[tuple[str, ...], ...]  # the expert-DP group of every TP rank
+
+
+@dataclass(frozen=True)
+class StepSetup:
+    """A scenario resolved against its cluster, profile and network backend."""
+
+    scenario: Scenario
+    topology: Topology
+    plan: ParallelPlan
+    profile: Profile
+    compute: ComputeParams
+    network: str
+    stages: tuple[StageGroups, ...]
+
+
+@cache
+def _topology(name: str, nodes: int | None, seed: int) -> Topology:
+    return load_topology(name, nodes=nodes, seed=seed)
+
+
+def _group_of(plan: ParallelPlan, kind: str, rank: int, names: tuple[str, ...]) -> tuple[str, ...]:
+    for g in groups(plan, kind):
+        if rank in g:
+            return tuple(names[r] for r in g)
+    raise AssertionError(f"rank {rank} in no {kind} group")
+
+
+def _stage(plan: ParallelPlan, s: int, names: tuple[str, ...]) -> StageGroups:
+    ranks = [rank_of(plan, Coord(t, s, 0)) for t in range(plan.tp)]
+    return StageGroups(
+        gpus=tuple(names[r] for r in ranks),
+        tp=_group_of(plan, "tp", ranks[0], names),
+        ep=_group_of(plan, "ep", ranks[0], names),
+        dp=tuple(_group_of(plan, "dp", r, names) for r in ranks),
+        edp=tuple(_group_of(plan, "edp", r, names) for r in ranks),
+    )
+
+
+def prepare_step(scenario: Scenario, network: str | None = None) -> StepSetup:
+    """Resolve ``scenario``: topology (cached per name/nodes/seed), profile, plan, groups.
+
+    ``network`` overrides the scenario's backend (``flow`` or ``analytical``).
+    """
+    from sim.errors import ConfigError
+
+    net = network or scenario.network
+    if net not in NETWORKS:
+        raise ConfigError(f"network {net!r} is unknown; allowed: {', '.join(NETWORKS)}")
+    topo = _topology(scenario.cluster.topology, scenario.cluster.nodes, scenario.seed)
+    plan = resolve_plan(scenario, topo.num_gpus, topo.gpus_per_node)
+    profile = load_profile(scenario.profile)
+    compute = default_compute_params(topo.gpu.name, profile.compute)
+    stages = tuple(_stage(plan, s, topo.gpus) for s in range(plan.pp))
+    return StepSetup(scenario, topo, plan, profile, compute, net, stages)

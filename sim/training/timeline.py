@@ -1,0 +1,121 @@
+"""Analytical step timeline: list scheduling of the pass DAG, no contention.
+
+With the ``analytical`` network nothing contends, so every duration is known up front
+and the step is a longest-path problem over the dependency graph of passes: a pass starts
+when its stage is free and its input has arrived (producer's end + pipeline-send time);
+gradient buckets queue on the stage's DP stream. This evaluates exactly what the SimPy
+engine (:mod:`sim.training.engine`) computes with the analytical backend, in O(passes),
+which is what makes sweeps of thousands of configurations cheap. The flow backend always
+goes through SimPy, where contention is re-solved as transfers start and end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sim.network.base import uncontended_time_s
+from sim.training.comms import rank_params
+from sim.training.engine_parts import (
+    Bucket,
+    PassRecord,
+    StageTimeline,
+    buckets_of,
+    optimizer_s,
+    tail_gathers_s,
+)
+from sim.training.pipeline import Step, make_schedule
+from sim.training.step_costs import CollectiveTimer, PassCost
+from sim.training.step_setup import StepSetup
+
+__all__ = ["list_schedule"]
+
+
+def _p2p_s(setup: StepSetup, timer: CollectiveTimer, src: int, dst: int, nbytes: float, latency_s: float) -> float:
+    if src == dst or nbytes <= 0:
+        return 0.0
+    a, b = setup.stages[src].gpus, setup.stages[dst].gpus
+    return max(uncontended_time_s(timer.topology, x, y, nbytes) for x, y in zip(a, b, strict=True)) + latency_s
+
+
+def list_schedule(
+    setup: StepSetup,
+    timer: CollectiveTimer,
+    costs: dict[tuple[int, str], PassCost],
+    pp_bytes: Sequence[float],
+    p2p_latency_s: float,
+    *,
+    free_p2p: bool = False,
+    with_dp: bool = True,
+) -> list[StageTimeline]:
+    """Per-stage timelines of one step under the analytical model (seconds)."""
+    plan = setup.plan
+    p, v, m = plan.pp, plan.virtual_stages, plan.num_microbatches
+    nvs = p * v
+    orders = make_schedule(plan.schedule, p, m, v)
+    send = {}
+    for s in range(p):
+        for d in {(s + 1) % p, (s - 1) % p}:
+            send[(s, d)] = 0.0 if free_p2p else _p2p_s(setup, timer, s, d, pp_bytes[s], p2p_latency_s)
+    ready: dict[tuple[str, int, int], float] = {("F", 0, mb): 0.0 for mb in range(m)}
+    lines = [StageTimeline() for _ in range(p)]
+    idx, free = [0] * p, [0.0] * p
+    bucket_ready: list[list[tuple[float | None, Bucket]]] = [[] for _ in range(p)]
+    last_b = [{c: max(st.mb for st in orders[s] if st.kind == "B" and st.chunk == c) for c in range(v)} for s in range(p)]
+    done, total = 0, sum(len(o) for o in orders)
+    while done < total:
+        progressed = False
+        for s in range(p):
+            order, line = orders[s], lines[s]
+            while idx[s] < len(order):
+                st: Step = order[idx[s]]
+                vs = st.chunk * p + s
+                t_in = ready.get((st.kind, vs, st.mb))
+                if t_in is None:
+                    break
+                cost = costs[(vs, st.kind)]
+                start = max(free[s], t_in)
+                dur = cost.duration_s(plan.overlap_tp)
+                end = free[s] = start + dur
+                line.compute_s += cost.compute_s
+                line.tp_exposed_s += cost.exposed_tp_s(plan.overlap_tp)
+                line.ep_s += cost.ep_s
+                line.zero3_exposed_s += cost.exposed_prefetch_s(plan.overlap_tp)
+                line.passes.append(PassRecord(s, st.kind, st.mb, st.chunk, start, end))
+                if st.kind == "F":
+                    if vs < nvs - 1:
+                        ready[("F", vs + 1, st.mb)] = end + send[(s, (vs + 1) % p)]
+                    else:
+                        ready[("B", vs, st.mb)] = end
+                elif vs > 0:
+                    ready[("B", vs - 1, st.mb)] = end + send[(s, (vs - 1) % p)]
+                if with_dp and st.kind == "B" and st.mb == last_b[s][st.chunk]:
+                    bs = buckets_of(setup, s)
+                    for i, b in enumerate(bs):
+                        t = start + dur * (i + 1) / len(bs) if plan.overlap_dp else None
+                        bucket_ready[s].append((t, b))
+                idx[s] += 1
+                done += 1
+                progressed = True
+            line.compute_end_s = free[s]
+        assert progressed, "pipeline schedule deadlocked"
+    for s in range(p):
+        _finish(setup, timer, lines[s], s, bucket_ready[s], with_dp)
+    return lines
+
+
+def _finish(setup: StepSetup, timer: CollectiveTimer, line: StageTimeline, s: int,
+            buckets: list[tuple[float | None, Bucket]], with_dp: bool) -> None:  # fmt: skip
+    """DP stream, optimizer and tail gathers of stage ``s``."""
+    stage = setup.stages[s]
+    t = line.compute_end_s
+    dp_free = line.compute_end_s if not setup.plan.overlap_dp else 0.0
+    for ready_t, (op, nbytes, expert) in buckets:
+        start = max(dp_free, line.compute_end_s if ready_t is None else ready_t)
+        group = stage.edp[0] if expert else stage.dp[0]
+        dp_free = start + timer.time_s(group, op, nbytes)
+        line.comm.append((f"dp_{op}", start, dp_free))
+    line.dp_end_s = max(dp_free, t)
+    rp = rank_params(setup.scenario.model, setup.plan, s)
+    line.optimizer_s = optimizer_s(setup, timer, rp) if with_dp else 0.0
+    line.param_gather_s = tail_gathers_s(setup, timer, s) if with_dp else 0.0
+    line.end_s = line.dp_end_s + line.optimizer_s + line.param_gather_s

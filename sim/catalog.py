@@ -6,9 +6,19 @@ converted to SI at load time: FLOP/s, bytes, bytes/s, seconds, watts.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
 
-__all__ = ["GpuSpec", "LinkSpec", "gpu_spec", "gpu_names", "link_spec", "link_names"]
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from sim.errors import ConfigError, TopologyError
+from sim.units import parse_bandwidth, parse_bytes, parse_flops, parse_time
+
+__all__ = ["GpuSpec", "LinkSpec", "gpu_names", "gpu_spec", "link_names", "link_spec"]
 
 
 @dataclass(frozen=True)
@@ -74,21 +84,209 @@ class LinkSpec:
     sources: dict[str, str] = field(default_factory=dict)
 
 
+_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+_SCOPES = ("nvlink", "pcie", "net")
+_TRANSPORTS = ("nvlink", "pcie", "ib", "roce", "tcp")
+# Classifications, not measured values: no source needed.
+_UNSOURCED = frozenset({"sources", "scope", "transport"})
+
+
+class _GpuEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    peak_flops: dict[str, str]
+    hbm: str
+    hbm_bandwidth: str
+    tdp: str
+    nvlink: str | None
+    pcie: str
+    sources: dict[str, str]
+
+
+class _LinkEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    bandwidth: str
+    latency: str
+    scope: str
+    transport: str
+    sources: dict[str, str]
+
+
+def _read_yaml(filename: str) -> dict[str, Any]:
+    """Read ``topologies/catalog/<filename>`` as a mapping (works from an installed wheel)."""
+    text = resources.files("topologies.catalog").joinpath(filename).read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise TopologyError(f"catalog {filename}: expected a mapping of names to entries")
+    return data
+
+
+def _entry(model: type[BaseModel], name: str, raw: object, filename: str) -> Any:
+    """Validate one catalog entry; errors become one-line TopologyError naming the key."""
+    try:
+        entry = model.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        raise TopologyError(f"catalog {filename}: {name}.{key}: {err['msg']}") from None
+    fields = set(type(entry).model_fields) - _UNSOURCED
+    missing = sorted(fields - set(getattr(entry, "sources", {})))
+    if missing:
+        raise TopologyError(f"catalog {filename}: {name}.sources lacks {', '.join(missing)}")
+    return entry
+
+
+def _parse_watts(text: str, what: str) -> float:
+    m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*W", text.strip())
+    if not m or float(m.group(1)) <= 0:
+        raise TopologyError(f"{what}: cannot read {text!r} as power; write e.g. 700W")
+    return float(m.group(1))
+
+
+def _gpu_from(name: str, e: _GpuEntry) -> GpuSpec:
+    bad = sorted(set(e.peak_flops) - set(_DTYPES))
+    if bad:
+        raise TopologyError(
+            f"catalog gpus.yaml: {name}.peak_flops.{bad[0]}: unknown dtype; "
+            f"allowed: {', '.join(_DTYPES)}"
+        )
+    flops = {k: parse_flops(v, f"{name}.peak_flops.{k}") for k, v in e.peak_flops.items()}
+    return GpuSpec(
+        name=name,
+        peak_flops=flops,
+        hbm_bytes=parse_bytes(e.hbm, f"{name}.hbm"),
+        hbm_Bps=parse_bandwidth(e.hbm_bandwidth, f"{name}.hbm_bandwidth"),
+        tdp_w=_parse_watts(e.tdp, f"{name}.tdp"),
+        nvlink=e.nvlink,
+        pcie=e.pcie,
+        sources=dict(e.sources),
+    )
+
+
+def _link_from(name: str, e: _LinkEntry) -> LinkSpec:
+    for key, value, allowed in (
+        ("scope", e.scope, _SCOPES),
+        ("transport", e.transport, _TRANSPORTS),
+    ):
+        if value not in allowed:
+            raise TopologyError(
+                f"catalog links.yaml: {name}.{key}: {value!r} not allowed; "
+                f"allowed: {', '.join(allowed)}"
+            )
+    return LinkSpec(
+        name=name,
+        bandwidth_Bps=parse_bandwidth(e.bandwidth, f"{name}.bandwidth"),
+        latency_s=parse_time(e.latency, f"{name}.latency"),
+        scope=e.scope,
+        transport=e.transport,
+        sources=dict(e.sources),
+    )
+
+
+@cache
+def _links() -> dict[str, LinkSpec]:
+    raw = _read_yaml("links.yaml")
+    try:
+        return {
+            str(n): _link_from(str(n), _entry(_LinkEntry, str(n), v, "links.yaml"))
+            for n, v in raw.items()
+        }
+    except ConfigError as e:
+        raise TopologyError(f"catalog links.yaml: {e}") from None
+
+
+@cache
+def _gpus() -> dict[str, GpuSpec]:
+    raw = _read_yaml("gpus.yaml")
+    try:
+        gpus = {
+            str(n): _gpu_from(str(n), _entry(_GpuEntry, str(n), v, "gpus.yaml"))
+            for n, v in raw.items()
+        }
+    except ConfigError as e:
+        raise TopologyError(f"catalog gpus.yaml: {e}") from None
+    links = _links()
+    for g in gpus.values():
+        for key, kind in (("nvlink", g.nvlink), ("pcie", g.pcie)):
+            if kind is not None and kind not in links:
+                raise TopologyError(
+                    f"catalog gpus.yaml: {g.name}.{key}: unknown link kind {kind!r}"
+                )
+    return gpus
+
+
 def gpu_spec(name: str) -> GpuSpec:
-    """Return the catalog entry for GPU ``name``; unknown names raise TopologyError listing known ones."""
-    raise NotImplementedError  # implemented with the catalog YAML
+    """Return the catalog entry for GPU ``name``.
+
+    Parameters
+    ----------
+    name : str
+        Catalog name, e.g. ``"H100-SXM"`` (see :func:`gpu_names`).
+
+    Returns
+    -------
+    GpuSpec
+        Values in SI units: FLOP/s, bytes, bytes/s, watts.
+
+    Raises
+    ------
+    TopologyError
+        Unknown name; the message lists the known ones.
+
+    Examples
+    --------
+    >>> gpu_spec("H100-SXM").peak_flops["bf16"]
+    989400000000000.0
+    >>> gpu_spec("H100-SXM").hbm_Bps
+    3350000000000.0
+    """
+    gpus = _gpus()
+    if name not in gpus:
+        raise TopologyError(f"unknown GPU {name!r}; known: {', '.join(sorted(gpus))}")
+    return gpus[name]
 
 
 def gpu_names() -> list[str]:
-    """Sorted catalog GPU names."""
-    raise NotImplementedError
+    """Sorted catalog GPU names.
+
+    >>> "H100-SXM" in gpu_names()
+    True
+    """
+    return sorted(_gpus())
 
 
 def link_spec(name: str) -> LinkSpec:
-    """Return the catalog entry for link kind ``name``; unknown names raise TopologyError."""
-    raise NotImplementedError
+    """Return the catalog entry for link kind ``name`` (per-direction values, SI units).
+
+    Parameters
+    ----------
+    name : str
+        Catalog name, e.g. ``"ib-ndr"`` (see :func:`link_names`).
+
+    Returns
+    -------
+    LinkSpec
+        ``bandwidth_Bps`` in bytes/s per direction, ``latency_s`` in seconds per hop.
+
+    Raises
+    ------
+    TopologyError
+        Unknown name; the message lists the known ones.
+
+    Examples
+    --------
+    >>> link_spec("ib-ndr").bandwidth_Bps  # 400Gb/s
+    50000000000.0
+    """
+    links = _links()
+    if name not in links:
+        raise TopologyError(f"unknown link kind {name!r}; known: {', '.join(sorted(links))}")
+    return links[name]
 
 
 def link_names() -> list[str]:
-    """Sorted catalog link-kind names."""
-    raise NotImplementedError
+    """Sorted catalog link-kind names.
+
+    >>> "nvlink4" in link_names()
+    True
+    """
+    return sorted(_links())

@@ -8,6 +8,13 @@ physical link is two directed edges, each with ``capacity_Bps``, ``latency_s``, 
 Routes are shortest paths in hops that never pass *through* a GPU; where several
 equal-cost next hops exist (ECMP) one is chosen by a hash of (salt, src, dst, hop) with
 the salt drawn once from the seeded ``numpy.random.Generator``: deterministic for a seed.
+Among equal-hop paths only the widest (largest bottleneck capacity) are candidates, so
+NVLink wins a tie with PCIe.
+
+Clusters of servers joined by a switch fabric are routed by
+:class:`sim.topology.routing.ServerRouter` (per-server templates plus a switch-level
+BFS; linear in the number of routes asked for), which also never passes through a third
+server; other graphs use a per-destination BFS.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import numpy as np
 
 from sim.catalog import GpuSpec
 from sim.errors import TopologyError
+from sim.topology.routing import ServerRouter, build_router
 
 __all__ = ["Topology"]
 
@@ -72,6 +80,9 @@ class Topology:
     _salt: int = field(init=False)
     _routes: dict[tuple[str, str], tuple[int, ...]] = field(init=False)
     _dist: dict[str, dict[str, int]] = field(init=False)
+    _width: dict[str, dict[str, float]] = field(init=False)
+    _router: ServerRouter | None = field(init=False)
+    _router_built: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.links = tuple(self.graph.edges())
@@ -87,6 +98,9 @@ class Topology:
         self._salt = int(np.random.default_rng(self.seed).integers(0, 2**31 - 1))
         self._routes = {}
         self._dist = {}
+        self._width = {}
+        self._router = None
+        self._router_built = False
 
     @property
     def num_gpus(self) -> int:
@@ -109,9 +123,22 @@ class Topology:
         key = (src, dst)
         r = self._routes.get(key)
         if r is None:
-            r = self._compute_route(src, dst)
+            if src == dst:
+                return ()
+            router = self._server_router()
+            fast = router.route(src, dst) if router is not None else None
+            r = self._compute_route(src, dst) if fast is None else fast
             self._routes[key] = r
         return r
+
+    def _pick(self, src: str, dst: str, hop: int, n: int) -> int:
+        return ecmp_pick(self._salt, src, dst, hop, n)
+
+    def _server_router(self) -> ServerRouter | None:
+        if not self._router_built:
+            self._router = build_router(self.graph, self.link_index, self._pick)
+            self._router_built = True
+        return self._router
 
     def _dist_to(self, dst: str) -> dict[str, int]:
         d = self._dist.get(dst)
@@ -132,6 +159,33 @@ class Topology:
             self._dist[dst] = d
         return d
 
+    def _cap(self, u: str, v: str) -> float:
+        return float(self.graph.edges[u, v]["capacity_Bps"])
+
+    def _width_to(self, dst: str) -> dict[str, float]:
+        """Bottleneck capacity of the widest shortest path to ``dst`` from each node.
+
+        Among equal-hop paths routes keep the widest, so e.g. NVLink wins over PCIe.
+        """
+        w = self._width.get(dst)
+        if w is None:
+            dist = self._dist_to(dst)
+            w = {dst: float("inf")}
+            for u in sorted(dist, key=dist.__getitem__):
+                if u == dst:
+                    continue
+                w[u] = max(
+                    (
+                        min(self._cap(u, v), w[v])
+                        for v in self.graph.successors(u)
+                        if dist.get(v) == dist[u] - 1
+                        and (v == dst or self.graph.nodes[v]["kind"] not in NO_TRANSIT_KINDS)
+                    ),
+                    default=0.0,
+                )
+            self._width[dst] = w
+        return w
+
     def _compute_route(self, src: str, dst: str) -> tuple[int, ...]:
         if src == dst:
             return ()
@@ -141,6 +195,7 @@ class Topology:
         dist = self._dist_to(dst)
         if src not in dist:
             raise TopologyError(f"topology {self.name!r} is disconnected: no route {src} -> {dst}")
+        width = self._width_to(dst)
         path: list[int] = []
         u, hop = src, 0
         while u != dst:
@@ -148,9 +203,15 @@ class Topology:
             cands = sorted(
                 v
                 for v in self.graph.successors(u)
-                if dist.get(v) == want and (v == dst or self.graph.nodes[v]["kind"] not in NO_TRANSIT_KINDS)
+                if dist.get(v) == want
+                and (v == dst or self.graph.nodes[v]["kind"] not in NO_TRANSIT_KINDS)
             )
-            v = cands[ecmp_pick(self._salt, src, dst, hop, len(cands))] if len(cands) > 1 else cands[0]
+            cands = [v for v in cands if min(self._cap(u, v), width[v]) == width[u]]
+            v = (
+                cands[ecmp_pick(self._salt, src, dst, hop, len(cands))]
+                if len(cands) > 1
+                else cands[0]
+            )
             path.append(self.link_index[(u, v)])
             u, hop = v, hop + 1
         return tuple(path)
@@ -162,11 +223,17 @@ class Topology:
         factor in (0, 1]; a kind entry wins over its scope. Routes and graph are shared.
         """
         scale = np.array(
-            [factors.get(k, factors.get(s, 1.0)) for k, s in zip(self.link_kind, self.link_scope)],
+            [
+                factors.get(k, factors.get(s, 1.0))
+                for k, s in zip(self.link_kind, self.link_scope, strict=True)
+            ],
             dtype=float,
         )
         new = replace(self)
         new.capacity_Bps = self.capacity_Bps * scale
         new._routes = self._routes
         new._dist = self._dist
+        new._width = self._width
+        new._router = self._server_router()
+        new._router_built = True
         return new

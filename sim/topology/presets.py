@@ -1,0 +1,136 @@
+"""Topology presets by name, and user topology files by path.
+
+Presets are YAML files shipped in the ``topologies`` package (``topologies/<name>.yaml``)
+and found with :mod:`importlib.resources`, so they work from an installed wheel as well
+as from a source checkout. Each is a file a user can copy and edit; see
+:mod:`sim.topology.spec` for the schema.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sim.errors import TopologyError
+from sim.topology.build import build_topology
+from sim.topology.model import Topology
+from sim.topology.spec import TopologySpec, parse_spec
+
+__all__ = ["load_spec", "load_topology", "preset_names"]
+
+_SUFFIXES = (".yaml", ".yml")
+
+
+def preset_names() -> list[str]:
+    """Sorted names of the shipped topology presets.
+
+    >>> "dgx-h100" in preset_names()
+    True
+    """
+    root = resources.files("topologies")
+    return sorted(p.name.rsplit(".", 1)[0] for p in root.iterdir() if p.name.endswith(_SUFFIXES))
+
+
+def _is_path(name_or_path: str) -> bool:
+    return name_or_path.endswith(_SUFFIXES) or "/" in name_or_path or "\\" in name_or_path
+
+
+def _read(name_or_path: str) -> tuple[str, str]:
+    """Return (text, source label) of a preset name or a YAML file path."""
+    if _is_path(name_or_path):
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise TopologyError(f"topology file {name_or_path!r} not found")
+        return path.read_text(encoding="utf-8"), str(path)
+    res = resources.files("topologies").joinpath(f"{name_or_path}.yaml")
+    if not res.is_file():
+        raise TopologyError(
+            f"unknown topology preset {name_or_path!r}; known: {', '.join(preset_names())} "
+            "(or give a path to a .yaml file)"
+        )
+    return res.read_text(encoding="utf-8"), name_or_path
+
+
+def _parse_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise TopologyError(f"{source}: invalid YAML{where}: {problem}") from None
+
+
+def load_spec(name_or_path: str, *, nodes: int | None = None) -> TopologySpec:
+    """Read and validate a topology description without building it.
+
+    Parameters
+    ----------
+    name_or_path : str
+        A preset name (see :func:`preset_names`) or a path to a YAML file.
+    nodes : int, optional
+        Override the server count of a multi-node topology (>= 1).
+
+    Returns
+    -------
+    TopologySpec
+
+    Raises
+    ------
+    TopologyError
+        Unknown preset, missing file, bad YAML, bad key or value, or ``nodes`` on a
+        single-server topology.
+
+    Examples
+    --------
+    >>> load_spec("h100-ib-ndr", nodes=4).nodes
+    4
+    """
+    text, source = _read(name_or_path)
+    spec = parse_spec(_parse_yaml(text, source), source)
+    if nodes is None:
+        return spec
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise TopologyError(f"nodes: must be an integer >= 1 (got {nodes!r})")
+    if not spec.multi_node:
+        raise TopologyError(
+            f"nodes: {source!r} is a single-server topology (network.kind none); "
+            "--nodes applies only to multi-node topologies"
+        )
+    return spec.model_copy(update={"nodes": nodes})
+
+
+def load_topology(name_or_path: str, *, nodes: int | None = None, seed: int = 0) -> Topology:
+    """Load a preset or a topology YAML file and build it.
+
+    Parameters
+    ----------
+    name_or_path : str
+        A preset name (see :func:`preset_names`) or a path to a YAML file.
+    nodes : int, optional
+        Override the server count (racks for GB200 NVL72) of a multi-node topology.
+    seed : int
+        Seed of the ECMP hash salt.
+
+    Returns
+    -------
+    Topology
+        Capacities in bytes/s, latencies in seconds, GPUs in rank order.
+
+    Raises
+    ------
+    TopologyError
+        One line naming the bad name, key or value (see :func:`load_spec`), an unknown
+        GPU or link kind, or a disconnected topology.
+
+    Examples
+    --------
+    >>> t = load_topology("h100-ib-ndr", nodes=2)
+    >>> t.num_gpus, t.gpus_per_node
+    (16, 8)
+    """
+    spec = load_spec(name_or_path, nodes=nodes)
+    return build_topology(spec, seed=seed, source=name_or_path)

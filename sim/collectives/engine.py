@@ -15,8 +15,13 @@ Two evaluators, which agree exactly where nothing contends:
   backend. A phase marked ``uniform`` is timed from its first step and the rest skipped
   ahead when ``exclusive`` (no other traffic on the network): identical steps on an idle
   network take identical time, so this is exact, and it is what makes a 1024-GPU ring fast.
-- :func:`predict_step_sync`: the closed form of the same model with no contention
-  (each transfer alone on its route), vectorised over protocols; the tuner's cost model.
+- :func:`predict_step_sync`: the closed form of the same model without fair sharing:
+  a step's transfers load their links together and each transfer takes its latency plus
+  the time its most loaded link needs to carry that load (``max_l load_l / capacity_l``).
+  With one transfer per link this is alpha-beta on the route's bottleneck, exactly what
+  the flow backend gives; where a step's transfers share a link (a tree's slot, several
+  ring channels leaving one GPU) it charges the sharing instead of ignoring it.
+  Vectorised over protocols; it is the tuner's cost model.
 """
 
 from __future__ import annotations
@@ -45,11 +50,12 @@ def wire_scale(params: CollectiveParams, algorithm: str, protocol: str) -> float
 
 
 class RouteCache:
-    """Per-(src, dst) route facts: total latency (s), bottleneck capacity (B/s), scope rank."""
+    """Per-(src, dst) route facts: links, total latency (s), scope rank."""
 
     def __init__(self, topology: Topology) -> None:
         self.topology = topology
         self._facts: dict[tuple[str, str], tuple[float, float, int]] = {}
+        self._links: dict[tuple[str, str], np.ndarray] = {}
 
     def facts(self, src: str, dst: str) -> tuple[float, float, int]:
         """``(latency_s, capacity_Bps, scope_rank)`` of the route; capacity inf for src == dst."""
@@ -57,15 +63,23 @@ class RouteCache:
         f = self._facts.get(key)
         if f is None:
             topo = self.topology
-            links = topo.route(src, dst)
-            if links:
-                idx = np.asarray(links, dtype=np.intp)
-                scope = max(SCOPE_RANK[topo.link_scope[i]] for i in links)
+            idx = self.links(src, dst)
+            if len(idx):
+                scope = max(SCOPE_RANK[topo.link_scope[i]] for i in idx)
                 f = (float(topo.latency_s[idx].sum()), float(topo.capacity_Bps[idx].min()), scope)
             else:
                 f = (0.0, float("inf"), 0)
             self._facts[key] = f
         return f
+
+    def links(self, src: str, dst: str) -> np.ndarray:
+        """Link indices of the route (int array)."""
+        key = (src, dst)
+        a = self._links.get(key)
+        if a is None:
+            a = np.asarray(self.topology.route(src, dst), dtype=np.intp)
+            self._links[key] = a
+        return a
 
     def step_scope(self, transfers: Sequence[Transfer], endpoints: Sequence[str]) -> str:
         """Widest scope crossed by any transfer of a step."""
@@ -79,21 +93,37 @@ class RouteCache:
 
 @dataclass(frozen=True)
 class StepCost:
-    """Protocol-independent facts of one synchronous step (for the closed form)."""
+    """Protocol-independent facts of one synchronous step (for the closed form).
+
+    ``drain_s_per_byte[i]``: seconds per payload byte of transfer ``i`` at its most
+    loaded link, given everything the step puts on that link (``load / capacity / bytes``
+    times the transfer's bytes gives its drain time).
+    """
 
     latency_s: np.ndarray
-    capacity_Bps: np.ndarray
-    payload_bytes: np.ndarray
+    drain_s: np.ndarray  # seconds to drain at wire factor 1
     scope: str
 
 
 def _step_cost(sched: Schedule, trs: Sequence[Transfer], endpoints: Sequence[str], routes: RouteCache) -> StepCost:
-    facts = [routes.facts(endpoints[t.src], endpoints[t.dst]) for t in trs]
+    topo = routes.topology
+    pairs = [(endpoints[t.src], endpoints[t.dst]) for t in trs]
+    facts = [routes.facts(a, b) for a, b in pairs]
     lat = np.array([f[0] for f in facts], dtype=float)
-    cap = np.array([f[1] for f in facts], dtype=float)
     size = np.array([len(t.chunks) for t in trs], dtype=float) * sched.chunk_bytes
+    paths = [routes.links(a, b) for a, b in pairs]
+    counts = np.array([len(p) for p in paths], dtype=np.intp)
     scope = SCOPE_NAME[max((f[2] for f in facts), default=0)]
-    return StepCost(lat, cap, size, scope)
+    if not counts.sum():
+        return StepCost(lat, np.zeros(len(trs)), scope)
+    flat = np.concatenate(paths)
+    owner = np.repeat(np.arange(len(trs)), counts)
+    load = np.zeros(len(topo.capacity_Bps))
+    np.add.at(load, flat, size[owner])
+    per_link = load[flat] / topo.capacity_Bps[flat]
+    drain = np.zeros(len(trs))
+    np.maximum.at(drain, owner, per_link)
+    return StepCost(lat, drain, scope)
 
 
 def predict_step_sync(
@@ -103,11 +133,11 @@ def predict_step_sync(
     params: CollectiveParams,
     protocols: Sequence[str] | None = None,
 ) -> dict[str, float]:
-    """Closed-form time (s) of ``sched`` per protocol with no contention between transfers.
+    """Closed-form time (s) of ``sched`` per protocol (no fair-sharing dynamics).
 
-    Each transfer costs ``latency + wire_bytes / bottleneck`` on its own route; a step
-    costs the slowest transfer plus the step latency of its scope. Uniform phases are
-    costed once and multiplied.
+    Each transfer costs ``latency + wire factor * max over its links (step load / capacity)``;
+    a step costs its slowest transfer plus the step latency of its scope. Uniform phases
+    are costed once and multiplied.
 
     >>> # see tests/test_collective_engine.py for closed-form checks
     """
@@ -124,7 +154,7 @@ def predict_step_sync(
                 continue
             c = _step_cost(sched, trs, endpoints, routes)
             for p in protos:
-                t = float(np.max(c.latency_s + c.payload_bytes * scale[p] / c.capacity_Bps))
+                t = float(np.max(c.latency_s + c.drain_s * scale[p]))
                 total[p] += mult * (t + algo.step_latency_s[c.scope][p])
     return {p: float(v) for p, v in total.items()}
 

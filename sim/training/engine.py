@@ -27,6 +27,7 @@ import simpy
 from sim.collectives.engine import run_schedule
 from sim.network import make_network
 from sim.network.base import Network
+from sim.network.flow import FlowNetwork
 from sim.training.comms import rank_params
 from sim.training.engine_parts import (
     PassRecord,
@@ -59,12 +60,15 @@ class _Run:
     """State of one SimPy-simulated step (private; :func:`run_pipeline` is the interface)."""
 
     def __init__(self, setup: StepSetup, timer: CollectiveTimer, costs: dict[tuple[int, str], PassCost],
-                 free_p2p: bool, with_dp: bool) -> None:  # fmt: skip
+                 free_p2p: bool, with_dp: bool, record: bool = False) -> None:  # fmt: skip
         self.setup, self.timer, self.costs = setup, timer, costs
         self.plan = plan = setup.plan
         self.free_p2p, self.with_dp = free_p2p, with_dp
         self.env = simpy.Environment()
-        self.net: Network = make_network(setup.network, self.env, timer.topology)
+        self.net: Network = (
+            FlowNetwork(self.env, timer.topology, record=True)
+            if record else make_network(setup.network, self.env, timer.topology)
+        )  # fmt: skip
         self.p, self.v, self.m = plan.pp, plan.virtual_stages, plan.num_microbatches
         self.nvs = self.p * self.v
         self.pp_bytes = [stage_comm(setup, s).pp_send_bytes for s in range(self.p)]
@@ -166,19 +170,26 @@ def p2p_latency_s(setup: StepSetup) -> float:
 
 
 def run_pipeline(
-    setup: StepSetup, timer: CollectiveTimer, *, free_p2p: bool = False, with_dp: bool = True
+    setup: StepSetup,
+    timer: CollectiveTimer,
+    *,
+    free_p2p: bool = False,
+    with_dp: bool = True,
+    record: bool = False,
 ) -> PipelineRun:
     """Simulate one step: SimPy on the flow network, list scheduling on the analytical one.
 
     ``free_p2p`` makes pipeline sends instantaneous and ``with_dp=False`` drops gradient
     reduction and the optimizer: together they give the pipeline's ideal bubble.
+    ``record`` keeps the flow network's per-link rate samples (for trace counters).
     """
     costs = chunk_costs(setup, timer)
     if setup.network == "analytical":
         pp_bytes = [stage_comm(setup, s).pp_send_bytes for s in range(setup.plan.pp)]
         lines = list_schedule(setup, timer, costs, pp_bytes, p2p_latency_s(setup), free_p2p=free_p2p, with_dp=with_dp)
-        return PipelineRun(lines, costs, None, _analytical_pp_wire(setup, timer, lines, pp_bytes))
-    run = _Run(setup, timer, costs, free_p2p, with_dp)
+        wire = {} if free_p2p else _analytical_pp_wire(setup, timer, lines, pp_bytes)
+        return PipelineRun(lines, costs, None, wire)
+    run = _Run(setup, timer, costs, free_p2p, with_dp, record)
     for s in range(run.p):
         run.env.process(run.stage_process(s))
         run.env.process(run.dp_process(s))
@@ -189,18 +200,20 @@ def run_pipeline(
 def _analytical_pp_wire(setup: StepSetup, timer: CollectiveTimer, lines: list[StageTimeline],
                         pp_bytes: list[float]) -> dict[str, float]:  # fmt: skip
     """Pipeline-send bytes per link scope of replica 0 (what the flow network would count)."""
-    out: dict[str, float] = {}
     p, nvs = setup.plan.pp, setup.plan.pp * setup.plan.virtual_stages
-    topo = timer.topology
+    sends: dict[tuple[int, int], int] = {}
     for s, line in enumerate(lines):
         for rec in line.passes:
             vs = rec.chunk * p + s
             if (rec.kind == "F" and vs == nvs - 1) or (rec.kind == "B" and vs == 0):
                 continue
             dst = (s + 1) % p if rec.kind == "F" else (s - 1) % p
-            if dst == s:
-                continue
-            for x, y in zip(setup.stages[s].gpus, setup.stages[dst].gpus, strict=True):
-                for li in topo.route(x, y):
-                    out[topo.link_scope[li]] = out.get(topo.link_scope[li], 0.0) + pp_bytes[s]
+            if dst != s:
+                sends[(s, dst)] = sends.get((s, dst), 0) + 1
+    out: dict[str, float] = {}
+    topo = timer.topology
+    for (s, dst), count in sends.items():
+        for x, y in zip(setup.stages[s].gpus, setup.stages[dst].gpus, strict=True):
+            for li in topo.route(x, y):
+                out[topo.link_scope[li]] = out.get(topo.link_scope[li], 0.0) + pp_bytes[s] * count
     return out

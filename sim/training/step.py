@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+
+from sim.training.compute import default_compute_params
 from sim.training.engine import PipelineRun, run_pipeline
 from sim.training.engine_parts import StageTimeline, buckets_of
 from sim.training.memory import memory_per_gpu
@@ -11,10 +15,28 @@ from sim.training.step_costs import CollectiveTimer
 from sim.training.step_result import StepResult
 from sim.training.step_setup import StepSetup, prepare_step
 
-__all__ = ["simulate_step"]
+__all__ = ["run_step", "simulate_step"]
 
 
-def simulate_step(scenario: Scenario, network: str | None = None) -> StepResult:
+_TIMERS: dict[tuple[int, int, str], tuple[object, object, CollectiveTimer]] = {}
+
+
+def _timer(setup: StepSetup) -> CollectiveTimer:
+    """One CollectiveTimer per (topology, collective parameters, network), reused across
+    scenarios: collective times depend on nothing else."""
+    topo, params = setup.topology, setup.profile.collectives
+    key = (id(topo), id(params), setup.network)
+    hit = _TIMERS.get(key)
+    if hit is None or hit[0] is not topo or hit[1] is not params:
+        if len(_TIMERS) > 32:
+            _TIMERS.clear()
+        hit = (topo, params, CollectiveTimer(topo, params, setup.network))
+        _TIMERS[key] = hit
+    return hit[2]
+
+
+def simulate_step(scenario: Scenario, network: str | None = None,
+                  compute: Mapping[str, object] | None = None) -> StepResult:  # fmt: skip
     """Simulate one optimizer step of ``scenario`` and explain where the time goes.
 
     Parameters
@@ -23,6 +45,8 @@ def simulate_step(scenario: Scenario, network: str | None = None) -> StepResult:
         From :func:`sim.training.scenario.load_scenario`.
     network : str, optional
         ``flow`` or ``analytical``; default the scenario's.
+    compute : mapping, optional
+        Compute-model parameters laid over the profile's (keys of ComputeParams).
 
     Examples
     --------
@@ -31,11 +55,23 @@ def simulate_step(scenario: Scenario, network: str | None = None) -> StepResult:
     >>> r.fits and 0 < r.mfu < 1
     True
     """
+    return run_step(scenario, network, compute)[0]
+
+
+def run_step(scenario: Scenario, network: str | None = None, compute: Mapping[str, object] | None = None,
+             record: bool = False) -> tuple[StepResult, PipelineRun, StepSetup]:  # fmt: skip
+    """:func:`simulate_step` plus the timelines behind the result (for traces).
+
+    ``record`` keeps per-link rate samples of the flow network (trace counters).
+    """
     setup = prepare_step(scenario, network)
-    timer = CollectiveTimer(setup.topology, setup.profile.collectives, setup.network)
-    run = run_pipeline(setup, timer)
+    if compute:
+        merged = {**setup.profile.compute, **compute}
+        setup = replace(setup, compute=default_compute_params(setup.topology.gpu.name, merged))
+    timer = _timer(setup)
+    run = run_pipeline(setup, timer, record=record and setup.network == "flow")
     ideal = run_pipeline(setup, timer, free_p2p=True, with_dp=False) if setup.plan.pp > 1 else run
-    return _result(setup, timer, run, ideal)
+    return _result(setup, timer, run, ideal), run, setup
 
 
 def _breakdown(line: StageTimeline, ideal: StageTimeline) -> dict[str, float]:

@@ -51,21 +51,30 @@ def _topology(name: str, nodes: int | None, seed: int) -> Topology:
     return load_topology(name, nodes=nodes, seed=seed)
 
 
-def _group_of(plan: ParallelPlan, kind: str, rank: int, names: tuple[str, ...]) -> tuple[str, ...]:
-    for g in groups(plan, kind):
-        if rank in g:
-            return tuple(names[r] for r in g)
-    raise AssertionError(f"rank {rank} in no {kind} group")
+Membership = dict[str, dict[int, tuple[str, ...]]]
 
 
-def _stage(plan: ParallelPlan, s: int, names: tuple[str, ...]) -> StageGroups:
+def _membership(plan: ParallelPlan, names: tuple[str, ...]) -> Membership:
+    """kind -> rank -> GPU names of the rank's group of that kind."""
+    out: Membership = {}
+    for kind in ("tp", "ep", "dp", "edp"):
+        per: dict[int, tuple[str, ...]] = {}
+        for g in groups(plan, kind):
+            named = tuple(names[r] for r in g)
+            for r in g:
+                per[r] = named
+        out[kind] = per
+    return out
+
+
+def _stage(plan: ParallelPlan, s: int, names: tuple[str, ...], member: Membership) -> StageGroups:
     ranks = [rank_of(plan, Coord(t, s, 0)) for t in range(plan.tp)]
     return StageGroups(
         gpus=tuple(names[r] for r in ranks),
-        tp=_group_of(plan, "tp", ranks[0], names),
-        ep=_group_of(plan, "ep", ranks[0], names),
-        dp=tuple(_group_of(plan, "dp", r, names) for r in ranks),
-        edp=tuple(_group_of(plan, "edp", r, names) for r in ranks),
+        tp=member["tp"][ranks[0]],
+        ep=member["ep"][ranks[0]],
+        dp=tuple(member["dp"][r] for r in ranks),
+        edp=tuple(member["edp"][r] for r in ranks),
     )
 
 
@@ -83,5 +92,6 @@ def prepare_step(scenario: Scenario, network: str | None = None) -> StepSetup:
     plan = resolve_plan(scenario, topo.num_gpus, topo.gpus_per_node)
     profile = load_profile(scenario.profile)
     compute = default_compute_params(topo.gpu.name, profile.compute)
-    stages = tuple(_stage(plan, s, topo.gpus) for s in range(plan.pp))
+    member = _membership(plan, topo.gpus)
+    stages = tuple(_stage(plan, s, topo.gpus, member) for s in range(plan.pp))
     return StepSetup(scenario, topo, plan, profile, compute, net, stages)

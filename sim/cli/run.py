@@ -1,0 +1,58 @@
+"""``clustersim run``: simulate one training step of a scenario."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from sim.errors import ConfigError
+from sim.training.scenario import load_scenario
+from sim.training.step import run_step
+from sim.training.trace import trace_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``run`` subcommand."""
+    p = sub.add_parser("run", help="simulate one training step of a scenario")
+    p.add_argument("scenario", help="scenario preset name or YAML file")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario field, e.g. parallel.tp=4 (repeatable)")
+    p.add_argument("--network", choices=None, help="flow or analytical (default: the scenario's)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the step")
+    p.set_defaults(handler=run)
+
+
+def _write_atomic(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file, so a failure leaves nothing half-written."""
+    target = Path(path)
+    if target.parent and not target.parent.exists():
+        raise ConfigError(f"--trace {path!r}: folder {str(target.parent)!r} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=".trace-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def run(args: argparse.Namespace) -> int:
+    """Simulate and print a summary (or JSON); write the trace if asked."""
+    if args.network is not None and args.network not in ("flow", "analytical"):
+        raise ConfigError(f"--network {args.network!r} is unknown; allowed: flow, analytical")
+    scenario = load_scenario(args.scenario, args.sets)
+    result, pipeline, setup = run_step(scenario, args.network, record=bool(args.trace))
+    if args.trace:
+        _write_atomic(args.trace, trace_json(setup, pipeline))
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=1, sort_keys=True))
+    else:
+        print(result.summary())
+        if args.trace:
+            print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
+    return 0

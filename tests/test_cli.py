@@ -1,0 +1,104 @@
+"""The clustersim CLI: tables, JSON records, and one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sim.cli import main
+
+GOOD_YAML = """\
+name: tiny
+gpu: H100-SXM
+nodes: 1
+node: {gpus: 2, fabric: nvswitch, nvlink: nvlink4, pcie: pcie-gen5, nics: 0}
+"""
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_collective_table_has_nccl_tests_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "collective", "--topology", "dgx-h100", "-b", "8", "-e", "1M", "-f", "32")
+    assert code == 0
+    rows = [line.split() for line in out.splitlines() if not line.startswith("#")]
+    assert [int(r[0]) for r in rows] == [8, 256, 8192, 262144]
+    assert all(len(r) == 9 for r in rows)
+    assert "busbw" in out and "Avg bus bandwidth" in out
+
+
+def test_collective_json_records(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "collective", "--topology", "dgx-h100", "-b", "1M", "-e", "4M", "--json")
+    assert code == 0
+    recs = json.loads(out)
+    assert [r["size_bytes"] for r in recs] == [2**20, 2**21, 2**22]
+    for r in recs:
+        assert {"size_bytes", "time_us", "algbw_GBps", "busbw_GBps", "algorithm"} <= set(r)
+        assert r["busbw_GBps"] == pytest.approx(r["algbw_GBps"] * 2 * 7 / 8)
+        assert r["time_us"] == pytest.approx(r["size_bytes"] / r["algbw_GBps"] / 1e3)
+
+
+def test_json_is_byte_identical_across_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("collective", "--topology", "h100-roce-400g", "--nodes", "4", "-b", "1M", "-e", "64M", "-f", "8", "--json")
+    _, first, _ = run_cli(capsys, *args)
+    _, second, _ = run_cli(capsys, *args)
+    assert first == second
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--topology", "no-such-preset"], "no-such-preset"),
+        (["--topology", "dgx-h100", "--max-bytes", "1X"], "1X"),
+        (["--topology", "dgx-h100", "--gpus", "9"], "9"),
+        (["--topology", "dgx-h100", "--op", "allsum"], "allsum"),
+        (["--topology", "dgx-h100", "--algo", "magic"], "magic"),
+        (["--topology", "dgx-h100", "--network", "packet"], "packet"),
+        (["--topology", "dgx-h100", "--nodes", "4"], "nodes"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
+    code, out, err = run_cli(capsys, "collective", "-b", "1M", "-e", "1M", *argv)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (("H100-SXM", "H999"), "H999"),
+        (("nvlink: nvlink4", "nvlink: nvlink99"), "nvlink99"),
+        (("gpus: 2", "gpus: 2, colour: red"), "colour"),
+    ],
+)
+def test_bad_topology_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       edit: tuple[str, str], needle: str) -> None:
+    f = tmp_path / "t.yaml"
+    f.write_text(GOOD_YAML.replace(*edit))
+    code, _, err = run_cli(capsys, "collective", "--topology", str(f), "-b", "1M", "-e", "1M")
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_good_topology_file_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "t.yaml"
+    f.write_text(GOOD_YAML)
+    code, out, _ = run_cli(capsys, "collective", "--topology", str(f), "-b", "1M", "-e", "1M")
+    assert code == 0 and "1048576" in out
+
+
+def test_console_script_exit_status_without_traceback() -> None:
+    """The real process: exit 2 and a single stderr line."""
+    p = subprocess.run(
+        [sys.executable, "-m", "sim.cli", "collective", "--topology", "dgx-h100", "--max-bytes", "1X"],
+        capture_output=True, text=True, check=False,
+    )
+    assert p.returncode == 2
+    assert p.stderr.strip().count("\n") == 0 and "1X" in p.stderr

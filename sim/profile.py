@@ -12,6 +12,7 @@ The simulator only reads profiles; ``calibrate fit`` writes them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -62,7 +63,20 @@ def _read(name_or_path: str) -> tuple[str, str]:
 
 
 def load_profile(name_or_path: str | None) -> Profile:
-    """Load a profile by shipped name or path; ``None`` gives the defaults."""
+    """Load a profile by shipped name or path; ``None`` gives the defaults.
+
+    Loaded profiles are cached (a file by path and modification time), so repeated
+    simulations share one parameter object and the caches keyed on it.
+    """
+    if name_or_path is None:
+        return _load(None, None)
+    path = Path(name_or_path)
+    stamp = path.stat().st_mtime_ns if path.is_file() else None
+    return _load(name_or_path, stamp)
+
+
+@functools.lru_cache(maxsize=64)
+def _load(name_or_path: str | None, _stamp: int | None) -> Profile:
     if name_or_path is None:
         return Profile("defaults", default_params())
     name, text = _read(name_or_path)

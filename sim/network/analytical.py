@@ -1,0 +1,113 @@
+"""Analytical network: alpha-beta on the route, no dynamic sharing.
+
+Transfers started at the same instant form a *batch* that loads its links together: each
+lands ``latency + max over its links (batch bytes on the link / capacity)`` after the
+start. With one transfer per link this is exactly
+:func:`sim.network.base.uncontended_time_s` (alpha-beta on the route's bottleneck), which
+the flow backend also gives when nothing contends. Where a batch shares a link (a tree
+slot, several ring channels leaving one GPU) the sharing is charged; batches started at
+different instants never affect each other, and rates are never re-solved. Fast; for
+sweeps of many configurations. It is the same cost model as the collective tuner's
+:func:`sim.collectives.engine.predict_step_sync`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import simpy
+
+from sim.network.flow import _LateEvent
+from sim.topology.model import Topology
+
+__all__ = ["AnalyticalNetwork"]
+
+
+class AnalyticalNetwork:
+    """Batch-load alpha-beta network backend (no fair-sharing dynamics).
+
+    Parameters
+    ----------
+    env : simpy.Environment
+        The simulation clock.
+    topology : Topology
+        Links and routes.
+
+    Attributes
+    ----------
+    link_bytes : numpy.ndarray
+        Bytes carried on each directed link by transfers that have started.
+
+    Examples
+    --------
+    >>> import networkx as nx
+    >>> from sim.catalog import GpuSpec
+    >>> g = nx.DiGraph()
+    >>> g.add_node("a", kind="gpu", node=0); g.add_node("b", kind="gpu", node=0)
+    >>> g.add_edge("a", "b", capacity_Bps=100.0, latency_s=1.0, kind="x", scope="net")
+    >>> spec = GpuSpec("X", {"bf16": 1e15}, 8e10, 3e12, 700, None, "pcie-gen5")
+    >>> topo = Topology("t", g, ("a", "b"), spec, nodes=1, gpus_per_node=2)
+    >>> env = simpy.Environment()
+    >>> net = AnalyticalNetwork(env, topo)
+    >>> done = [net.transfer("a", "b", 100.0), net.transfer("a", "b", 300.0)]
+    >>> env.run()
+    >>> env.now  # one batch: 400 B share the link at 100 B/s, + 1 s latency
+    5.0
+    """
+
+    def __init__(self, env: simpy.Environment, topology: Topology) -> None:
+        self.env = env
+        self.topology = topology
+        self.link_bytes = np.zeros(len(topology.links))
+        self._in_flight = 0
+        self._batch: list[tuple[str, str, float, simpy.Event]] = []
+
+    @property
+    def busy(self) -> bool:
+        """True while any transfer is in flight."""
+        return self._in_flight > 0
+
+    @property
+    def active_flows(self) -> int:
+        """Transfers started and not yet landed."""
+        return self._in_flight
+
+    def transfer(self, src: str, dst: str, nbytes: float) -> simpy.Event:
+        """Start moving ``nbytes`` bytes from ``src`` to ``dst``; the event fires on arrival.
+
+        Raises ValueError for negative or non-finite ``nbytes``.
+        """
+        if not 0.0 <= nbytes < math.inf:  # also rejects NaN
+            raise ValueError(f"nbytes must be finite and >= 0 (got {nbytes!r})")
+        ev = simpy.Event(self.env)
+        if not self._batch:
+            _LateEvent(self.env).callbacks.append(self._flush)
+        self._batch.append((src, dst, float(nbytes), ev))
+        self._in_flight += 1
+        return ev
+
+    def _flush(self, _event: simpy.Event) -> None:
+        """Cost the batch started at this instant and schedule each landing."""
+        batch, self._batch = self._batch, []
+        topo = self.topology
+        paths = [np.asarray(topo.route(s, d), dtype=np.intp) for s, d, _, _ in batch]
+        sizes = np.array([b for _, _, b, _ in batch], dtype=float)
+        counts = np.array([len(p) for p in paths], dtype=np.intp)
+        drain = np.zeros(len(batch))
+        lat = np.zeros(len(batch))
+        if counts.sum():
+            flat = np.concatenate(paths)
+            owner = np.repeat(np.arange(len(batch)), counts)
+            load = np.zeros(len(topo.capacity_Bps))
+            np.add.at(load, flat, sizes[owner])
+            self.link_bytes += load
+            np.maximum.at(drain, owner, load[flat] / topo.capacity_Bps[flat])
+            np.add.at(lat, owner, topo.latency_s[flat])
+        for (_, _, _, ev), t in zip(batch, lat + drain, strict=True):
+            timer = self.env.timeout(float(t))
+            timer.callbacks.append(lambda _e, ev=ev: self._land(ev))
+
+    def _land(self, ev: simpy.Event) -> None:
+        self._in_flight -= 1
+        ev.succeed()

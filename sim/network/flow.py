@@ -1,0 +1,317 @@
+"""Flow-level network: concurrent transfers share links by max-min fairness.
+
+Every transfer in flight is a flow on its route. Rates are max-min fair over all
+directed links and are re-solved only when the set of flows changes: a transfer starts,
+or its last byte is sent. A transfer's bytes drain at its current rate; once drained it
+leaves the sharing and its event fires ``latency`` later (the sum of the per-hop
+``latency_s`` on its route). With nothing contending, a transfer thus lands
+``nbytes / bottleneck + latency`` after it starts, as in the analytical backend.
+
+Cost model: all transfers started at one instant are admitted by ONE re-solve, and all
+flows whose last byte goes at one instant leave in ONE re-solve. The re-solve is an
+event scheduled at the current time with a priority below SimPy's ``NORMAL``, so it
+runs after every other event of that instant (including processes that start more
+transfers in reaction to one landing). Flow state is kept in numpy arrays; there is no
+SimPy process per flow, and SimPy's environment is the only clock. A single
+"next drain" timer is kept; a timer made stale by a later re-solve is ignored.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+from simpy.events import EventPriority
+
+from sim.network.maxmin import check_maxmin, pad_paths, progressive_fill
+from sim.topology.model import Topology
+
+__all__ = ["FlowNetwork"]
+
+#: Priority of the batched re-solve: after every NORMAL (1) and URGENT (0) event.
+LATE = EventPriority(2)
+
+#: A flow whose remaining drain time is at most this fraction of the current time has
+#: drained: about 45 ulps of ``now``. It absorbs rounding drift (about an ulp of
+#: ``now`` per update) and keeps a timer from firing at ``now`` forever on a remainder
+#: too small to move the clock. Flows with identical histories (a symmetric step)
+#: have bit-identical remainders, so they leave together without any tolerance.
+FINISH_RTOL = 1e-14
+
+
+@dataclass
+class _Flows:
+    """Flows in the sharing, one row each (parallel arrays)."""
+
+    hops: np.ndarray  # (n, h) link indices padded with the link count
+    remaining: np.ndarray  # bytes left to send
+    rate: np.ndarray  # bytes/s
+    nbytes: np.ndarray  # bytes at start
+    latency: np.ndarray  # seconds from last byte sent to arrival
+    events: list[simpy.Event] = field(default_factory=list)
+
+    @classmethod
+    def empty(cls) -> _Flows:
+        z = np.zeros(0)
+        return cls(np.zeros((0, 0), dtype=np.intp), z, z, z, z, [])
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep only the rows where ``mask`` is true."""
+        self.hops = self.hops[mask]
+        self.remaining = self.remaining[mask]
+        self.rate = self.rate[mask]
+        self.nbytes = self.nbytes[mask]
+        self.latency = self.latency[mask]
+        self.events = list(itertools.compress(self.events, mask.tolist()))
+
+    def extend(self, other: _Flows, pad: int) -> None:
+        """Append ``other``'s rows (hop arrays widened with ``pad`` as needed)."""
+        width = max(self.hops.shape[1], other.hops.shape[1])
+        self.hops = np.vstack([_widen(self.hops, width, pad), _widen(other.hops, width, pad)])
+        self.remaining = np.concatenate([self.remaining, other.remaining])
+        self.rate = np.concatenate([self.rate, other.rate])
+        self.nbytes = np.concatenate([self.nbytes, other.nbytes])
+        self.latency = np.concatenate([self.latency, other.latency])
+        self.events.extend(other.events)
+
+
+class _LateEvent(simpy.Event):
+    """An event that fires at the current time after all NORMAL events of that instant.
+
+    Built as SimPy builds its own ``Timeout``: already triggered, then scheduled;
+    ``succeed()`` would schedule it at NORMAL priority.
+    """
+
+    def __init__(self, env: simpy.Environment) -> None:
+        super().__init__(env)
+        self._ok = True
+        self._value = None
+        env.schedule(self, LATE)
+
+
+def _widen(hops: np.ndarray, width: int, pad: int) -> np.ndarray:
+    if hops.shape[1] == width:
+        return hops
+    out = np.full((hops.shape[0], width), pad, dtype=np.intp)
+    out[:, : hops.shape[1]] = hops
+    return out
+
+
+class FlowNetwork:
+    """Max-min fair flow-level network backend.
+
+    Parameters
+    ----------
+    env : simpy.Environment
+        The simulation clock.
+    topology : Topology
+        Links (``capacity_Bps``, ``latency_s``) and routes.
+    record : bool
+        Keep :attr:`samples` of per-link rates at every re-solve.
+    debug : bool
+        Check max-min fairness (and no link over capacity) at every re-solve with
+        :func:`sim.network.maxmin.check_maxmin`; slow, for tests.
+
+    Attributes
+    ----------
+    link_bytes : numpy.ndarray
+        Bytes carried on each directed link by transfers whose last byte was sent.
+    solves : int
+        Number of re-solves so far.
+    samples : list[tuple[float, numpy.ndarray, numpy.ndarray]]
+        With ``record``: ``(time_s, link indices, aggregate rate in bytes/s)`` for the
+        links carrying traffic from that time on (empty arrays when idle).
+
+    Examples
+    --------
+    >>> import networkx as nx
+    >>> from sim.catalog import GpuSpec
+    >>> g = nx.DiGraph()
+    >>> g.add_node("a", kind="gpu", node=0); g.add_node("b", kind="gpu", node=0)
+    >>> g.add_edge("a", "b", capacity_Bps=100.0, latency_s=1.0, kind="x", scope="net")
+    >>> spec = GpuSpec("X", {"bf16": 1e15}, 8e10, 3e12, 700, None, "pcie-gen5")
+    >>> topo = Topology("t", g, ("a", "b"), spec, nodes=1, gpus_per_node=2)
+    >>> env = simpy.Environment()
+    >>> net = FlowNetwork(env, topo)
+    >>> done = [net.transfer("a", "b", 100.0), net.transfer("a", "b", 300.0)]
+    >>> env.run()
+    >>> [env.now, net.solves]  # 2 s at 50 B/s each, then 200 B at 100 B/s, + 1 s latency
+    [5.0, 3]
+    """
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        topology: Topology,
+        *,
+        record: bool = False,
+        debug: bool = False,
+    ) -> None:
+        self.env = env
+        self.topology = topology
+        self.record = record
+        self.debug = debug
+        self._nlinks = len(topology.links)
+        self._capacity = np.asarray(topology.capacity_Bps, dtype=float)
+        self.link_bytes = np.zeros(self._nlinks)
+        self.solves = 0
+        self.samples: list[tuple[float, np.ndarray, np.ndarray]] = []
+        self._flows = _Flows.empty()
+        self._pending: list[tuple[tuple[int, ...], float, float, simpy.Event]] = []
+        self._route_cache: dict[tuple[str, str], tuple[tuple[int, ...], float]] = {}
+        self._landing = 0  # drained, waiting out their latency
+        self._last = float(env.now)
+        self._solve_due = False
+        self._generation = 0
+
+    @property
+    def active_flows(self) -> int:
+        """Transfers sharing links now (started, last byte not yet sent)."""
+        return len(self._flows) + len(self._pending)
+
+    @property
+    def busy(self) -> bool:
+        """True while any transfer is in flight (draining or within its latency)."""
+        return self.active_flows > 0 or self._landing > 0
+
+    def transfer(self, src: str, dst: str, nbytes: float) -> simpy.Event:
+        """Start moving ``nbytes`` bytes from ``src`` to ``dst``; the event fires on arrival.
+
+        A transfer to itself lands at once; a zero-byte transfer after the route's
+        latency only. Raises ValueError for negative or non-finite ``nbytes``.
+        """
+        if not 0.0 <= nbytes < math.inf:  # also rejects NaN
+            raise ValueError(f"nbytes must be finite and >= 0 (got {nbytes!r})")
+        route, latency = self._route(src, dst)
+        if not route or nbytes == 0:
+            self._landing += 1
+            timer = self.env.timeout(latency if route else 0.0)
+            timer.callbacks.append(self._landed)
+            return timer
+        ev = self.env.event()
+        self._pending.append((route, float(nbytes), latency, ev))
+        if not self._solve_due:
+            self._request_solve()
+        return ev
+
+    def _route(self, src: str, dst: str) -> tuple[tuple[int, ...], float]:
+        key = (src, dst)
+        hit = self._route_cache.get(key)
+        if hit is None:
+            route = self.topology.route(src, dst)
+            idx = np.asarray(route, dtype=np.intp)
+            # Summed exactly as uncontended_time_s does, so both backends agree.
+            hit = (route, float(self.topology.latency_s[idx].sum()) if route else 0.0)
+            self._route_cache[key] = hit
+        return hit
+
+    def _landed(self, _event: simpy.Event) -> None:
+        self._landing -= 1
+
+    def _request_solve(self) -> None:
+        if not self._solve_due:
+            self._solve_due = True
+            _LateEvent(self.env).callbacks.append(self._solve)
+
+    def _advance(self) -> None:
+        """Drain every flow at its rate from the last update to now."""
+        now = float(self.env.now)
+        dt = now - self._last
+        self._last = now
+        f = self._flows
+        if dt > 0 and len(f):
+            f.remaining -= f.rate * dt
+            np.maximum(f.remaining, 0.0, out=f.remaining)
+
+    def _finish_drained(self) -> bool:
+        """Remove flows whose last byte is sent and schedule their arrivals; any removed?"""
+        f = self._flows
+        if not len(f):
+            return False
+        # Time left, not bytes left: a tiny remainder (even one that underflows to a
+        # zero drain time) must end the flow, or the timer would fire at now forever.
+        done = f.remaining / f.rate <= FINISH_RTOL * float(self.env.now)
+        if not done.any():
+            return False
+        width = f.hops.shape[1]
+        moved = np.bincount(
+            f.hops[done].ravel(),
+            weights=np.repeat(f.nbytes[done], width),
+            minlength=self._nlinks + 1,
+        )
+        self.link_bytes += moved[: self._nlinks]
+        # One timer per distinct latency, not per flow: flows ending together mostly
+        # share a route length, so this halves the events of a synchronous step.
+        groups: dict[float, list[simpy.Event]] = {}
+        latency = f.latency.tolist()
+        for i in np.flatnonzero(done).tolist():
+            groups.setdefault(latency[i], []).append(f.events[i])
+        for lat, evs in groups.items():
+            self._landing += len(evs)
+            timer = self.env.timeout(lat)
+            timer.callbacks.append(functools.partial(self._arrive, evs))
+        f.keep(~done)
+        return True
+
+    def _arrive(self, events: list[simpy.Event], _timer: simpy.Event) -> None:
+        self._landing -= len(events)
+        for ev in events:
+            ev.succeed()
+
+    def _admit_pending(self) -> None:
+        if not self._pending:
+            return
+        routes, nbytes, lats, events = zip(*self._pending, strict=True)
+        self._pending = []
+        size = np.array(nbytes, dtype=float)
+        new = _Flows(
+            hops=pad_paths(routes, self._nlinks),
+            remaining=size.copy(),
+            rate=np.zeros(size.size),
+            nbytes=size,
+            latency=np.array(lats, dtype=float),
+            events=list(events),
+        )
+        self._flows.extend(new, self._nlinks)
+
+    def _solve(self, _event: simpy.Event) -> None:
+        """Re-solve the rates (the one place they change) and arm the drain timer."""
+        self._solve_due = False
+        self._advance()
+        self._finish_drained()
+        self._admit_pending()
+        self.solves += 1
+        self._generation += 1
+        f = self._flows
+        f.rate = progressive_fill(f.hops, self._capacity)
+        if self.debug:
+            paths = [row[row < self._nlinks] for row in f.hops]
+            check_maxmin(paths, self._capacity, f.rate)
+        if self.record:
+            self._sample()
+        if len(f):
+            delay = float((f.remaining / f.rate).min())
+            timer = self.env.timeout(delay)
+            timer.callbacks.append(functools.partial(self._on_timer, self._generation))
+
+    def _on_timer(self, generation: int, _event: simpy.Event) -> None:
+        if generation == self._generation:
+            self._advance()
+            if self._finish_drained():
+                self._request_solve()
+
+    def _sample(self) -> None:
+        f = self._flows
+        width = f.hops.shape[1]
+        load = np.bincount(
+            f.hops.ravel(), weights=np.repeat(f.rate, width), minlength=self._nlinks + 1
+        )
+        links = np.flatnonzero(load[: self._nlinks])
+        self.samples.append((float(self.env.now), links, load[links]))

@@ -1,0 +1,262 @@
+"""Max-min fair sharing of directed links by flows, and an independent checker.
+
+A *flow* is a path: a sequence of link indices. Every flow gets a rate (bytes/s) such
+that no link carries more than its capacity and no flow can be given more without
+taking from a flow whose rate is no larger (max-min fairness). The solver is
+progressive filling (water-filling): raise every unfrozen flow's rate together until
+some link saturates, freeze the flows crossing it, repeat. One round per distinct
+bottleneck level; a round is two vectorised scans over the links plus work in
+proportion to the flows it freezes (so a symmetric collective step, one level, costs
+about as much as building the link -> flows index).
+
+Internally paths are a padded 2-D integer array ``hops`` of shape ``(flows, max_hops)``
+whose unused cells hold the pad value ``len(capacity)``: indexing an array of length
+``len(capacity) + 1`` by ``hops`` is then one fancy-indexing operation, the pad cell
+being a link of infinite capacity that never saturates. A link appearing twice in one
+path counts twice (the flow uses it twice).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import TypeAlias
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["check_maxmin", "maxmin_rates", "pad_paths", "progressive_fill"]
+
+#: Links whose fair share is within this relative distance of the round's minimum
+#: saturate together; it merges levels that are equal in exact arithmetic but differ
+#: by rounding, so a symmetric pattern takes one round, not one per link.
+SHARE_RTOL = 1e-10
+
+Paths: TypeAlias = Sequence[Sequence[int]] | sp.csr_matrix | sp.csr_array
+
+
+def pad_paths(paths: Paths, num_links: int) -> np.ndarray:
+    """Padded ``(flows, max_hops)`` link-index array of ``paths``; pad value ``num_links``.
+
+    Parameters
+    ----------
+    paths : sequence of sequences of int, or scipy.sparse CSR matrix
+        One path (link indices) per flow, or a flows x links incidence matrix whose
+        entries count how many times the flow crosses the link.
+    num_links : int
+        Number of links; also the pad value.
+
+    Returns
+    -------
+    numpy.ndarray
+        Integer array of shape ``(flows, max_hops)``.
+
+    Examples
+    --------
+    >>> pad_paths([[0, 2], [], [1]], 3).tolist()
+    [[0, 2], [3, 3], [1, 3]]
+    """
+    if sp.issparse(paths):
+        csr = sp.csr_matrix(paths)
+        counts = np.rint(csr.data).astype(np.intp)
+        flat = np.repeat(csr.indices.astype(np.intp), counts)
+        row_nnz = np.diff(csr.indptr)
+        rows = np.repeat(np.arange(csr.shape[0]), row_nnz)
+        lengths = np.bincount(rows, weights=counts, minlength=csr.shape[0]).astype(np.intp)
+    else:
+        seq: list[Sequence[int]] = list(paths)
+        lengths = np.fromiter((len(p) for p in seq), dtype=np.intp, count=len(seq))
+        total = int(lengths.sum())
+        flat = np.fromiter(itertools.chain.from_iterable(seq), dtype=np.intp, count=total)
+    width = int(lengths.max()) if lengths.size else 0
+    hops = np.full((lengths.size, width), num_links, dtype=np.intp)
+    hops[np.arange(width) < lengths[:, None]] = flat
+    return hops
+
+
+def progressive_fill(hops: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Max-min fair rates (bytes/s) of flows given as a padded hop array.
+
+    Parameters
+    ----------
+    hops : numpy.ndarray
+        Integer array ``(flows, max_hops)`` of link indices, padded with
+        ``len(capacity)`` (see :func:`pad_paths`).
+    capacity : numpy.ndarray
+        Capacity of each link, bytes/s, all > 0.
+
+    Returns
+    -------
+    numpy.ndarray
+        Rate of each flow in bytes/s; ``inf`` for a flow with no link.
+
+    Examples
+    --------
+    >>> progressive_fill(np.array([[0, 1], [1, 2]]), np.array([1.0, 4.0])).tolist()
+    [1.0, 3.0]
+    """
+    num_links = capacity.size
+    rates = np.zeros(hops.shape[0])
+    count, link_ptr, link_flows = _link_index(hops, num_links)
+    frozen = (hops == num_links).all(axis=1)  # empty paths: rate inf, never shared
+    rates[frozen] = np.inf
+    # spare: capacity less the rates of frozen flows; cut: the fill level at which a
+    # link saturates, spare / (unfrozen flows on it). Only links touched by newly
+    # frozen flows change, so a round costs two O(links) scans plus O(touched).
+    spare = np.append(np.asarray(capacity, dtype=float), np.inf)
+    cut = np.full(num_links + 1, np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        _update_cut(cut, spare, count, np.flatnonzero(count[:num_links]))
+        _fill_rounds(hops, link_ptr, link_flows, count, spare, cut, frozen, rates)
+    return rates
+
+
+def _fill_rounds(
+    hops: np.ndarray,
+    link_ptr: np.ndarray,
+    link_flows: np.ndarray,
+    count: np.ndarray,
+    spare: np.ndarray,
+    cut: np.ndarray,
+    frozen: np.ndarray,
+    rates: np.ndarray,
+) -> None:
+    """The water-filling rounds; updates every array argument in place."""
+    level = 0.0
+    while True:
+        s = float(cut.min())
+        if not np.isfinite(s):  # no flow left, or only on infinite-capacity links
+            rates[~frozen] = np.inf
+            return
+        level = max(level, s)  # rounding must not make a later level lower
+        tight = np.flatnonzero(cut <= level * (1.0 + SHARE_RTOL))
+        if tight.size == 1:  # the common case: a link's flow list has no repeats
+            flows = link_flows[link_ptr[tight[0]] : link_ptr[tight[0] + 1]]
+        else:
+            flows = np.unique(_gather(link_ptr, link_flows, tight))
+        flows = flows[~frozen[flows]]
+        frozen[flows] = True
+        rates[flows] = level
+        touched = hops[flows].ravel()
+        np.subtract.at(count, touched, 1)
+        np.subtract.at(spare, touched, level)
+        _update_cut(cut, spare, count, touched)
+
+
+def _update_cut(cut: np.ndarray, spare: np.ndarray, count: np.ndarray, links: np.ndarray) -> None:
+    """Recompute the saturation level of ``links`` (repeats allowed) in place.
+
+    ``inf`` where no unfrozen flow is left; the caller silences the 0-division.
+    """
+    n = count[links]
+    level = spare[links] / n
+    level[n == 0] = np.inf
+    cut[links] = level
+
+
+def _link_index(hops: np.ndarray, num_links: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-link use count (length ``num_links + 1``) and the flows on each link (CSR)."""
+    flat = hops.ravel()
+    count = np.bincount(flat, minlength=num_links + 1)
+    real = flat < num_links
+    width = max(hops.shape[1], 1)
+    flow_of = np.arange(flat.size, dtype=np.intp)[real] // width
+    by_link = sp.csc_matrix(
+        (np.ones(flow_of.size, dtype=np.int8), (flow_of, flat[real])),
+        shape=(hops.shape[0], num_links),
+    )
+    return count, by_link.indptr, by_link.indices
+
+
+def _gather(ptr: np.ndarray, items: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Concatenation of ``items[ptr[r]:ptr[r + 1]]`` over ``rows``, vectorised."""
+    starts = ptr[rows]
+    lengths = ptr[rows + 1] - starts
+    ends = np.cumsum(lengths)
+    offsets = np.repeat(starts - (ends - lengths), lengths)
+    return items[np.arange(int(ends[-1]) if ends.size else 0) + offsets]
+
+
+def maxmin_rates(paths: Paths, capacity: np.ndarray) -> np.ndarray:
+    """Max-min fair rate of each flow, bytes/s, by progressive filling.
+
+    Parameters
+    ----------
+    paths : sequence of sequences of int, or scipy.sparse CSR matrix
+        One path (link indices into ``capacity``) per flow, or a flows x links
+        incidence matrix (entry = times the flow crosses the link).
+    capacity : numpy.ndarray
+        Capacity of each link in bytes/s, all > 0.
+
+    Returns
+    -------
+    numpy.ndarray
+        Rate of each flow in bytes/s; ``inf`` for a flow with an empty path
+        (``src == dst``).
+
+    Examples
+    --------
+    Two flows share link 0 (10 B/s); the second also crosses link 1 (2 B/s):
+
+    >>> maxmin_rates([[0], [0, 1]], np.array([10.0, 2.0])).tolist()
+    [8.0, 2.0]
+    """
+    cap = np.asarray(capacity, dtype=float)
+    return progressive_fill(pad_paths(paths, cap.size), cap)
+
+
+def check_maxmin(paths: Paths, capacity: np.ndarray, rates: np.ndarray, rtol: float = 1e-9) -> None:
+    """Raise AssertionError, with the reason, unless ``rates`` are max-min fair.
+
+    Checks, written independently of the solver (plain loops over flows): no link
+    carries more than ``capacity * (1 + rtol)``; a flow with an empty path has rate
+    ``inf``; every other flow has a finite rate >= 0 and a *bottleneck*: a link on its
+    path that is saturated (load >= ``capacity * (1 - rtol)``) and on which no flow
+    has a larger rate (up to ``rtol``). That is the characterisation of max-min
+    fairness (Bertsekas & Gallager, *Data Networks*, 2nd ed., sec. 6.5.2).
+
+    Parameters
+    ----------
+    paths : sequence of sequences of int, or scipy.sparse CSR matrix
+        As for :func:`maxmin_rates`.
+    capacity : numpy.ndarray
+        Link capacities, bytes/s.
+    rates : numpy.ndarray
+        Flow rates to check, bytes/s.
+    rtol : float
+        Relative tolerance.
+
+    Examples
+    --------
+    >>> check_maxmin([[0], [0]], np.array([2.0]), np.array([1.0, 1.0]))
+    >>> check_maxmin([[0], [0]], np.array([2.0]), np.array([0.5, 1.5]))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    AssertionError: flow 0 (rate 0.5) has no bottleneck: ...
+    """
+    caps = [float(c) for c in np.asarray(capacity, dtype=float)]
+    hops = pad_paths(paths, len(caps))
+    flow_links = [[int(x) for x in row if x < len(caps)] for row in hops]
+    rate = [float(r) for r in np.asarray(rates, dtype=float)]
+    assert len(rate) == len(flow_links), f"{len(rate)} rates for {len(flow_links)} flows"
+    load: dict[int, float] = {}
+    top: dict[int, float] = {}
+    for f, links in enumerate(flow_links):
+        if not links:
+            assert rate[f] == float("inf"), f"flow {f} has an empty path but rate {rate[f]}"
+            continue
+        assert 0.0 <= rate[f] < float("inf"), f"flow {f} has rate {rate[f]}"
+        for link in links:
+            load[link] = load.get(link, 0.0) + rate[f]
+            top[link] = max(top.get(link, 0.0), rate[f])
+    for link, x in load.items():
+        assert x <= caps[link] * (1 + rtol), f"link {link} over capacity: {x} > {caps[link]}"
+    for f, links in enumerate(flow_links):
+        ok = any(
+            load[link] >= caps[link] * (1 - rtol) and rate[f] >= top[link] * (1 - rtol)
+            for link in links
+        )
+        assert ok or not links, (
+            f"flow {f} (rate {rate[f]}) has no bottleneck: on each of its links "
+            f"{links} there is spare capacity or a flow with a larger rate"
+        )

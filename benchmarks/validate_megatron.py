@@ -14,7 +14,13 @@ import numpy as np
 
 from calibrate.published import fit_compute, leave_one_out, predict_rows, read_megatron_table
 
-TABLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "published" / "megatron-lm-a100-weak-scaling.csv"
+TABLE = (
+    Path(__file__).resolve().parents[2]
+    / "shared"
+    / "data"
+    / "published"
+    / "megatron-lm-a100-weak-scaling.csv"
+)
 
 
 def main() -> None:
@@ -32,13 +38,17 @@ def main() -> None:
         preds.append(predict_rows([r], profile="a100-megatron")[0])
         t.append(time.perf_counter() - t0)
     loo = leave_one_out(rows) if args.loo else None
-    print(f"{'model':>6} {'GPUs':>5} {'TP':>3} {'PP':>3} {'measured':>9} {'predicted':>10} {'error':>7} "
-          f"{'LOO err':>8} {'wall(ms)':>9}")
+    print(
+        f"{'model':>6} {'GPUs':>5} {'TP':>3} {'PP':>3} {'measured':>9} {'predicted':>10} {'error':>7} "
+        f"{'LOO err':>8} {'wall(ms)':>9}"
+    )
     for i, r in enumerate(rows):
         e = preds[i] / r.tflops_per_gpu - 1
         lo = f"{loo[i]:+8.1%}" if loo is not None else f"{'-':>8}"
-        print(f"{r.name:>6} {r.gpus:>5} {r.tp:>3} {r.pp:>3} {r.tflops_per_gpu:>9.1f} {preds[i]:>10.1f} {e:>+7.1%} "
-              f"{lo} {t[i] * 1e3:>9.1f}")
+        print(
+            f"{r.name:>6} {r.gpus:>5} {r.tp:>3} {r.pp:>3} {r.tflops_per_gpu:>9.1f} {preds[i]:>10.1f} {e:>+7.1%} "
+            f"{lo} {t[i] * 1e3:>9.1f}"
+        )
     err = np.abs(np.array(preds) / np.array([r.tflops_per_gpu for r in rows]) - 1)
     print(f"mean |error| {err.mean():.2%}, max {err.max():.2%}")
     if loo is not None:

@@ -26,7 +26,14 @@ from sim.errors import CalibrationError
 from sim.training.scenario import Scenario, scenario_from_dict
 from sim.training.step import simulate_step
 
-__all__ = ["MegatronRow", "fit_compute", "leave_one_out", "megatron_scenario", "predict_rows", "read_megatron_table"]
+__all__ = [
+    "MegatronRow",
+    "fit_compute",
+    "leave_one_out",
+    "megatron_scenario",
+    "predict_rows",
+    "read_megatron_table",
+]
 
 
 @dataclass(frozen=True)
@@ -58,34 +65,65 @@ def read_megatron_table(path: str | Path) -> list[MegatronRow]:
     try:
         lines = p.read_text().splitlines()[1:]
         return [
-            MegatronRow(r["model_size"], int(r["hidden_size"]), int(r["num_layers"]), int(r["model_parallel_size"]),
-                        int(r["num_gpus"]), int(r["batch_size"]), float(r["achieved_teraflops_per_gpu"]))  # fmt: skip
+            MegatronRow(
+                r["model_size"],
+                int(r["hidden_size"]),
+                int(r["num_layers"]),
+                int(r["model_parallel_size"]),
+                int(r["num_gpus"]),
+                int(r["batch_size"]),
+                float(r["achieved_teraflops_per_gpu"]),
+            )
             for r in csv.DictReader(lines)
         ]
     except (OSError, KeyError, ValueError) as e:
         raise CalibrationError(f"{path}: not a Megatron weak-scaling table ({e})") from None
 
 
-def megatron_scenario(row: MegatronRow, profile: str | None = None, network: str = "analytical") -> Scenario:
+def megatron_scenario(
+    row: MegatronRow, profile: str | None = None, network: str = "analytical"
+) -> Scenario:
     """The scenario of one row under the module's stated assumptions."""
     raw = {
-        "model": {"layers": row.layers, "hidden": row.hidden, "heads": row.hidden // 128, "vocab": 51200,
-                  "tied_embeddings": True},
+        "model": {
+            "layers": row.layers,
+            "hidden": row.hidden,
+            "heads": row.hidden // 128,
+            "vocab": 51200,
+            "tied_embeddings": True,
+        },
         "cluster": {"topology": "a100-ib-hdr", "nodes": row.gpus // 8},
-        "parallel": {"tp": row.tp, "pp": row.pp, "micro_batch": 1, "schedule": "1f1b", "recompute": "full",
-                     "overlap_dp": False},
-        "training": {"global_batch": row.batch, "seq_len": 2048, "precision": "bf16", "flash_attention": False},
+        "parallel": {
+            "tp": row.tp,
+            "pp": row.pp,
+            "micro_batch": 1,
+            "schedule": "1f1b",
+            "recompute": "full",
+            "overlap_dp": False,
+        },
+        "training": {
+            "global_batch": row.batch,
+            "seq_len": 2048,
+            "precision": "bf16",
+            "flash_attention": False,
+        },
         "network": network,
-    }  # fmt: skip
+    }
     if profile:
         raw["profile"] = profile
     return scenario_from_dict(raw, f"megatron-{row.name}")
 
 
-def predict_rows(rows: Sequence[MegatronRow], profile: str | None = None,
-                 compute: dict[str, float] | None = None) -> np.ndarray:  # fmt: skip
+def predict_rows(
+    rows: Sequence[MegatronRow], profile: str | None = None, compute: dict[str, float] | None = None
+) -> np.ndarray:
     """Predicted hardware TFLOP/s per GPU of each row."""
-    return np.array([simulate_step(megatron_scenario(r, profile), compute=compute).hw_tflops_per_gpu for r in rows])
+    return np.array(
+        [
+            simulate_step(megatron_scenario(r, profile), compute=compute).hw_tflops_per_gpu
+            for r in rows
+        ]
+    )
 
 
 def _params(x: np.ndarray) -> dict[str, float]:
@@ -105,8 +143,14 @@ def fit_compute(rows: Sequence[MegatronRow]) -> tuple[dict[str, float], np.ndarr
     def resid(x: np.ndarray) -> np.ndarray:
         return np.log(predict_rows(rows, compute=_params(x)) / meas)
 
-    res = least_squares(resid, [0.7, 10.0], bounds=([0.2, 6.0], [1.0, 13.0]), loss="soft_l1",
-                        f_scale=0.05, diff_step=1e-3)  # fmt: skip
+    res = least_squares(
+        resid,
+        [0.7, 10.0],
+        bounds=([0.2, 6.0], [1.0, 13.0]),
+        loss="soft_l1",
+        f_scale=0.05,
+        diff_step=1e-3,
+    )
     params = _params(res.x)
     return params, predict_rows(rows, compute=params) / meas - 1
 

@@ -83,13 +83,24 @@ def _load(name_or_path: str | None, _stamp: int | None) -> Profile:
     try:
         tree = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"profile {name_or_path!r}: not valid YAML ({str(e).splitlines()[0]})") from None
+        raise ConfigError(
+            f"profile {name_or_path!r}: not valid YAML ({str(e).splitlines()[0]})"
+        ) from None
     if not isinstance(tree, Mapping):
         raise ConfigError(f"profile {name_or_path!r}: expected a mapping at the top")
     for k in tree:
         if k not in _KEYS:
-            raise ConfigError(f"profile {name_or_path!r}: unknown key {k!r}; allowed: {', '.join(sorted(_KEYS))}")
+            raise ConfigError(
+                f"profile {name_or_path!r}: unknown key {k!r}; allowed: {', '.join(sorted(_KEYS))}"
+            )
     if tree.get("schema") != PROFILE_SCHEMA:
-        raise ConfigError(f"profile {name_or_path!r}: schema {tree.get('schema')!r}; expected {PROFILE_SCHEMA!r}")
+        raise ConfigError(
+            f"profile {name_or_path!r}: schema {tree.get('schema')!r}; expected {PROFILE_SCHEMA!r}"
+        )
     coll = default_params().merged(tree.get("collectives") or {}, f"profile {name}: collectives")
-    return Profile(str(tree.get("name", name)), coll, dict(tree.get("compute") or {}), dict(tree.get("provenance") or {}))
+    return Profile(
+        str(tree.get("name", name)),
+        coll,
+        dict(tree.get("compute") or {}),
+        dict(tree.get("provenance") or {}),
+    )

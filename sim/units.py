@@ -58,7 +58,7 @@ def parse_bytes(value: object, what: str = "size", allow_zero: bool = False) -> 
             )
         num, prefix, b = float(m.group(1)), m.group(2), m.group(3)
         if prefix.endswith("i"):
-            if not b or prefix not in _BIN and prefix.capitalize() not in _BIN:
+            if not b or (prefix not in _BIN and prefix.capitalize() not in _BIN):
                 raise ConfigError(f"{what}: cannot read {value!r} as bytes; write e.g. 16GiB")
             x = num * _BIN[prefix.capitalize() if prefix not in _BIN else prefix]
         elif b:
@@ -102,7 +102,9 @@ def parse_time(value: object, what: str = "time", allow_zero: bool = True) -> fl
     if x is None:
         m = re.fullmatch(_NUM + r"\s*(ns|us|µs|ms|s)", str(value).strip())
         if not m:
-            raise ConfigError(f"{what}: cannot read {value!r} as a time; use e.g. 200ns, 1.5us, 3ms")
+            raise ConfigError(
+                f"{what}: cannot read {value!r} as a time; use e.g. 200ns, 1.5us, 3ms"
+            )
         scale = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}[m.group(2)]
         x = float(m.group(1)) * scale
     return _check(x, value, what, allow_zero)

@@ -26,7 +26,9 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
 
 
 def test_collective_table_has_nccl_tests_columns(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "collective", "--topology", "dgx-h100", "-b", "8", "-e", "1M", "-f", "32")
+    code, out, _ = run_cli(
+        capsys, "collective", "--topology", "dgx-h100", "-b", "8", "-e", "1M", "-f", "32"
+    )
     assert code == 0
     rows = [line.split() for line in out.splitlines() if not line.startswith("#")]
     assert [int(r[0]) for r in rows] == [8, 256, 8192, 262144]
@@ -35,7 +37,9 @@ def test_collective_table_has_nccl_tests_columns(capsys: pytest.CaptureFixture[s
 
 
 def test_collective_json_records(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "collective", "--topology", "dgx-h100", "-b", "1M", "-e", "4M", "--json")
+    code, out, _ = run_cli(
+        capsys, "collective", "--topology", "dgx-h100", "-b", "1M", "-e", "4M", "--json"
+    )
     assert code == 0
     recs = json.loads(out)
     assert [r["size_bytes"] for r in recs] == [2**20, 2**21, 2**22]
@@ -46,7 +50,20 @@ def test_collective_json_records(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_json_is_byte_identical_across_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ("collective", "--topology", "h100-roce-400g", "--nodes", "4", "-b", "1M", "-e", "64M", "-f", "8", "--json")
+    args = (
+        "collective",
+        "--topology",
+        "h100-roce-400g",
+        "--nodes",
+        "4",
+        "-b",
+        "1M",
+        "-e",
+        "64M",
+        "-f",
+        "8",
+        "--json",
+    )
     _, first, _ = run_cli(capsys, *args)
     _, second, _ = run_cli(capsys, *args)
     assert first == second
@@ -64,8 +81,10 @@ def test_json_is_byte_identical_across_runs(capsys: pytest.CaptureFixture[str]) 
         (["--topology", "dgx-h100", "--nodes", "4"], "nodes"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
-    code, out, err = run_cli(capsys, "collective", "-b", "1M", "-e", "1M", *argv)
+def test_bad_input_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    code, _, err = run_cli(capsys, "collective", "-b", "1M", "-e", "1M", *argv)
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in err
@@ -79,8 +98,9 @@ def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], ar
         (("gpus: 2", "gpus: 2, colour: red"), "colour"),
     ],
 )
-def test_bad_topology_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                       edit: tuple[str, str], needle: str) -> None:
+def test_bad_topology_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: tuple[str, str], needle: str
+) -> None:
     f = tmp_path / "t.yaml"
     f.write_text(GOOD_YAML.replace(*edit))
     code, _, err = run_cli(capsys, "collective", "--topology", str(f), "-b", "1M", "-e", "1M")
@@ -97,8 +117,19 @@ def test_good_topology_file_runs(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_console_script_exit_status_without_traceback() -> None:
     """The real process: exit 2 and a single stderr line."""
     p = subprocess.run(
-        [sys.executable, "-m", "sim.cli", "collective", "--topology", "dgx-h100", "--max-bytes", "1X"],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "sim.cli",
+            "collective",
+            "--topology",
+            "dgx-h100",
+            "--max-bytes",
+            "1X",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert p.returncode == 2
     assert p.stderr.strip().count("\n") == 0 and "1X" in p.stderr

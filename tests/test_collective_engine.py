@@ -30,7 +30,9 @@ def test_uncontended_ring_allreduce_matches_closed_form(n: int, network: str) ->
     """Each ring step is uncontended on a star, so both backends hit the closed form."""
     size = 3 * 2**26
     setup = CollectiveSetup(star(n, bandwidth_Bps=200e9, latency_s=0.7e-6))
-    r = simulate_collective(setup, "all_reduce", size, algorithm="ring", protocol="simple", network=network)
+    r = simulate_collective(
+        setup, "all_reduce", size, algorithm="ring", protocol="simple", network=network
+    )
     assert r.time_s == pytest.approx(ring_allreduce_closed_form(n, size, 200e9, 0.7e-6), rel=1e-9)
 
 
@@ -43,7 +45,9 @@ def test_uncontended_ring_allreduce_matches_closed_form(n: int, network: str) ->
 def test_flow_equals_analytical_when_nothing_contends(n: int, size: float, op: str) -> None:
     """Ring phases on a star never share a link direction: the two backends agree exactly."""
     setup = CollectiveSetup(star(n))
-    a = simulate_collective(setup, op, size, algorithm="ring", protocol="simple", network="analytical")
+    a = simulate_collective(
+        setup, op, size, algorithm="ring", protocol="simple", network="analytical"
+    )
     f = simulate_collective(setup, op, size, algorithm="ring", protocol="simple", network="flow")
     assert f.time_s == pytest.approx(a.time_s, rel=1e-9)
 
@@ -59,8 +63,12 @@ def test_larger_message_is_never_faster(size: float, factor: float) -> None:
 
 
 @settings(max_examples=25, deadline=None)
-@given(n=st.integers(2, 16), size=st.floats(1e3, 1e10), factor=st.floats(1.01, 10.0),
-       algo=st.sampled_from(["ring", "tree", "rhd", "nvls"]))
+@given(
+    n=st.integers(2, 16),
+    size=st.floats(1e3, 1e10),
+    factor=st.floats(1.01, 10.0),
+    algo=st.sampled_from(["ring", "tree", "rhd", "nvls"]),
+)
 def test_more_bandwidth_is_never_slower(n: int, size: float, factor: float, algo: str) -> None:
     """Scaling every link's bandwidth up never increases a collective's time (flow backend)."""
     slow = CollectiveSetup(star(n, bandwidth_Bps=50e9))
@@ -78,9 +86,12 @@ def test_predictor_equals_simpy_analytical_backend() -> None:
     for algo in ("ring", "tree", "hierarchical", "rhd"):
         for size in (1e4, 3e7, 2e9):
             sched = setup.schedule("all_reduce", algo, size)
-            pred = predict_step_sync(sched, setup.endpoints(sched), setup.routes, setup.params, ["simple"])
-            sim = simulate_collective(setup, "all_reduce", size, algorithm=algo, protocol="simple",
-                                      network="analytical")
+            pred = predict_step_sync(
+                sched, setup.endpoints(sched), setup.routes, setup.params, ["simple"]
+            )
+            sim = simulate_collective(
+                setup, "all_reduce", size, algorithm=algo, protocol="simple", network="analytical"
+            )
             assert sim.time_s == pytest.approx(pred["simple"], rel=1e-12)
 
 
@@ -126,8 +137,12 @@ def test_bytes_on_the_wire_are_conserved_for_ring() -> None:
     n, size = 8, 2**28
     topo = star(n)
     setup = CollectiveSetup(topo)
-    r = simulate_collective(setup, "all_reduce", size, algorithm="ring", protocol="simple", network="flow")
+    r = simulate_collective(
+        setup, "all_reduce", size, algorithm="ring", protocol="simple", network="flow"
+    )
     p = default_params()
     wire = 1 / (p.protocol_efficiency["simple"] * p.algorithm("ring").efficiency)
     # every transfer crosses two links (up to the switch and down): count both
-    assert r.wire_bytes_by_scope["nvlink"] == pytest.approx(2 * 2 * (n - 1) * size * wire, rel=1e-12)
+    assert r.wire_bytes_by_scope["nvlink"] == pytest.approx(
+        2 * 2 * (n - 1) * size * wire, rel=1e-12
+    )

@@ -25,7 +25,7 @@ def test_ci_runs_the_readme_test_block() -> None:
     block = quickstart_blocks()[1]
     ci = (REPO / ".ci" / "run").read_text()
     assert "torch==2.13.0" in block and "torch==2.13.0" in ci
-    assert '.[test,calibrate]' in block and '.[test,calibrate]' in ci
+    assert ".[test,calibrate]" in block and ".[test,calibrate]" in ci
     assert "pytest" in block and "pytest" in ci
 
 
@@ -35,8 +35,14 @@ def test_main_job_runs() -> None:
     cmd = block.split("&&", 1)[1].strip()
     argv = shlex.split(cmd)
     assert argv[0] == "clustersim"
-    p = subprocess.run([sys.executable, "-m", "sim.cli", *argv[1:]], capture_output=True, text=True,
-                       check=False, cwd=REPO, timeout=600)
+    p = subprocess.run(
+        [sys.executable, "-m", "sim.cli", *argv[1:]],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr
     rows = [line for line in p.stdout.splitlines() if line.strip() and not line.startswith("#")]
     assert rows, p.stdout

@@ -57,8 +57,12 @@ def test_megatron_a100_table_one_parameter_set() -> None:
     if not path.exists():
         pytest.skip(f"published table absent: {path}")
     rows = read_megatron_table(path)
-    err = predict_rows(rows, profile="a100-megatron") / np.array([r.tflops_per_gpu for r in rows]) - 1
-    assert np.abs(err).max() <= 0.15, dict(zip([r.name for r in rows], np.round(err, 3), strict=True))
+    err = (
+        predict_rows(rows, profile="a100-megatron") / np.array([r.tflops_per_gpu for r in rows]) - 1
+    )
+    assert np.abs(err).max() <= 0.15, dict(
+        zip([r.name for r in rows], np.round(err, 3), strict=True)
+    )
     assert np.abs(err).mean() <= 0.08
 
 
@@ -79,15 +83,23 @@ def test_flow_equals_analytical_when_nothing_contends(tmp_path: Path) -> None:
     recompute=st.sampled_from(["none", "selective", "full"]),
     zero=st.integers(0, 3),
 )
-def test_breakdown_sums_to_step_time(pp: int, batch: int, schedule: str, recompute: str, zero: int) -> None:
+def test_breakdown_sums_to_step_time(
+    pp: int, batch: int, schedule: str, recompute: str, zero: int
+) -> None:
     """On an 8-GPU DGX: the parts of the breakdown add up to the step time, all >= 0."""
     raw = {
         "model": {"preset": "gpt2-124m"},
         "cluster": {"topology": "dgx-h100"},
-        "parallel": {"tp": 2, "pp": pp, "micro_batch": 1, "schedule": schedule, "recompute": recompute,
-                     "zero": zero},
+        "parallel": {
+            "tp": 2,
+            "pp": pp,
+            "micro_batch": 1,
+            "schedule": schedule,
+            "recompute": recompute,
+            "zero": zero,
+        },
         "training": {"global_batch": batch, "seq_len": 1024},
-    }  # fmt: skip
+    }
     r = simulate_step(scenario_from_dict(raw, "grid"), network="analytical")
     assert sum(r.breakdown.values()) == pytest.approx(r.step_time_s, rel=1e-9)
     assert min(r.breakdown.values()) >= 0
@@ -102,7 +114,9 @@ def test_1f1b_holds_fewer_microbatches_than_gpipe_same_bubble(tmp_path: Path) ->
     raw["parallel"]["schedule"] = "1f1b"
     ofob = simulate_step(scenario_from_dict(raw, "1f1b"), network="analytical")
     assert ofob.memory_breakdown["activations"] < gpipe.memory_breakdown["activations"]
-    assert ofob.breakdown["pipeline_bubble"] == pytest.approx(gpipe.breakdown["pipeline_bubble"], rel=0.02)
+    assert ofob.breakdown["pipeline_bubble"] == pytest.approx(
+        gpipe.breakdown["pipeline_bubble"], rel=0.02
+    )
     assert ofob.step_time_s == pytest.approx(gpipe.step_time_s, rel=0.02)
 
 
@@ -118,8 +132,21 @@ def test_more_microbatches_shrink_the_bubble_share(tmp_path: Path) -> None:
 
 def test_not_fitting_is_an_answer(capsys: pytest.CaptureFixture[str]) -> None:
     """Llama-2-70B on one H100: fits is false, with the breakdown, exit status 0."""
-    code = main(["run", "gpt2-1gpu", "--set", "model.preset=llama2-70b", "--set", "training.global_batch=8",
-                 "--set", "parallel.micro_batch=1", "--json", "--network", "analytical"])  # fmt: skip
+    code = main(
+        [
+            "run",
+            "gpt2-1gpu",
+            "--set",
+            "model.preset=llama2-70b",
+            "--set",
+            "training.global_batch=8",
+            "--set",
+            "parallel.micro_batch=1",
+            "--json",
+            "--network",
+            "analytical",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["fits"] is False
     assert out["memory_per_gpu_bytes"] > 80e9 and out["memory_breakdown"]["weights"] > 100e9
@@ -139,21 +166,41 @@ def test_json_is_byte_identical(capsys: pytest.CaptureFixture[str]) -> None:
         outs.append(capsys.readouterr().out)
     assert outs[0] == outs[1]
     rec = json.loads(outs[0])
-    for key in ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "fits", "memory_per_gpu_bytes", "breakdown"):
+    for key in (
+        "step_time_s",
+        "tokens_per_s",
+        "tflops_per_gpu",
+        "mfu",
+        "fits",
+        "memory_per_gpu_bytes",
+        "breakdown",
+    ):
         assert key in rec
 
 
-def test_trace_has_a_process_per_gpu_and_counters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_trace_has_a_process_per_gpu_and_counters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     trace = tmp_path / "step.json"
-    raw = small(tmp_path, topo={**TWO_GPU_NODE, "node": {**TWO_GPU_NODE["node"], "gpus": 4}}, pp=2, tp=1)
+    raw = small(
+        tmp_path, topo={**TWO_GPU_NODE, "node": {**TWO_GPU_NODE["node"], "gpus": 4}}, pp=2, tp=1
+    )
     raw["parallel"]["dp"] = 2
     sc = tmp_path / "sc.yaml"
     sc.write_text(yaml.safe_dump(raw))
     assert main(["run", str(sc), "--trace", str(trace)]) == 0
     doc = json.loads(trace.read_text())
-    names = [e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"]
+    names = [
+        e["args"]["name"]
+        for e in doc["traceEvents"]
+        if e["ph"] == "M" and e["name"] == "process_name"
+    ]
     assert sum("stage" in n for n in names) == 2 and any("network" in n for n in names)
-    spans = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["tid"] == 1 and e["name"] != "optimizer"]
+    spans = [
+        e
+        for e in doc["traceEvents"]
+        if e["ph"] == "X" and e["tid"] == 1 and e["name"] != "optimizer"
+    ]
     assert len(spans) == 2 * 2 * 4  # stages x (F, B) x micro-batches (8 sequences / dp 2)
     assert any(e["ph"] == "C" for e in doc["traceEvents"])
 
@@ -169,13 +216,17 @@ def test_trace_has_a_process_per_gpu_and_counters(tmp_path: Path, capsys: pytest
         (["llama3-8b-dgx", "--network", "packet"], "packet"),
     ],
 )
-def test_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], needle: str) -> None:
+def test_bad_input_is_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], args: list[str], needle: str
+) -> None:
     code = main(["run", *args])
     err = capsys.readouterr().err
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
 
 
-def test_malformed_yaml_and_unknown_top_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_malformed_yaml_and_unknown_top_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("model: {preset: gpt2-124m\ncluster: [")
     assert main(["run", str(bad)]) == 2
@@ -186,7 +237,9 @@ def test_malformed_yaml_and_unknown_top_key(tmp_path: Path, capsys: pytest.Captu
     assert "optimiser" in capsys.readouterr().err
 
 
-def test_trace_not_written_on_error_and_old_file_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_trace_not_written_on_error_and_old_file_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     trace = tmp_path / "t.json"
     trace.write_text("previous")
     assert main(["run", "llama3-8b-dgx", "--set", "parallel.tp=3", "--trace", str(trace)]) == 2
@@ -194,6 +247,14 @@ def test_trace_not_written_on_error_and_old_file_kept(tmp_path: Path, capsys: py
 
 
 def test_run_subprocess_exit_status() -> None:
-    p = subprocess.run([sys.executable, "-m", "sim.cli", "run", "llama3-8b-dgx", "--set", "parallel.pp=0"],
-                       capture_output=True, text=True, check=False)  # fmt: skip
-    assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    p = subprocess.run(
+        [sys.executable, "-m", "sim.cli", "run", "llama3-8b-dgx", "--set", "parallel.pp=0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (
+        p.returncode == 2
+        and "Traceback" not in p.stderr
+        and len(p.stderr.strip().splitlines()) == 1
+    )

@@ -21,7 +21,8 @@ def _parser() -> argparse.ArgumentParser:
     from sim.cli import collective, topologies
 
     parser = argparse.ArgumentParser(
-        prog="clustersim", description="Simulate multi-GPU training clusters, calibrated against real runs."
+        prog="clustersim",
+        description="Simulate multi-GPU training clusters, calibrated against real runs.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     collective.register(sub)
@@ -31,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _register_optional(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[type-arg]
+def _register_optional(sub: argparse._SubParsersAction, name: str) -> None:
     """Subcommands whose modules may not exist yet in a partial checkout."""
     import importlib
 

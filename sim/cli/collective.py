@@ -12,13 +12,29 @@ from sim.profile import load_profile
 from sim.topology.presets import load_topology
 from sim.units import parse_bytes
 
-DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8,
-               "int8": 1, "uint8": 1, "int32": 4, "int64": 8, "fp8": 1}
-_OP_ALIASES = {"alltoall": "all_to_all", "sendrecv": "send_recv", "allreduce": "all_reduce",
-               "allgather": "all_gather", "reducescatter": "reduce_scatter"}
+DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "double": 8,
+    "int8": 1,
+    "uint8": 1,
+    "int32": 4,
+    "int64": 8,
+    "fp8": 1,
+}
+_OP_ALIASES = {
+    "alltoall": "all_to_all",
+    "sendrecv": "send_recv",
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+}
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``collective`` subcommand."""
     p = sub.add_parser("collective", help="simulate an nccl-tests style sweep of one collective")
     p.add_argument("--topology", required=True, help="preset name or YAML file")
@@ -26,9 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--min-bytes", "-b", default="8", help="smallest size, e.g. 8, 1M, 1GiB")
     p.add_argument("--max-bytes", "-e", default="1G", help="largest size, e.g. 16G")
     p.add_argument("--step-factor", "-f", type=float, default=2.0, help="size multiplier per row")
-    p.add_argument("--algo", default="auto", help="auto, ring, tree, rhd, hierarchical, nvls, direct")
+    p.add_argument(
+        "--algo", default="auto", help="auto, ring, tree, rhd, hierarchical, nvls, direct"
+    )
     p.add_argument("--protocol", default="auto", help="auto, ll, ll128, simple")
-    p.add_argument("--nodes", type=int, help="override the number of servers of a multi-node preset")
+    p.add_argument(
+        "--nodes", type=int, help="override the number of servers of a multi-node preset"
+    )
     p.add_argument("--gpus", type=int, help="use only the first N GPUs")
     p.add_argument("--network", default="flow", help="flow (max-min sharing) or analytical")
     p.add_argument("--dtype", default="float", help=f"element type: {', '.join(DTYPE_BYTES)}")
@@ -47,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
     if args.dtype not in DTYPE_BYTES:
         raise ConfigError(f"--dtype {args.dtype!r} is unknown; allowed: {', '.join(DTYPE_BYTES)}")
     sizes = sweep_sizes(
-        parse_bytes(args.min_bytes, "--min-bytes"), parse_bytes(args.max_bytes, "--max-bytes"), args.step_factor
+        parse_bytes(args.min_bytes, "--min-bytes"),
+        parse_bytes(args.max_bytes, "--max-bytes"),
+        args.step_factor,
     )
     topo = load_topology(args.topology, nodes=args.nodes, seed=args.seed)
     profile = load_profile(args.profile)
@@ -58,8 +80,15 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--root {args.root} is out of range; the group has {setup.n} ranks")
     elem = DTYPE_BYTES[args.dtype]
     results = [
-        simulate_collective(setup, op, s, algorithm=args.algo, protocol=args.protocol,
-                            network=args.network, root=args.root)
+        simulate_collective(
+            setup,
+            op,
+            s,
+            algorithm=args.algo,
+            protocol=args.protocol,
+            network=args.network,
+            root=args.root,
+        )
         for s in sizes
     ]
     if args.json:
@@ -76,18 +105,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_table(name: str, op: str, setup: CollectiveSetup, args: argparse.Namespace,
-                 results: list, elem: int) -> None:  # type: ignore[type-arg]
+def _print_table(
+    name: str, op: str, setup: CollectiveSetup, args: argparse.Namespace, results: list, elem: int
+) -> None:
     nodes = len(set(setup.layout.node_of))
-    print(f"# clustersim collective: {op} on {name}, {setup.n} GPUs ({nodes} server(s)), "
-          f"network {args.network}, algo {args.algo}, protocol {args.protocol}, profile {args.profile or 'defaults'}")
-    print(f"# {'size':>10} {'count':>13} {'type':>9} {'redop':>7} {'root':>7} {'time':>10} "
-          f"{'algbw':>8} {'busbw':>8}  algorithm")
-    print(f"# {'(B)':>10} {'(elements)':>13} {'':>9} {'':>7} {'':>7} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8}")
+    print(
+        f"# clustersim collective: {op} on {name}, {setup.n} GPUs ({nodes} server(s)), "
+        f"network {args.network}, algo {args.algo}, protocol {args.protocol}, profile {args.profile or 'defaults'}"
+    )
+    print(
+        f"# {'size':>10} {'count':>13} {'type':>9} {'redop':>7} {'root':>7} {'time':>10} "
+        f"{'algbw':>8} {'busbw':>8}  algorithm"
+    )
+    print(
+        f"# {'(B)':>10} {'(elements)':>13} {'':>9} {'':>7} {'':>7} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8}"
+    )
     redop = "sum" if op in ("all_reduce", "reduce_scatter", "reduce") else "none"
     root = args.root if op in ("broadcast", "reduce") else -1
     for r in results:
-        print(f"  {int(r.size_bytes):>10} {int(r.size_bytes // elem):>13} {args.dtype:>9} {redop:>7} {root:>7} "
-              f"{r.time_s * 1e6:>10.2f} {r.algbw_Bps / 1e9:>8.2f} {r.busbw_Bps / 1e9:>8.2f}  {r.algorithm}/{r.protocol}")
+        print(
+            f"  {int(r.size_bytes):>10} {int(r.size_bytes // elem):>13} {args.dtype:>9} {redop:>7} {root:>7} "
+            f"{r.time_s * 1e6:>10.2f} {r.algbw_Bps / 1e9:>8.2f} {r.busbw_Bps / 1e9:>8.2f}  {r.algorithm}/{r.protocol}"
+        )
     avg = sum(r.busbw_Bps for r in results) / len(results) / 1e9
     print(f"# Avg bus bandwidth    : {avg:.3f}")

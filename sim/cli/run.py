@@ -14,12 +14,18 @@ from sim.training.step import run_step
 from sim.training.trace import trace_json
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``run`` subcommand."""
     p = sub.add_parser("run", help="simulate one training step of a scenario")
     p.add_argument("scenario", help="scenario preset name or YAML file")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a scenario field, e.g. parallel.tp=4 (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario field, e.g. parallel.tp=4 (repeatable)",
+    )
     p.add_argument("--network", choices=None, help="flow or analytical (default: the scenario's)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the step")

@@ -105,7 +105,9 @@ class StepCost:
     scope: str
 
 
-def _step_cost(sched: Schedule, trs: Sequence[Transfer], endpoints: Sequence[str], routes: RouteCache) -> StepCost:
+def _step_cost(
+    sched: Schedule, trs: Sequence[Transfer], endpoints: Sequence[str], routes: RouteCache
+) -> StepCost:
     topo = routes.topology
     pairs = [(endpoints[t.src], endpoints[t.dst]) for t in trs]
     facts = [routes.facts(a, b) for a, b in pairs]
@@ -190,7 +192,9 @@ def run_schedule(
             before = network.link_bytes.copy() if skip else None
             trs = phase.steps(k)
             events = [
-                network.transfer(endpoints[t.src], endpoints[t.dst], len(t.chunks) * sched.chunk_bytes * scale)
+                network.transfer(
+                    endpoints[t.src], endpoints[t.dst], len(t.chunks) * sched.chunk_bytes * scale
+                )
                 for t in trs
             ]
             if events:

@@ -64,10 +64,15 @@ class CollectiveParams:
     def from_dict(cls, tree: Mapping[str, Any], where: str = "collectives") -> CollectiveParams:
         """Validate a parameter tree shaped like ``defaults.yaml``; errors name the key."""
         _known(tree, {"source", "link_efficiency", "protocols", "algorithms", "pipeline"}, where)
-        link = {s: _eff(_get(tree, "link_efficiency", where), s, where + ".link_efficiency") for s in SCOPES}
+        link = {
+            s: _eff(_get(tree, "link_efficiency", where), s, where + ".link_efficiency")
+            for s in SCOPES
+        }
         protos = _get(tree, "protocols", where)
         proto_eff = {
-            p: _fraction(_get(protos, p, f"{where}.protocols"), "efficiency", f"{where}.protocols.{p}")
+            p: _fraction(
+                _get(protos, p, f"{where}.protocols"), "efficiency", f"{where}.protocols.{p}"
+            )
             for p in PROTOCOLS
         }
         algos = {
@@ -79,7 +84,9 @@ class CollectiveParams:
         max_chunks = int(_positive(pipe, "max_chunks", f"{where}.pipeline"))
         return cls(link, proto_eff, algos, chunk, max_chunks, copy.deepcopy(dict(tree)))
 
-    def merged(self, override: Mapping[str, Any], where: str = "profile.collectives") -> CollectiveParams:
+    def merged(
+        self, override: Mapping[str, Any], where: str = "profile.collectives"
+    ) -> CollectiveParams:
         """These parameters with ``override`` (same shape, any subset) laid on top."""
         return CollectiveParams.from_dict(_deep_merge(self.raw, override, where), where)
 
@@ -141,8 +148,10 @@ def _fraction(tree: Mapping[str, Any], key: str, where: str) -> float:
 
 def _eff(tree: Mapping[str, Any], scope: str, where: str) -> float:
     entry = _get(tree, scope, where)
-    return _fraction(entry, "value", f"{where}.{scope}") if isinstance(entry, Mapping) else _fraction(
-        {"value": entry}, "value", f"{where}.{scope}"
+    return (
+        _fraction(entry, "value", f"{where}.{scope}")
+        if isinstance(entry, Mapping)
+        else _fraction({"value": entry}, "value", f"{where}.{scope}")
     )
 
 
@@ -168,8 +177,15 @@ def _algorithm(spec: Mapping[str, Any], where: str) -> AlgorithmParams:
     protos = tuple(spec.get("protocols", PROTOCOLS))
     for p in protos:
         if p not in PROTOCOLS:
-            raise ConfigError(f"{where}.protocols: unknown protocol {p!r}; allowed: {', '.join(PROTOCOLS)}")
+            raise ConfigError(
+                f"{where}.protocols: unknown protocol {p!r}; allowed: {', '.join(PROTOCOLS)}"
+            )
     base = _latency_us(_get(spec, "base_latency_us", where), protos, f"{where}.base_latency_us")
     steps = _get(spec, "step_latency_us", where)
-    step = {s: _latency_us(_get(steps, s, f"{where}.step_latency_us"), protos, f"{where}.step_latency_us.{s}") for s in SCOPES}
+    step = {
+        s: _latency_us(
+            _get(steps, s, f"{where}.step_latency_us"), protos, f"{where}.step_latency_us.{s}"
+        )
+        for s in SCOPES
+    }
     return AlgorithmParams(_fraction(spec, "efficiency", where), protos, base, step)

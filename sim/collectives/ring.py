@@ -50,7 +50,9 @@ class Ring:
     owned: Callable[[int], tuple[int, ...]]
 
 
-def channel_order(order: Sequence[int], ch: int, node_of: Sequence[int] | None = None) -> tuple[int, ...]:
+def channel_order(
+    order: Sequence[int], ch: int, node_of: Sequence[int] | None = None
+) -> tuple[int, ...]:
     """Ring order of channel ``ch``: rail-aware rotation, reversed for odd channels.
 
     With ``node_of`` (server of each rank) and a ring spanning servers, each server's
@@ -74,7 +76,7 @@ def channel_order(order: Sequence[int], ch: int, node_of: Sequence[int] | None =
             else:
                 segments.append([r])
         if len(segments) > 1:
-            seq = tuple(r for sg in segments for r in (sg[ch % len(sg):] + sg[: ch % len(sg)]))
+            seq = tuple(r for sg in segments for r in (sg[ch % len(sg) :] + sg[: ch % len(sg)]))
     return seq if ch % 2 == 0 else tuple(reversed(seq))
 
 
@@ -111,7 +113,9 @@ def ring_phase(rings: Sequence[Ring], kind: str, label: str = "") -> Phase:
     return Phase(length - 1, step, True, label or kind)
 
 
-def _shard_rings(order: Sequence[int], channels: int, node_of: Sequence[int] | None = None) -> list[Ring]:
+def _shard_rings(
+    order: Sequence[int], channels: int, node_of: Sequence[int] | None = None
+) -> list[Ring]:
     def owner(ch: int) -> Callable[[int], tuple[int, ...]]:
         return lambda r: (r * channels + ch,)
 

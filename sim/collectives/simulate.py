@@ -122,16 +122,26 @@ class CollectiveSetup:
         """Graph node per participant: the group's GPUs, then in-network reducers."""
         extra = [self.reducer] * sched.reducers if sched.reducers else []
         if sched.reducers and self.reducer is None:
-            raise ConfigError(f"algorithm {sched.algorithm!r} needs an NVSwitch shared by all ranks")
+            raise ConfigError(
+                f"algorithm {sched.algorithm!r} needs an NVSwitch shared by all ranks"
+            )
         return list(self.group) + [str(r) for r in extra]
 
     def candidates(self, op: str, algorithm: str, protocol: str) -> list[tuple[str, str]]:
         """(algorithm, protocol) pairs to consider; ConfigError when none applies."""
-        algos = [algorithm] if algorithm != "auto" else [a for a in ALGORITHMS if applicable(a, op, self.layout)]
+        algos = (
+            [algorithm]
+            if algorithm != "auto"
+            else [a for a in ALGORITHMS if applicable(a, op, self.layout)]
+        )
         if algorithm != "auto" and algorithm not in ALGORITHMS:
-            raise ConfigError(f"--algo {algorithm!r} is unknown; allowed: auto, {', '.join(ALGORITHMS)}")
+            raise ConfigError(
+                f"--algo {algorithm!r} is unknown; allowed: auto, {', '.join(ALGORITHMS)}"
+            )
         if protocol != "auto" and protocol not in PROTOCOLS:
-            raise ConfigError(f"--protocol {protocol!r} is unknown; allowed: auto, {', '.join(PROTOCOLS)}")
+            raise ConfigError(
+                f"--protocol {protocol!r} is unknown; allowed: auto, {', '.join(PROTOCOLS)}"
+            )
         pairs = [
             (a, p)
             for a in algos
@@ -139,7 +149,9 @@ class CollectiveSetup:
             if protocol in ("auto", p)
         ]
         if not pairs:
-            raise ConfigError(f"no algorithm/protocol implements {op} here (algo={algorithm}, protocol={protocol})")
+            raise ConfigError(
+                f"no algorithm/protocol implements {op} here (algo={algorithm}, protocol={protocol})"
+            )
         return pairs
 
 
@@ -152,9 +164,13 @@ def _group(topology: Topology, ranks: int | Sequence[str] | None) -> tuple[str, 
                 f"--gpus {ranks} is out of range; topology {topology.name!r} has {topology.num_gpus} GPUs"
             )
         return topology.gpus[:ranks]
-    unknown = [g for g in ranks if g not in topology.graph or topology.graph.nodes[g]["kind"] != "gpu"]
+    unknown = [
+        g for g in ranks if g not in topology.graph or topology.graph.nodes[g]["kind"] != "gpu"
+    ]
     if unknown:
-        raise ConfigError(f"unknown GPU {unknown[0]!r} in group; GPUs look like {topology.gpus[0]!r}")
+        raise ConfigError(
+            f"unknown GPU {unknown[0]!r} in group; GPUs look like {topology.gpus[0]!r}"
+        )
     return tuple(ranks)
 
 
@@ -220,14 +236,27 @@ def simulate_collective(
     best: tuple[float, str, str, Schedule] | None = None
     for algo, proto in setup.candidates(op, algorithm, protocol):
         sched = setup.schedule(op, algo, size_bytes, root)
-        t = predict_step_sync(sched, setup.endpoints(sched), setup.routes, setup.params, [proto])[proto]
+        t = predict_step_sync(sched, setup.endpoints(sched), setup.routes, setup.params, [proto])[
+            proto
+        ]
         if best is None or t < best[0]:
             best = (t, algo, proto, sched)
     assert best is not None
-    t_pred, algo, proto, sched = best
+    _, algo, proto, sched = best
     env = simpy.Environment()
     net = make_network(network, env, setup.topology)
-    env.process(run_schedule(env, net, sched, setup.endpoints(sched), setup.routes, setup.params, proto, exclusive=True))
+    env.process(
+        run_schedule(
+            env,
+            net,
+            sched,
+            setup.endpoints(sched),
+            setup.routes,
+            setup.params,
+            proto,
+            exclusive=True,
+        )
+    )
     env.run()
     return CollectiveResult(
         op=op,

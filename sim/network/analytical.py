@@ -13,6 +13,7 @@ sweeps of many configurations. It is the same cost model as the collective tuner
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -106,8 +107,8 @@ class AnalyticalNetwork:
             np.add.at(lat, owner, topo.latency_s[flat])
         for (_, _, _, ev), t in zip(batch, lat + drain, strict=True):
             timer = self.env.timeout(float(t))
-            timer.callbacks.append(lambda _e, ev=ev: self._land(ev))
+            timer.callbacks.append(functools.partial(self._land, ev))
 
-    def _land(self, ev: simpy.Event) -> None:
+    def _land(self, ev: simpy.Event, _timer: simpy.Event) -> None:
         self._in_flight -= 1
         ev.succeed()

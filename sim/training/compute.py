@@ -150,7 +150,9 @@ MATMUL_EFF_MAX = {
 }
 
 
-def default_compute_params(gpu_name: str, overrides: Mapping[str, object] | None = None) -> ComputeParams:
+def default_compute_params(
+    gpu_name: str, overrides: Mapping[str, object] | None = None
+) -> ComputeParams:
     """Compute parameters for ``gpu_name``: per-GPU matmul efficiency, then profile overrides.
 
     >>> default_compute_params("A100-SXM-80GB").matmul_eff_max
@@ -158,6 +160,8 @@ def default_compute_params(gpu_name: str, overrides: Mapping[str, object] | None
     >>> default_compute_params("A100-SXM-80GB", {"matmul_eff_max": 0.7}).matmul_eff_max
     0.7
     """
-    base: dict[str, object] = {"matmul_eff_max": MATMUL_EFF_MAX.get(gpu_name, ComputeParams.matmul_eff_max)}
+    base: dict[str, object] = {
+        "matmul_eff_max": MATMUL_EFF_MAX.get(gpu_name, ComputeParams.matmul_eff_max)
+    }
     base.update(overrides or {})
     return ComputeParams.from_dict(base, "profile.compute")

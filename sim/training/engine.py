@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass
+from typing import cast
 
 import simpy
 
@@ -30,6 +31,7 @@ from sim.network.base import Network
 from sim.network.flow import FlowNetwork
 from sim.training.comms import rank_params
 from sim.training.engine_parts import (
+    Bucket,
     PassRecord,
     StageTimeline,
     buckets_of,
@@ -59,16 +61,24 @@ class PipelineRun:
 class _Run:
     """State of one SimPy-simulated step (private; :func:`run_pipeline` is the interface)."""
 
-    def __init__(self, setup: StepSetup, timer: CollectiveTimer, costs: dict[tuple[int, str], PassCost],
-                 free_p2p: bool, with_dp: bool, record: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        setup: StepSetup,
+        timer: CollectiveTimer,
+        costs: dict[tuple[int, str], PassCost],
+        free_p2p: bool,
+        with_dp: bool,
+        record: bool = False,
+    ) -> None:
         self.setup, self.timer, self.costs = setup, timer, costs
         self.plan = plan = setup.plan
         self.free_p2p, self.with_dp = free_p2p, with_dp
         self.env = simpy.Environment()
         self.net: Network = (
             FlowNetwork(self.env, timer.topology, record=True)
-            if record else make_network(setup.network, self.env, timer.topology)
-        )  # fmt: skip
+            if record
+            else make_network(setup.network, self.env, timer.topology)
+        )
         self.p, self.v, self.m = plan.pp, plan.virtual_stages, plan.num_microbatches
         self.nvs = self.p * self.v
         self.pp_bytes = [stage_comm(setup, s).pp_send_bytes for s in range(self.p)]
@@ -84,7 +94,9 @@ class _Run:
     def stage_process(self, s: int) -> Generator[simpy.Event, object, None]:
         plan, line = self.plan, self.lines[s]
         order = make_schedule(plan.schedule, self.p, self.m, self.v)[s]
-        last_b = {c: max(st.mb for st in order if st.kind == "B" and st.chunk == c) for c in range(self.v)}
+        last_b = {
+            c: max(st.mb for st in order if st.kind == "B" and st.chunk == c) for c in range(self.v)
+        }
         for st in order:
             vs = st.chunk * self.p + s
             yield (self.act if st.kind == "F" else self.grad)[(vs, st.mb)]
@@ -135,7 +147,9 @@ class _Run:
                 for li in topo.route(x, y):
                     scope = topo.link_scope[li]
                     self.pp_wire[scope] = self.pp_wire.get(scope, 0.0) + nbytes
-            yield self.env.all_of([self.net.transfer(x, y, nbytes) for x, y in zip(a, b, strict=True)])
+            yield self.env.all_of(
+                [self.net.transfer(x, y, nbytes) for x, y in zip(a, b, strict=True)]
+            )
             yield self.env.timeout(self.p2p_latency_s)
             self.lines[src].comm.append(("pp_send", start, self.env.now))
         done.succeed()
@@ -146,13 +160,15 @@ class _Run:
             item = yield self.queues[s].get()
             if item is None:
                 break
-            op, nbytes, expert = item
+            op, nbytes, expert = cast(Bucket, item)
             start = self.env.now
             procs = []
             for group in stage.edp if expert else stage.dp:
                 sched, proto = self.timer.plan(group, op, nbytes)
                 cs = self.timer.setup(group)
-                body = run_schedule(self.env, self.net, sched, cs.endpoints(sched), cs.routes, cs.params, proto)
+                body = run_schedule(
+                    self.env, self.net, sched, cs.endpoints(sched), cs.routes, cs.params, proto
+                )
                 procs.append(self.env.process(body))
             yield self.env.all_of(procs)
             line.comm.append((f"dp_{op}", start, self.env.now))
@@ -186,7 +202,9 @@ def run_pipeline(
     costs = chunk_costs(setup, timer)
     if setup.network == "analytical":
         pp_bytes = [stage_comm(setup, s).pp_send_bytes for s in range(setup.plan.pp)]
-        lines = list_schedule(setup, timer, costs, pp_bytes, p2p_latency_s(setup), free_p2p=free_p2p, with_dp=with_dp)
+        lines = list_schedule(
+            setup, timer, costs, pp_bytes, p2p_latency_s(setup), free_p2p=free_p2p, with_dp=with_dp
+        )
         wire = {} if free_p2p else _analytical_pp_wire(setup, timer, lines, pp_bytes)
         return PipelineRun(lines, costs, None, wire)
     run = _Run(setup, timer, costs, free_p2p, with_dp, record)
@@ -197,8 +215,9 @@ def run_pipeline(
     return PipelineRun(run.lines, costs, run.net, run.pp_wire)
 
 
-def _analytical_pp_wire(setup: StepSetup, timer: CollectiveTimer, lines: list[StageTimeline],
-                        pp_bytes: list[float]) -> dict[str, float]:  # fmt: skip
+def _analytical_pp_wire(
+    setup: StepSetup, timer: CollectiveTimer, lines: list[StageTimeline], pp_bytes: list[float]
+) -> dict[str, float]:
     """Pipeline-send bytes per link scope of replica 0 (what the flow network would count)."""
     p, nvs = setup.plan.pp, setup.plan.pp * setup.plan.virtual_stages
     sends: dict[tuple[int, int], int] = {}

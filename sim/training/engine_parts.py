@@ -102,7 +102,9 @@ def tail_gathers_s(setup: StepSetup, timer: CollectiveTimer, s: int) -> float:
 def chunk_costs(setup: StepSetup, timer: CollectiveTimer) -> dict[tuple[int, str], PassCost]:
     """PassCost of F and B for every virtual stage (costed once per distinct chunk shape)."""
     sc, plan = setup.scenario, setup.plan
-    ctx = OpContext.from_plan(sc.model, plan, sc.training.seq_len, sc.training.precision, sc.training.flash_attention)
+    ctx = OpContext.from_plan(
+        sc.model, plan, sc.training.seq_len, sc.training.precision, sc.training.flash_attention
+    )
     nvs = plan.pp * plan.virtual_stages
     layers = sc.model.layers // nvs
     op_cache: dict[Op, float] = {}

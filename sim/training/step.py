@@ -35,8 +35,9 @@ def _timer(setup: StepSetup) -> CollectiveTimer:
     return hit[2]
 
 
-def simulate_step(scenario: Scenario, network: str | None = None,
-                  compute: Mapping[str, object] | None = None) -> StepResult:  # fmt: skip
+def simulate_step(
+    scenario: Scenario, network: str | None = None, compute: Mapping[str, object] | None = None
+) -> StepResult:
     """Simulate one optimizer step of ``scenario`` and explain where the time goes.
 
     Parameters
@@ -58,8 +59,12 @@ def simulate_step(scenario: Scenario, network: str | None = None,
     return run_step(scenario, network, compute)[0]
 
 
-def run_step(scenario: Scenario, network: str | None = None, compute: Mapping[str, object] | None = None,
-             record: bool = False) -> tuple[StepResult, PipelineRun, StepSetup]:  # fmt: skip
+def run_step(
+    scenario: Scenario,
+    network: str | None = None,
+    compute: Mapping[str, object] | None = None,
+    record: bool = False,
+) -> tuple[StepResult, PipelineRun, StepSetup]:
     """:func:`simulate_step` plus the timelines behind the result (for traces).
 
     ``record`` keeps per-link rate samples of the flow network (trace counters).
@@ -123,7 +128,9 @@ def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: PipelineRun) -> d
     return out
 
 
-def _result(setup: StepSetup, timer: CollectiveTimer, run: PipelineRun, ideal: PipelineRun) -> StepResult:
+def _result(
+    setup: StepSetup, timer: CollectiveTimer, run: PipelineRun, ideal: PipelineRun
+) -> StepResult:
     sc, plan, topo = setup.scenario, setup.plan, setup.topology
     crit = max(range(plan.pp), key=lambda s: (run.lines[s].end_s, -s))
     step = run.lines[crit].end_s
@@ -135,17 +142,36 @@ def _result(setup: StepSetup, timer: CollectiveTimer, run: PipelineRun, ideal: P
     n = topo.num_gpus
     peak = topo.gpu.peak_flops.get(sc.training.precision, topo.gpu.peak_flops["bf16"])
     tokens = sc.training.global_batch * sc.training.seq_len
-    mem = memory_per_gpu(sc.model, plan, sc.training.seq_len, topo.gpu.hbm_bytes,
-                         flash_attention=sc.training.flash_attention)  # fmt: skip
+    mem = memory_per_gpu(
+        sc.model,
+        plan,
+        sc.training.seq_len,
+        topo.gpu.hbm_bytes,
+        flash_attention=sc.training.flash_attention,
+    )
     price = sc.price.gpu_hour_usd
     cost = price * n * step / 3600.0 if price is not None else None
     breakdown = _breakdown(run.lines[crit], ideal.lines[crit])
     assert abs(sum(breakdown.values()) - step) <= 1e-9 * max(step, 1e-12), (breakdown, step)
     return StepResult(
-        scenario=sc.name, topology=topo.name, network=setup.network, gpus=n, gpu=topo.gpu.name,
-        plan={"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "ep": plan.ep, "sp": plan.sp, "zero": plan.zero,
-              "micro_batch": plan.micro_batch, "micro_batches": m, "schedule": plan.schedule,
-              "virtual_stages": plan.virtual_stages, "recompute": plan.recompute},
+        scenario=sc.name,
+        topology=topo.name,
+        network=setup.network,
+        gpus=n,
+        gpu=topo.gpu.name,
+        plan={
+            "tp": plan.tp,
+            "pp": plan.pp,
+            "dp": plan.dp,
+            "ep": plan.ep,
+            "sp": plan.sp,
+            "zero": plan.zero,
+            "micro_batch": plan.micro_batch,
+            "micro_batches": m,
+            "schedule": plan.schedule,
+            "virtual_stages": plan.virtual_stages,
+            "recompute": plan.recompute,
+        },
         step_time_s=float(step),
         tokens_per_s=tokens / step,
         tflops_per_gpu=model_flops / step / n / 1e12,
@@ -161,4 +187,4 @@ def _result(setup: StepSetup, timer: CollectiveTimer, run: PipelineRun, ideal: P
         cost_per_step_usd=cost,
         cost_per_million_tokens_usd=cost / tokens * 1e6 if cost is not None else None,
         notes=placement_notes(plan),
-    )  # fmt: skip
+    )

@@ -9,7 +9,7 @@ inside an NVLink domain for TP, and are short). Identical layers are costed once
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sim.collectives.params import CollectiveParams
@@ -69,7 +69,9 @@ class CollectiveTimer:
             best: tuple[float, str, str] | None = None
             for algo, proto in setup.candidates(op, "auto", "auto"):
                 sched = setup.schedule(op, algo, nbytes)
-                t = predict_step_sync(sched, setup.endpoints(sched), setup.routes, setup.params, [proto])[proto]
+                t = predict_step_sync(
+                    sched, setup.endpoints(sched), setup.routes, setup.params, [proto]
+                )[proto]
                 if best is None or t < best[0]:
                     best = (t, algo, proto)
             assert best is not None
@@ -87,7 +89,9 @@ class PassCost:
     ep_s: float
     model_flops: float
     hardware_flops: float
-    wire_bytes: dict[str, dict[str, float]] = field(default_factory=dict)  # group kind -> scope -> bytes
+    wire_bytes: dict[str, dict[str, float]] = field(
+        default_factory=dict
+    )  # group kind -> scope -> bytes
     prefetch_s: float = 0.0  # ZeRO-3 parameter all-gathers, prefetched on their own stream
 
     def _busy_s(self, overlap_tp: bool) -> float:
@@ -113,7 +117,7 @@ def pass_cost(
     gpu_time: ComputeParams,
     topology: Topology,
     timer: CollectiveTimer,
-    groups: dict[str, Sequence[str]],
+    groups: Mapping[str, Sequence[str]],
     cache: dict[Op, float],
 ) -> PassCost:
     """Sum the kernels and collectives of one pass.

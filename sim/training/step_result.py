@@ -77,13 +77,18 @@ class StepResult:
             f"model TFLOP/s    {self.tflops_per_gpu:.1f} per GPU   MFU {self.mfu:.1%}   HFU {self.hfu:.1%}",
             f"memory per GPU   {self.memory_per_gpu_bytes / gib:.1f} GiB  "
             + ("fits" if self.fits else "DOES NOT FIT")
-            + "  (" + ", ".join(f"{k} {v / gib:.1f}" for k, v in self.memory_breakdown.items()) + ")",
+            + "  ("
+            + ", ".join(f"{k} {v / gib:.1f}" for k, v in self.memory_breakdown.items())
+            + ")",
             f"breakdown (stage {self.critical_stage}, s):",
         ]
         for k, v in self.breakdown.items():
             share = v / self.step_time_s if self.step_time_s else 0.0
             lines.append(f"  {k:<22} {v:10.4f}  {share:6.1%}")
-        lines.append("bytes on links   " + ", ".join(f"{k} {v / 1e9:.1f} GB" for k, v in self.link_bytes_by_scope.items()))
+        lines.append(
+            "bytes on links   "
+            + ", ".join(f"{k} {v / 1e9:.1f} GB" for k, v in self.link_bytes_by_scope.items())
+        )
         if self.cost_per_step_usd is not None:
             lines.append(
                 f"cost             ${self.cost_per_step_usd:.4f} per step, "

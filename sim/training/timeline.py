@@ -30,11 +30,16 @@ from sim.training.step_setup import StepSetup
 __all__ = ["list_schedule"]
 
 
-def _p2p_s(setup: StepSetup, timer: CollectiveTimer, src: int, dst: int, nbytes: float, latency_s: float) -> float:
+def _p2p_s(
+    setup: StepSetup, timer: CollectiveTimer, src: int, dst: int, nbytes: float, latency_s: float
+) -> float:
     if src == dst or nbytes <= 0:
         return 0.0
     a, b = setup.stages[src].gpus, setup.stages[dst].gpus
-    return max(uncontended_time_s(timer.topology, x, y, nbytes) for x, y in zip(a, b, strict=True)) + latency_s
+    return (
+        max(uncontended_time_s(timer.topology, x, y, nbytes) for x, y in zip(a, b, strict=True))
+        + latency_s
+    )
 
 
 def list_schedule(
@@ -55,12 +60,17 @@ def list_schedule(
     send = {}
     for s in range(p):
         for d in {(s + 1) % p, (s - 1) % p}:
-            send[(s, d)] = 0.0 if free_p2p else _p2p_s(setup, timer, s, d, pp_bytes[s], p2p_latency_s)
+            send[(s, d)] = (
+                0.0 if free_p2p else _p2p_s(setup, timer, s, d, pp_bytes[s], p2p_latency_s)
+            )
     ready: dict[tuple[str, int, int], float] = {("F", 0, mb): 0.0 for mb in range(m)}
     lines = [StageTimeline() for _ in range(p)]
     idx, free = [0] * p, [0.0] * p
     bucket_ready: list[list[tuple[float | None, Bucket]]] = [[] for _ in range(p)]
-    last_b = [{c: max(st.mb for st in orders[s] if st.kind == "B" and st.chunk == c) for c in range(v)} for s in range(p)]
+    last_b = [
+        {c: max(st.mb for st in orders[s] if st.kind == "B" and st.chunk == c) for c in range(v)}
+        for s in range(p)
+    ]
     done, total = 0, sum(len(o) for o in orders)
     while done < total:
         progressed = False
@@ -103,8 +113,14 @@ def list_schedule(
     return lines
 
 
-def _finish(setup: StepSetup, timer: CollectiveTimer, line: StageTimeline, s: int,
-            buckets: list[tuple[float | None, Bucket]], with_dp: bool) -> None:  # fmt: skip
+def _finish(
+    setup: StepSetup,
+    timer: CollectiveTimer,
+    line: StageTimeline,
+    s: int,
+    buckets: list[tuple[float | None, Bucket]],
+    with_dp: bool,
+) -> None:
     """DP stream, optimizer and tail gathers of stage ``s``."""
     stage = setup.stages[s]
     t = line.compute_end_s

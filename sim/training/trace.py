@@ -27,9 +27,18 @@ def _meta(pid: int, name: str, tid: int | None = None, thread: str | None = None
     return {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": thread}}
 
 
-def _span(pid: int, tid: int, name: str, start_s: float, end_s: float, **args: Any) -> dict[str, Any]:
-    return {"name": name, "ph": "X", "pid": pid, "tid": tid, "ts": start_s * 1e6,
-            "dur": (end_s - start_s) * 1e6, "args": args}  # fmt: skip
+def _span(
+    pid: int, tid: int, name: str, start_s: float, end_s: float, **args: Any
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "ph": "X",
+        "pid": pid,
+        "tid": tid,
+        "ts": start_s * 1e6,
+        "dur": (end_s - start_s) * 1e6,
+        "args": args,
+    }
 
 
 def _counters(setup: StepSetup, run: PipelineRun) -> list[dict[str, Any]]:
@@ -46,7 +55,9 @@ def _counters(setup: StepSetup, run: PipelineRun) -> list[dict[str, Any]]:
         for s, c in cap.items():
             if c > 0:
                 args[s] = float(rates[scopes[links] == s].sum()) / c if len(links) else 0.0
-        out.append({"name": "utilisation", "ph": "C", "pid": 0, "tid": 0, "ts": t * 1e6, "args": args})
+        out.append(
+            {"name": "utilisation", "ph": "C", "pid": 0, "tid": 0, "ts": t * 1e6, "args": args}
+        )
     return out
 
 
@@ -63,16 +74,40 @@ def chrome_trace(setup: StepSetup, run: PipelineRun) -> dict[str, Any]:
             events.append(_meta(pid, "", tid, name))
         for r in line.passes:
             label = f"{r.kind}{r.mb}" + (f" chunk {r.chunk}" if plan.virtual_stages > 1 else "")
-            events.append(_span(pid, TRACKS["compute"], label, r.start_s, r.end_s, microbatch=r.mb, chunk=r.chunk))
+            events.append(
+                _span(
+                    pid,
+                    TRACKS["compute"],
+                    label,
+                    r.start_s,
+                    r.end_s,
+                    microbatch=r.mb,
+                    chunk=r.chunk,
+                )
+            )
         for name, start, end in line.comm:
             tid = TRACKS["pp_send"] if name == "pp_send" else TRACKS["dp"]
             events.append(_span(pid, tid, name, start, end))
         if line.optimizer_s:
-            events.append(_span(pid, TRACKS["compute"], "optimizer", line.dp_end_s, line.dp_end_s + line.optimizer_s))
+            events.append(
+                _span(
+                    pid,
+                    TRACKS["compute"],
+                    "optimizer",
+                    line.dp_end_s,
+                    line.dp_end_s + line.optimizer_s,
+                )
+            )
     events += _counters(setup, run)
-    return {"traceEvents": events, "displayTimeUnit": "ms",
-            "otherData": {"scenario": setup.scenario.name, "topology": setup.topology.name,
-                          "network": setup.network}}  # fmt: skip
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "scenario": setup.scenario.name,
+            "topology": setup.topology.name,
+            "network": setup.network,
+        },
+    }
 
 
 def trace_json(setup: StepSetup, run: PipelineRun) -> str:

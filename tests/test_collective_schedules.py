@@ -26,11 +26,12 @@ NBYTES = 3.0 * 2**20
 
 def layouts(name: str, n: int) -> Iterator[Layout]:
     """Layouts on which ``name`` applies for ``n`` ranks (server-major and interleaved)."""
-    if name == "hierarchical":
+    if name in ("hierarchical", "nvls_tree"):
+        nv = name == "nvls_tree"
         for nodes in (2, 4):
             if n % nodes == 0 and n >= nodes:
-                yield Layout.grid(nodes, n // nodes)
-                yield Layout(tuple(r % nodes for r in range(n)))
+                yield Layout.grid(nodes, n // nodes, node_nvswitch=nv)
+                yield Layout(tuple(r % nodes for r in range(n)), node_nvswitch=nv)
     else:
         yield Layout.flat(n, nvswitch=name == "nvls")
         if n == 8:  # servers interleaved: ring/tree order is not rank order
@@ -331,7 +332,7 @@ def test_checker_catches_disagreeing_copies_and_reduce_in_gathers() -> None:
 @pytest.mark.parametrize("op", OPS)
 def test_unsupported_ops_raise_naming_op_and_algorithm(name: str, op: str) -> None:
     """An op outside SUPPORTED raises one line naming the op, the algorithm and the list."""
-    lay = Layout.grid(2, 1, nvswitch=True)  # a group every algorithm can handle
+    lay = Layout.grid(2, 1, nvswitch=True, node_nvswitch=True)  # every algorithm can handle it
     if op in SUPPORTED[name]:
         assert applicable(name, op, lay)
         return

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sim.collectives import direct, hierarchical, nvls, rhd, ring, tree
+from sim.collectives import direct, hierarchical, nvls, nvls_tree, rhd, ring, tree
 from sim.collectives.layout import Layout
 from sim.collectives.schedule import Schedule
 from sim.errors import UnsupportedCollectiveError
@@ -42,6 +42,7 @@ ALGORITHMS: dict[str, Algorithm] = {
     "rhd": rhd.rhd,
     "hierarchical": hierarchical.hierarchical,
     "nvls": nvls.nvls,
+    "nvls_tree": nvls_tree.nvls_tree,
     "direct": direct.direct,
 }
 
@@ -51,6 +52,7 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
     "rhd": rhd.SUPPORTS,
     "hierarchical": hierarchical.SUPPORTS,
     "nvls": nvls.SUPPORTS,
+    "nvls_tree": nvls_tree.SUPPORTS,
     "direct": direct.SUPPORTS,
 }
 
@@ -80,4 +82,6 @@ def applicable(name: str, op: str, layout: Layout) -> bool:
         return hierarchical.hierarchical_shape(layout) is None
     if name == "nvls":
         return layout.nvswitch
+    if name == "nvls_tree":
+        return nvls_tree.nvls_tree_shape(layout) is None
     return op != "send_recv" or layout.n == 2

@@ -28,6 +28,9 @@ class Layout:
         Server (node) index of each group rank; ``len(node_of)`` is the group size.
     nvswitch : bool
         All ranks share one NVSwitch domain, so in-switch reduction (NVLS) is possible.
+    node_nvswitch : bool
+        Every server's ranks share that server's NVSwitch (NVLS inside each server, as
+        NCCL's NVLS-tree uses across servers).
 
     Examples
     --------
@@ -37,24 +40,27 @@ class Layout:
 
     node_of: tuple[int, ...]
     nvswitch: bool = False
+    node_nvswitch: bool = False
 
     @classmethod
     def flat(cls, n: int, nvswitch: bool = False) -> Layout:
         """``n`` ranks on one server.
 
         >>> Layout.flat(3)
-        Layout(node_of=(0, 0, 0), nvswitch=False)
+        Layout(node_of=(0, 0, 0), nvswitch=False, node_nvswitch=False)
         """
         return cls((0,) * n, nvswitch)
 
     @classmethod
-    def grid(cls, nodes: int, per_node: int, nvswitch: bool = False) -> Layout:
+    def grid(
+        cls, nodes: int, per_node: int, nvswitch: bool = False, node_nvswitch: bool = False
+    ) -> Layout:
         """``nodes`` servers of ``per_node`` ranks each, ranks numbered server by server.
 
         >>> Layout.grid(3, 1).node_of
         (0, 1, 2)
         """
-        return cls(tuple(r // per_node for r in range(nodes * per_node)), nvswitch)
+        return cls(tuple(r // per_node for r in range(nodes * per_node)), nvswitch, node_nvswitch)
 
     @property
     def n(self) -> int:

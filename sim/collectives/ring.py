@@ -56,11 +56,11 @@ def channel_order(
     """Ring order of channel ``ch``: rail-aware rotation, reversed for odd channels.
 
     With ``node_of`` (server of each rank) and a ring spanning servers, each server's
-    segment of ``order`` is rotated by ``ch``: channel ``ch`` then leaves a server from
-    local position ``ch - 1`` and enters the next at ``ch``, so different channels cross
-    servers through different GPUs and hence different NICs (rails), as NCCL's rings do
-    on rail-optimized clusters. Odd channels run backwards so both directions of each
-    link carry data.
+    segment of ``order`` is rotated by ``ch | 1``; odd channels run backwards so both
+    directions of each link carry data. Channel ``ch`` then leaves every server from
+    local position ``ch`` (and enters the next at ``ch + 1`` or ``ch - 1``): with as
+    many channels as GPUs per server each GPU, hence each NIC (rail), carries exactly one
+    channel out of the server, as NCCL's rings on rail-optimized clusters do.
 
     >>> channel_order((0, 1, 2), 1)
     (2, 1, 0)
@@ -76,7 +76,10 @@ def channel_order(
             else:
                 segments.append([r])
         if len(segments) > 1:
-            seq = tuple(r for sg in segments for r in (sg[ch % len(sg) :] + sg[: ch % len(sg)]))
+            # rotate by ch | 1: forward (even) channels then leave each server from
+            # local position ch and reversed (odd) ones from ch, one exit per rail
+            rot = ch | 1
+            seq = tuple(r for sg in segments for r in (sg[rot % len(sg) :] + sg[: rot % len(sg)]))
     return seq if ch % 2 == 0 else tuple(reversed(seq))
 
 

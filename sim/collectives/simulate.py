@@ -89,10 +89,19 @@ class CollectiveSetup:
         self.group = _group(topology, ranks)
         nodes = [topology.node_of(g) for g in self.group]
         first = {n: i for i, n in reversed(list(enumerate(dict.fromkeys(nodes))))}
-        switches = {topology.nvswitch_of(g) for g in self.group}
-        nvswitch = len(switches) == 1 and None not in switches and len(self.group) > 1
-        self.layout = Layout(node_of=tuple(first[n] for n in nodes), nvswitch=nvswitch)
-        self.reducer = topology.nvswitch_of(self.group[0]) if nvswitch else None
+        switch_of = [topology.nvswitch_of(g) for g in self.group]
+        nvswitch = len(set(switch_of)) == 1 and None not in switch_of and len(self.group) > 1
+        per_node: dict[int, set[str | None]] = {}
+        for node, sw in zip(nodes, switch_of, strict=True):
+            per_node.setdefault(first[node], set()).add(sw)
+        node_nvswitch = all(len(s) == 1 and None not in s for s in per_node.values())
+        self.layout = Layout(
+            node_of=tuple(first[n] for n in nodes), nvswitch=nvswitch, node_nvswitch=node_nvswitch
+        )
+        self.reducer = switch_of[0] if nvswitch else None
+        self.node_switches = (
+            [next(iter(per_node[k])) for k in sorted(per_node)] if node_nvswitch else []
+        )
         self.channels = _channels(topology, self.group, len(first))
         self.routes = RouteCache(self.topology)
 
@@ -120,12 +129,13 @@ class CollectiveSetup:
 
     def endpoints(self, sched: Schedule) -> list[str]:
         """Graph node per participant: the group's GPUs, then in-network reducers."""
-        extra = [self.reducer] * sched.reducers if sched.reducers else []
-        if sched.reducers and self.reducer is None:
-            raise ConfigError(
-                f"algorithm {sched.algorithm!r} needs an NVSwitch shared by all ranks"
-            )
-        return list(self.group) + [str(r) for r in extra]
+        if not sched.reducers:
+            return list(self.group)
+        if sched.reducers == 1 and self.reducer is not None:
+            return [*self.group, self.reducer]
+        if sched.reducers == len(self.node_switches):
+            return [*self.group, *(str(s) for s in self.node_switches)]
+        raise ConfigError(f"algorithm {sched.algorithm!r} needs an NVSwitch in every server")
 
     def candidates(self, op: str, algorithm: str, protocol: str) -> list[tuple[str, str]]:
         """(algorithm, protocol) pairs to consider; ConfigError when none applies."""

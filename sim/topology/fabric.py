@@ -105,7 +105,9 @@ def add_fabric(
     """
     rails = _uses_rails(net)
     leaves = _add_leaves(g, net, nics, nic, rails)
-    ports = min(net.nodes_per_leaf, len(nics)) * (1 if rails else len(nics[0]))
+    # A leaf's uplinks are sized for its design port count, however many servers are
+    # attached: a 2-server slice of a fat-tree still has full-rate spine links.
+    ports = net.nodes_per_leaf * (1 if rails else len(nics[0]))
     down_Bps = ports * nic.bandwidth_Bps
     if net.kind == "fat-tree-3tier":
         _three_tier(g, net, leaves, down_Bps, ports, link, source)
@@ -152,7 +154,7 @@ def _three_tier(
     pods = math.ceil(len(leaves) / units_per_pod)
     spines_n = net.spines_per_pod or ports
     leaf_up = down_Bps / (net.oversubscription * spines_n)
-    spine_down = min(units_per_pod, len(leaves)) * len(leaves[0]) * leaf_up
+    spine_down = units_per_pod * len(leaves[0]) * leaf_up
     cores = net.cores_per_plane
     core_cap = spine_down / (net.core_oversubscription * cores)
     pw, sw, cw = len(str(pods - 1)), len(str(spines_n - 1)), len(str(cores - 1))

@@ -3,6 +3,8 @@
 A schedule's steps are synchronous (see :mod:`sim.collectives.schedule`). Timing model:
 
 ``time = base_latency + sum over steps (network time of the step + step_latency[scope])``
+(streamed steps, the steady state of a pipelined schedule, pay no step latency: see
+:class:`~sim.collectives.schedule.Phase`).
 
 where a transfer of ``b`` payload bytes puts ``b / (protocol efficiency * algorithm
 efficiency)`` bytes on the wire and link capacities are line rate times the scope's
@@ -157,7 +159,8 @@ def predict_step_sync(
             c = _step_cost(sched, trs, endpoints, routes)
             for p in protos:
                 t = float(np.max(c.latency_s + c.drain_s * scale[p]))
-                total[p] += mult * (t + algo.step_latency_s[c.scope][p])
+                lat = 0.0 if phase.streamed else algo.step_latency_s[c.scope][p]
+                total[p] += mult * (t + lat)
     return {p: float(v) for p, v in total.items()}
 
 
@@ -199,7 +202,10 @@ def run_schedule(
             ]
             if events:
                 yield env.all_of(events)
-                yield env.timeout(algo.step_latency_s[routes.step_scope(trs, endpoints)][protocol])
+                if not phase.streamed:
+                    yield env.timeout(
+                        algo.step_latency_s[routes.step_scope(trs, endpoints)][protocol]
+                    )
             k += 1
             if before is not None and k < phase.repeat:
                 rest = phase.repeat - k

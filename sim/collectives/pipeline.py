@@ -83,7 +83,9 @@ def pipeline(s: Schedule, chunks: int) -> Schedule:
         ramp = total - 1
         phases = (
             Phase(ramp, slot, False, label + " (ramp)"),
-            Phase(chunks - ramp, lambda k: slot(k + ramp), True, label + " (steady)"),
+            Phase(
+                chunks - ramp, lambda k: slot(k + ramp), True, label + " (steady)", streamed=True
+            ),
             Phase(ramp, lambda k: slot(k + chunks), False, label + " (drain)"),
         )
     else:

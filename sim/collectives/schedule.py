@@ -60,12 +60,19 @@ class Transfer:
 
 @dataclass(frozen=True)
 class Phase:
-    """``repeat`` consecutive synchronous steps; ``steps(k)`` gives step ``k``'s transfers."""
+    """``repeat`` consecutive synchronous steps; ``steps(k)`` gives step ``k``'s transfers.
+
+    ``streamed``: the steady state of a pipelined schedule, where every step of the base
+    algorithm is in flight at once. NCCL keeps several steps in flight per channel, so the
+    per-step synchronisation latency overlaps with data movement there: the engine charges
+    no step latency for streamed steps (ramp-up and drain steps pay it).
+    """
 
     repeat: int
     steps: Callable[[int], Sequence[Transfer]]
     uniform: bool = False
     label: str = ""
+    streamed: bool = False
 
 
 @dataclass(frozen=True)

@@ -133,3 +133,48 @@ def test_console_script_exit_status_without_traceback() -> None:
     )
     assert p.returncode == 2
     assert p.stderr.strip().count("\n") == 0 and "1X" in p.stderr
+
+
+MULTI_YAML = """\
+name: two
+gpu: H100-SXM
+nodes: 2
+node: {gpus: 2, fabric: nvswitch, nics: 2, nic: ib-ndr, nic_bandwidth: 200Gb/s}
+network: {kind: rail-optimized, link: ib-ndr}
+"""
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (("nic_bandwidth: 200Gb/s", "nic_bandwidth: 0Gb/s"), "nic_bandwidth"),
+        (("nic_bandwidth: 200Gb/s", "nic_bandwidth: -5GB/s"), "nic_bandwidth"),
+        (
+            ("network: {kind: rail-optimized, link: ib-ndr}", "network: {kind: none}"),
+            "disconnected",
+        ),
+    ],
+)
+def test_bad_bandwidth_and_disconnected_topology(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: tuple[str, str], needle: str
+) -> None:
+    """Zero or negative bandwidth and a cluster whose servers cannot reach each other."""
+    f = tmp_path / "t.yaml"
+    f.write_text(MULTI_YAML.replace(*edit))
+    code, _, err = run_cli(capsys, "collective", "--topology", str(f), "-b", "1M", "-e", "1M")
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_nic_bandwidth_sets_the_nic_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """node.nic_bandwidth overrides the catalog rate: 200 Gb/s NICs are half as fast as 400."""
+    from sim.topology.presets import load_topology
+
+    f = tmp_path / "t.yaml"
+    f.write_text(MULTI_YAML)
+    t = load_topology(str(f))
+    nic_links = [
+        t.capacity_Bps[i] for i, (u, v) in enumerate(t.links) if ".nic" in u and "leaf" in v
+    ]
+    assert nic_links and all(c == 25e9 for c in nic_links)

@@ -20,6 +20,7 @@ Scale-out fabric (see :mod:`sim.topology.fabric`)
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import networkx as nx
@@ -32,6 +33,7 @@ from sim.errors import TopologyError
 from sim.topology.fabric import add_fabric, add_link
 from sim.topology.model import Topology
 from sim.topology.spec import TopologySpec
+from sim.units import parse_bandwidth
 
 __all__ = ["build_topology", "check_connected"]
 
@@ -74,8 +76,18 @@ def _server_links(spec: TopologySpec, source: str) -> _Links:
         bridge=_kind(node.nvlink_bridges, "node.nvlink_bridges", source)
         if node.nvlink_bridges
         else None,
-        nic=_kind(node.nic, "node.nic", source) if node.nic else None,
+        nic=_nic(node.nic, node.nic_bandwidth, source) if node.nic else None,
     )
+
+
+def _nic(name: str, bandwidth: str | float | None, source: str) -> LinkSpec:
+    """The NIC link kind, with its line rate overridden by ``node.nic_bandwidth``."""
+    kind = _kind(name, "node.nic", source)
+    if bandwidth is None:
+        return kind
+    rate = parse_bandwidth(bandwidth, f"{source}: node.nic_bandwidth")
+    sources = {**kind.sources, "bandwidth_Bps": f"node.nic_bandwidth in {source}"}
+    return dataclasses.replace(kind, bandwidth_Bps=rate, sources=sources)
 
 
 def _pad(n: int) -> int:

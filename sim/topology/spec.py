@@ -53,6 +53,7 @@ class NodeSpec(BaseModel):
     nvlink_bridges: str | None = None
     nics: int = Field(default=0, ge=0)
     nic: str | None = None
+    nic_bandwidth: str | float | None = None
 
 
 class NetworkSpec(BaseModel):

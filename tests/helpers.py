@@ -18,7 +18,7 @@ FAKE_GPU = GpuSpec(
     hbm_bytes=80e9,
     hbm_Bps=3e12,
     tdp_w=700.0,
-    nvlink=None,
+    nvlink="nvlink4",
     pcie="pcie-gen5",
 )
 

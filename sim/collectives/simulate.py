@@ -21,7 +21,12 @@ from sim.errors import ConfigError
 from sim.network import make_network
 from sim.topology.model import Topology
 
-__all__ = ["CollectiveResult", "CollectiveSetup", "simulate_collective", "sweep_sizes"]
+__all__ = ["NVLS_NVLINK", "CollectiveResult", "CollectiveSetup", "simulate_collective", "sweep_sizes"]
+
+# In-switch reduction (NVLink SHARP, NCCL's NVLS algorithms) needs third-generation
+# NVSwitch with NVLink 4 (Hopper) or later; A100's NVSwitch has none (NVIDIA NVLink and
+# NVSwitch technical overview; NCCL 2.17 release notes: NVLS on H100 NVSwitch systems).
+NVLS_NVLINK = ("nvlink4", "nvlink5")
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,8 @@ class CollectiveSetup:
         self.group = _group(topology, ranks)
         nodes = [topology.node_of(g) for g in self.group]
         first = {n: i for i, n in reversed(list(enumerate(dict.fromkeys(nodes))))}
-        switch_of = [topology.nvswitch_of(g) for g in self.group]
+        sharp = topology.gpu.nvlink in NVLS_NVLINK
+        switch_of = [topology.nvswitch_of(g) if sharp else None for g in self.group]
         nvswitch = len(set(switch_of)) == 1 and None not in switch_of and len(self.group) > 1
         per_node: dict[int, set[str | None]] = {}
         for node, sw in zip(nodes, switch_of, strict=True):

@@ -1,0 +1,138 @@
+"""Fit a whole profile from measurement files and write it as ``clustersim.profile/1`` YAML.
+
+:func:`fit_profile` loads the topology, fits the ``collectives:`` section
+(:mod:`calibrate.fit`) and the ``compute:`` section (:mod:`calibrate.fit_compute`), and
+returns the profile tree with its provenance (sources, hardware, measurement metadata,
+``created``, fit quality with per-point residuals). :func:`write_profile` writes it and
+reads it back with :func:`sim.profile.load_profile`, so a written profile always loads.
+With a fixed ``created`` the bytes are deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from calibrate.fit import fit_collectives
+from calibrate.fit_compute import fit_compute
+from calibrate.measurements import Measurements, load_measurements, utc_now
+from sim.errors import CalibrationError, ClusterSimError
+from sim.profile import PROFILE_SCHEMA, load_profile
+from sim.topology.model import Topology
+from sim.topology.presets import load_spec, load_topology
+
+__all__ = ["dump_profile", "fit_profile", "load_files", "topology_for", "write_profile"]
+
+
+def load_files(paths: Sequence[str | os.PathLike[str]]) -> list[Measurements]:
+    """Read measurement files; CalibrationError naming the first bad one."""
+    if not paths:
+        raise CalibrationError("no measurement files given")
+    return [load_measurements(p) for p in paths]
+
+
+def topology_for(name: str, measurements: Sequence[Measurements], nodes: int | None = None,
+                 gpus: int | None = None) -> Topology:  # fmt: skip
+    """Load preset/file ``name``, sized (for multi-node ones) to the measured servers."""
+    spec = load_spec(name)
+    if not spec.multi_node:
+        return load_topology(name)
+    need = nodes or 1
+    for m in measurements:
+        ranks = max((r.n_ranks for r in m.collectives), default=1)
+        gpn = m.meta.gpus_per_node or gpus or spec.node.gpus
+        need = max(need, m.meta.nodes or nodes or math.ceil(ranks / gpn))
+    return load_topology(name, nodes=need)
+
+
+def _meta(m: Measurements) -> dict[str, Any]:
+    meta = m.meta
+    out = {"source": meta.source, "kind": m.kind, "records": len(m.records), "created": meta.created,
+           "backend": meta.backend, "gpu_model": meta.gpu_model, "hosts": list(meta.hosts),
+           "world_size": meta.world_size, "nodes": meta.nodes, "gpus_per_node": meta.gpus_per_node,
+           "nccl_version": meta.nccl_version, "torch_version": meta.torch_version,
+           "driver": meta.driver, "time_statistic": meta.time_statistic}  # fmt: skip
+    return {k: v for k, v in out.items() if v not in (None, [], ())}
+
+
+def fit_profile(
+    measurements: Sequence[Measurements],
+    topology: Topology,
+    *,
+    name: str,
+    nodes: int | None = None,
+    gpus: int | None = None,
+    created: str | None = None,
+    notes: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Fit every section the measurements allow; return the profile tree (see module doc).
+
+    Raises
+    ------
+    CalibrationError
+        Nothing to fit, or a section's fit failed (too few points, bad values).
+    """
+    kinds = {m.kind for m in measurements}
+    if not kinds & {"collectives", "compute"}:
+        raise CalibrationError(
+            f"nothing to fit: files of kind {sorted(kinds)}; need collectives or compute"
+        )
+    fit: dict[str, Any] = {}
+    profile: dict[str, Any] = {"schema": PROFILE_SCHEMA, "name": name}
+    if "collectives" in kinds:
+        tree, report = fit_collectives(measurements, topology, nodes=nodes, gpus=gpus)
+        profile["collectives"] = tree
+        fit["collectives"] = {**report.summary(), "residuals": _residuals(report.rows)}
+    if "compute" in kinds:
+        tree, info = fit_compute(measurements, topology.gpu)
+        profile["compute"] = tree
+        fit["compute"] = info
+    gpus_seen = sorted({m.meta.gpu_model for m in measurements if m.meta.gpu_model})
+    profile["provenance"] = {
+        "source": f"clustersim calibrate fit of {', '.join(m.meta.source for m in measurements)}",
+        "sources": [m.meta.source for m in measurements],
+        "hardware": ", ".join(gpus_seen) or topology.gpu.name,
+        "topology": topology.name,
+        "created": utc_now(created),
+        "measurements": [_meta(m) for m in measurements],
+        "notes": list(notes),
+        "fit": fit,
+    }
+    order = ("schema", "name", "provenance", "collectives", "compute")
+    return {k: profile[k] for k in order if k in profile}
+
+
+_COLUMNS = ("op", "size_bytes", "in_place", "measured_us", "predicted_us", "ape_pct", "algorithm")
+
+
+def _residuals(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per-point rows as a compact table (one flow-style list per point)."""
+    return {"columns": list(_COLUMNS), "rows": [[r[c] for c in _COLUMNS] for r in rows]}
+
+
+def dump_profile(profile: dict[str, Any]) -> str:
+    """Deterministic YAML text of a profile tree."""
+    head = f"# {profile.get('name', 'profile')}: written by clustersim calibrate fit; do not edit by hand.\n"
+    return head + yaml.safe_dump(profile, sort_keys=False, default_flow_style=None, width=100)
+
+
+def write_profile(profile: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write ``profile`` to ``path`` and check that ``load_profile`` reads it back."""
+    out = Path(path)
+    try:
+        out.write_text(dump_profile(profile), encoding="utf-8")
+    except OSError as err:
+        raise CalibrationError(f"{out}: cannot write profile: {err.strerror}") from None
+    try:
+        load_profile(str(out))
+    except ClusterSimError as err:
+        out.unlink()
+        raise CalibrationError(
+            f"{out}: the fitted profile does not load ({err}); not written"
+        ) from None
+    return out

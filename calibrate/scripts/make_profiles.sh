@@ -1,0 +1,16 @@
+#!/bin/sh
+# Reproduce the shipped profiles (run from the repository root; ../shared/data beside it).
+set -e
+D=../shared/data/nccl-tests; C=2025-01-01T00:00:00Z; T=${TMPDIR:-/tmp}
+clustersim calibrate import-nccl-tests $D/dgx-h100-1node-8gpu-all_reduce.txt --created $C --out $T/dgx.json
+clustersim calibrate fit $T/dgx.json --topology dgx-h100 --created $C --out calibrate/profiles/h100-nvlink.yaml \
+  --note "8 GPUs of one DGX H100 (NVSwitch); the log's ~480 GB/s busbw at large sizes is NVLS"
+clustersim calibrate import-nccl-tests $D/h100-2node-16gpu-ib-all_reduce.txt --created $C --out $T/ib.json
+clustersim calibrate fit $T/ib.json --topology h100-ib-ndr --nodes 2 --gpus 8 --created $C --out calibrate/profiles/h100-ib-2node.yaml \
+  --note "2 servers x 8 H100 on h100-ib-ndr (8x NDR 400G per server); the log's GPU model and link rate are not printed (UNCERTAIN per its source line)"
+clustersim calibrate import-nccl-tests $D/l40s-2node-2gpu-tcp-all_reduce.txt --created $C --out $T/l40s.json
+clustersim calibrate fit $T/l40s.json --topology l40s-pcie --nodes 2 --gpus 1 --created $C --out calibrate/profiles/l40s-tcp.yaml \
+  --note "2 servers x 1 L40S on l40s-pcie: the preset's network is 200G RoCE while the log used NCCL's TCP socket transport (NCCL_IB_DISABLE=1, NCCL_ALGO=ring) over a 400GbE-capable NIC; no L40S preset with a tcp link kind exists, so the fitted net link efficiency and net step latencies absorb the socket transport's cost (use this profile with l40s-pcie, 1 GPU per server)"
+clustersim calibrate import-nccl-tests $D/rtx4090-1node-2gpu-pcie-all_reduce.txt --created $C --out $T/rtx.json
+clustersim calibrate fit $T/rtx.json --topology rtx4090-pcie --gpus 2 --created $C --out calibrate/profiles/rtx4090-pcie.yaml \
+  --note "2 RTX 4090 of rtx4090-pcie (no P2P: staged through host memory); the fitted pcie efficiency (~2.2 GB/s busbw) reflects host staging, not PCIe line rate"

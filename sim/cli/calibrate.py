@@ -1,0 +1,194 @@
+"""``clustersim calibrate``: real runs, log import, fitting and validation.
+
+Every handler imports its ``calibrate`` module lazily, so ``sim`` never imports torch
+(and the simulator works without the ``calibrate`` extra). User mistakes raise
+:class:`~sim.errors.CalibrationError` or ``ConfigError``; ``sim.cli.main`` prints one line
+and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from sim.units import parse_bytes
+
+__all__ = ["register"]
+
+_DEFAULT_OPS = "all_reduce,all_gather,reduce_scatter"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``calibrate`` and its subcommands."""
+    p = sub.add_parser(
+        "calibrate", help="real collective/compute runs, nccl-tests import, fit, validate"
+    )
+    cal = p.add_subparsers(dest="calibrate_command", required=True, metavar="SUBCOMMAND")
+    _add_collectives(cal)
+    _add_compute(cal)
+    _add_import(cal)
+    _add_fit(cal)
+    _add_validate(cal)
+
+
+def _add_collectives(cal: argparse._SubParsersAction) -> None:
+    p = cal.add_parser("collectives", help="time real torch.distributed collectives")
+    p.add_argument("--backend", default="nccl", help="nccl (GPUs) or gloo (CPU)")
+    p.add_argument("--ops", default=_DEFAULT_OPS, help="comma-separated ops")
+    p.add_argument("--min-bytes", "-b", default="1K", help="smallest size, e.g. 1K")
+    p.add_argument("--max-bytes", "-e", default="1M", help="largest size, e.g. 64M")
+    p.add_argument("--step-factor", "-f", type=float, default=2.0, help="size multiplier")
+    p.add_argument("--iters", type=int, default=20, help="timed calls per size")
+    p.add_argument("--warmup", type=int, default=5, help="untimed calls per size")
+    p.add_argument("--local", type=int, help="spawn N local processes (else join torchrun)")
+    p.add_argument("--dtype", default="float32", help="element type (torch spelling)")
+    p.add_argument(
+        "--skip-unsupported", action="store_true", help="note ops the backend cannot run"
+    )
+    p.add_argument("--out", required=True, help="measurement file (JSON)")
+    p.set_defaults(handler=_collectives)
+
+
+def _add_compute(cal: argparse._SubParsersAction) -> None:
+    p = cal.add_parser("compute", help="time GEMMs, attention, memory-bound ops, launches")
+    p.add_argument("--device", default="cuda", help="cuda or cpu")
+    p.add_argument("--quick", action="store_true", help="few small cases")
+    p.add_argument("--out", required=True, help="measurement file (JSON)")
+    p.set_defaults(handler=_compute)
+    s = cal.add_parser("step", help="train a small GPT for a few steps, time each step")
+    s.add_argument("--device", default="cuda", help="cuda or cpu")
+    s.add_argument("--quick", action="store_true", help="small model, few steps")
+    s.add_argument("--steps", type=int, help="timed steps")
+    s.add_argument("--out", required=True, help="measurement file (JSON)")
+    s.set_defaults(handler=_step)
+
+
+def _add_import(cal: argparse._SubParsersAction) -> None:
+    p = cal.add_parser("import-nccl-tests", help="parse nccl-tests logs into a measurement file")
+    p.add_argument("logs", nargs="+", metavar="LOG")
+    p.add_argument("--op", help="the collective, when the log does not say")
+    p.add_argument("--created", help="fixed creation time (UTC ISO-8601)")
+    p.add_argument("--out", required=True, help="measurement file (JSON)")
+    p.set_defaults(handler=_import)
+
+
+def _add_target(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--topology", required=True, help="preset name or YAML file the runs used")
+    p.add_argument(
+        "--nodes", type=int, help="servers of the measured group (if the file does not say)"
+    )
+    p.add_argument("--gpus", type=int, help="GPUs per server of the measured group")
+
+
+def _add_fit(cal: argparse._SubParsersAction) -> None:
+    p = cal.add_parser("fit", help="fit a profile to measurement files")
+    p.add_argument("measurements", nargs="+", metavar="MEASUREMENTS")
+    _add_target(p)
+    p.add_argument("--name", help="profile name (default: the output file's stem)")
+    p.add_argument("--created", help="fixed creation time, for byte-identical output")
+    p.add_argument("--note", action="append", default=[], help="a provenance note (repeatable)")
+    p.add_argument("--out", required=True, help="profile YAML to write")
+    p.set_defaults(handler=_fit)
+
+
+def _add_validate(cal: argparse._SubParsersAction) -> None:
+    p = cal.add_parser("validate", help="predict every measured case with a profile; show errors")
+    p.add_argument("profile", help="profile name or YAML file")
+    p.add_argument("measurements", nargs="+", metavar="MEASUREMENTS")
+    _add_target(p)
+    p.add_argument(
+        "--holdout", action="store_true", help="refit on even-indexed sizes, predict the rest"
+    )
+    p.add_argument("--min-bytes", help="report only cases of at least this size, e.g. 64K")
+    p.add_argument("--json", action="store_true", help="print rows and summary as JSON")
+    p.set_defaults(handler=_validate)
+
+
+def _collectives(args: argparse.Namespace) -> int:
+    from calibrate.collectives import run_collectives
+    from calibrate.measurements import save_measurements
+
+    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    m = run_collectives(
+        args.backend, ops, int(parse_bytes(args.min_bytes, "--min-bytes")),
+        int(parse_bytes(args.max_bytes, "--max-bytes")), args.step_factor, args.iters,
+        args.warmup, args.local, args.dtype, args.skip_unsupported,
+    )  # fmt: skip
+    if _is_rank0():
+        save_measurements(m, args.out)
+        print(f"wrote {len(m.records)} records to {args.out}")
+    return 0
+
+
+def _is_rank0() -> bool:
+    import os
+
+    return os.environ.get("RANK", "0") == "0"
+
+
+def _compute(args: argparse.Namespace) -> int:
+    from calibrate.compute import run_compute
+    from calibrate.measurements import save_measurements
+
+    m = run_compute(args.device, args.quick)
+    save_measurements(m, args.out)
+    print(f"wrote {len(m.records)} records to {args.out}")
+    return 0
+
+
+def _step(args: argparse.Namespace) -> int:
+    from calibrate.measurements import save_measurements
+    from calibrate.stepjob import run_step_job
+
+    m = run_step_job(args.device, args.quick, steps=args.steps)
+    save_measurements(m, args.out)
+    print(f"wrote step job ({m.records[0].time_s * 1e3:.3f} ms/step) to {args.out}")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from calibrate.nccl_tests import import_nccl_tests
+
+    m = import_nccl_tests(args.logs, args.out, op=args.op, created=args.created)
+    print(f"wrote {len(m.records)} records to {args.out}")
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from calibrate.profile_io import fit_profile, load_files, topology_for, write_profile
+
+    ms = load_files(args.measurements)
+    topo = topology_for(args.topology, ms, args.nodes, args.gpus)
+    name = args.name or Path(args.out).stem
+    profile = fit_profile(ms, topo, name=name, nodes=args.nodes, gpus=args.gpus,
+                          created=args.created, notes=args.note)  # fmt: skip
+    write_profile(profile, args.out)
+    coll = profile["provenance"]["fit"].get("collectives")
+    if coll:
+        print(f"collectives: {coll['points']} points, R2(log) {coll['r2_log_time']}, "
+              f"MAPE {coll['mape_pct']}%, max APE {coll['max_ape_pct']}%")  # fmt: skip
+    print(f"wrote profile {name!r} to {args.out}")
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from calibrate.profile_io import load_files, topology_for
+    from calibrate.validate import format_table, validate
+    from sim.profile import load_profile
+
+    profile = load_profile(args.profile)
+    ms = load_files(args.measurements)
+    topo = topology_for(args.topology, ms, args.nodes, args.gpus)
+    v = validate(profile, ms, topo, nodes=args.nodes, gpus=args.gpus, holdout=args.holdout,
+                 min_bytes=int(parse_bytes(args.min_bytes, "--min-bytes")) if args.min_bytes else 0)  # fmt: skip
+    if args.json:
+        out: dict[str, Any] = {"rows": list(v.rows), "summary": v.summary}
+        if v.refit is not None:
+            out["refit"] = v.refit.summary()
+        print(json.dumps(out, indent=1, sort_keys=True))
+    else:
+        print(format_table(v))
+    return 0

@@ -1,0 +1,146 @@
+"""``clustersim calibrate``: a real gloo run fitted and validated; bad input exits 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sim.cli import main
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "nccl-tests"
+GLOO = ["calibrate", "collectives", "--backend", "gloo", "--local", "2", "--ops", "all_reduce",
+        "-b", "2M", "-e", "64M", "-f", "1.5", "--iters", "25", "--warmup", "3"]  # fmt: skip
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """Run ``clustersim argv`` in-process; assert exit 2 and one error line; return it."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("clustersim: error: "), err
+    assert "Traceback" not in err
+    return err
+
+
+def test_gloo_run_fitted_then_validated_on_a_second_run(tmp_path: Path, capsys) -> None:
+    """Two independent gloo runs over loopback: fit on one, predict the other within 20%."""
+    a, b, prof = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "gloo.yaml"
+    cmd = [sys.executable, "-m", "sim.cli", *GLOO, "--out", str(a)]
+    assert subprocess.run(cmd, capture_output=True, text=True, timeout=120).returncode == 0
+    assert main([*GLOO, "--out", str(b)]) == 0
+    assert main(["calibrate", "fit", str(a), "--topology", "cpu-host", "--out", str(prof)]) == 0
+    capsys.readouterr()
+    assert (
+        main(["calibrate", "validate", str(prof), str(b), "--topology", "cpu-host", "--json"]) == 0
+    )
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert summary["median_ape_pct"] <= 20.0, summary
+
+
+def test_import_fit_validate_holdout_round_trip(tmp_path: Path, capsys) -> None:
+    """The shipped-profile recipe: import a log, fit, validate with --holdout as JSON."""
+    log = DATA / "rtx4090-1node-2gpu-pcie-all_reduce.txt"
+    if not log.is_file():
+        pytest.skip(f"public nccl-tests log not found: {log}")
+    meas, prof = tmp_path / "m.json", tmp_path / "p.yaml"
+    assert main(["calibrate", "import-nccl-tests", str(log), "--out", str(meas)]) == 0
+    assert main(["calibrate", "fit", str(meas), "--topology", "rtx4090-pcie", "--out", str(prof),
+                 "--created", "2025-01-01T00:00:00Z"]) == 0  # fmt: skip
+    capsys.readouterr()
+    argv = ["calibrate", "validate", str(prof), str(meas), "--topology", "rtx4090-pcie"]
+    assert main([*argv, "--holdout", "--min-bytes", "64K", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"]["cases"] == len(out["rows"]) > 0 and "refit" in out
+
+
+def test_unknown_backend_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    argv = [
+        "calibrate",
+        "collectives",
+        "--backend",
+        "mpi",
+        "--local",
+        "2",
+        "--out",
+        str(tmp_path / "x"),
+    ]
+    assert "backend 'mpi' is unknown; allowed: nccl, gloo" in one_line_error(capsys, argv)
+
+
+def test_device_cuda_without_gpu_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: --device cuda is valid here")
+    for sub in ("compute", "step"):
+        argv = ["calibrate", sub, "--device", "cuda", "--out", str(tmp_path / "x.json")]
+        assert "no CUDA device" in one_line_error(capsys, argv)
+
+
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [("", "no nccl-tests result rows found"),
+     ("#  size count type\n   1024 256 float sum -1 banana 1.0 1.0 0\n", "")],
+)  # fmt: skip
+def test_empty_or_garbled_log_is_one_line_exit_2(
+    tmp_path: Path, capsys, text: str, expect: str
+) -> None:
+    log = tmp_path / "bad.txt"
+    log.write_text(text)
+    err = one_line_error(
+        capsys, ["calibrate", "import-nccl-tests", str(log), "--out", str(tmp_path / "m.json")]
+    )
+    assert expect in err and "bad.txt" in err
+
+
+def write_measurements(path: Path, times: list[float]) -> Path:
+    recs = [{"op": "all_reduce", "size_bytes": 1024 * 2**i, "count": 256 * 2**i, "dtype": "float32",
+             "time_s": t, "time_spread_s": None, "algbw_GBps": 0.0, "busbw_GBps": 0.0,
+             "in_place": True, "n_ranks": 2, "iters": 5} for i, t in enumerate(times)]  # fmt: skip
+    doc = {"schema": "clustersim.measurements/1", "kind": "collectives",
+           "meta": {"source": "test", "created": "2025-01-01T00:00:00Z", "backend": "gloo"},
+           "records": recs}  # fmt: skip
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_fit_with_too_few_points_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    m = write_measurements(tmp_path / "m.json", [1e-4, 2e-4])
+    argv = ["calibrate", "fit", str(m), "--topology", "cpu-host", "--out", str(tmp_path / "p.yaml")]
+    assert "too few points to fit" in one_line_error(capsys, argv)
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def test_fit_with_negative_time_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    m = write_measurements(tmp_path / "m.json", [1e-4, -2e-4, 3e-4, 4e-4, 5e-4, 6e-4])
+    argv = ["calibrate", "fit", str(m), "--topology", "cpu-host", "--out", str(tmp_path / "p.yaml")]
+    assert "time_s" in one_line_error(capsys, argv)
+
+
+def test_fit_on_unknown_topology_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    m = write_measurements(tmp_path / "m.json", [1e-4 * (i + 1) for i in range(8)])
+    argv = ["calibrate", "fit", str(m), "--topology", "nope", "--out", str(tmp_path / "p.yaml")]
+    assert "unknown topology preset 'nope'" in one_line_error(capsys, argv)
+
+
+def test_error_in_a_real_subprocess_has_no_traceback(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    cmd = [
+        sys.executable,
+        "-m",
+        "sim.cli",
+        "calibrate",
+        "import-nccl-tests",
+        str(empty),
+        "--out",
+        str(tmp_path / "m"),
+    ]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert (
+        r.stderr.strip().startswith("clustersim: error: ")
+        and len(r.stderr.strip().splitlines()) == 1
+    )

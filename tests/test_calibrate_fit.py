@@ -61,27 +61,25 @@ def synthetic(
 SIZES = [2**k for k in range(12, 26)]
 
 
-DGX_XFAIL = pytest.mark.xfail(
-    strict=False,
-    reason="held-out 4 MiB lands on the NVLS/RHD crossover: max APE ~17% since the core's "
-    "streamed-pipeline change (median ~3%); see the calibration report",
-)
-
-
 @pytest.mark.parametrize(
-    ("name", "topology", "nodes", "gpus"),
-    [pytest.param("dgx-h100-1node-8gpu-all_reduce.txt", "dgx-h100", None, None, marks=DGX_XFAIL),
-     ("h100-2node-16gpu-ib-all_reduce.txt", "h100-ib-ndr", 2, 8)],
+    ("name", "topology", "nodes", "gpus", "max_ape_pct"),
+    [("dgx-h100-1node-8gpu-all_reduce.txt", "dgx-h100", None, None, 18.0),
+     ("h100-2node-16gpu-ib-all_reduce.txt", "h100-ib-ndr", 2, 8, 15.0)],
 )  # fmt: skip
-def test_holdout_on_real_h100_logs_is_within_5_percent_median_15_max(
-    name, topology, nodes, gpus
-) -> None:
-    """Fit on even-indexed sizes, predict the others >= 64 KiB (issue 4's acceptance bar)."""
+def test_holdout_on_real_h100_logs(name, topology, nodes, gpus, max_ape_pct) -> None:
+    """Fit on even-indexed sizes, predict the others >= 64 KiB.
+
+    Issue 4's bar is median APE <= 5% and max <= 15%. The 2-node InfiniBand log meets it.
+    The DGX H100 log meets the median (2.9%) but NOT the max: 17.3% at the held-out 4 MiB
+    point, where the tuner's choice crosses between RHD and NVLS (NCCL runs NVLS over many
+    channels at once there, which the model does not capture). This asserts what is
+    achieved, 18%, so a regression fails; the gap is open in issue 4.
+    """
     m = log(name)
     v = validate(load_profile(None), [m], load_topology(topology, nodes=nodes), nodes=nodes,
                  gpus=gpus, holdout=True, min_bytes=64 * 1024)  # fmt: skip
     assert v.summary["median_ape_pct"] <= 5.0, v.summary
-    assert v.summary["max_ape_pct"] <= 15.0, v.summary
+    assert v.summary["max_ape_pct"] <= max_ape_pct, v.summary
 
 
 def test_fast_model_equals_the_simulator() -> None:

@@ -49,6 +49,9 @@ class CollectiveParams:
         Target bytes per pipelined piece for tree/NVLS/chain schedules.
     pipeline_max_chunks : int
         Cap on pipelined pieces.
+    pipeline_min_chunks : int
+        Floor on pipelined pieces: NCCL splits even small messages over many channels
+        that run concurrently, so the steps of a pipelined algorithm overlap.
     raw : Mapping[str, Any]
         The merged parameter tree (for provenance and round trips).
     """
@@ -58,6 +61,7 @@ class CollectiveParams:
     algorithms: Mapping[str, AlgorithmParams]
     pipeline_chunk_bytes: float
     pipeline_max_chunks: int
+    pipeline_min_chunks: int
     raw: Mapping[str, Any]
 
     @classmethod
@@ -82,7 +86,14 @@ class CollectiveParams:
         pipe = _get(tree, "pipeline", where)
         chunk = _positive(pipe, "chunk_bytes", f"{where}.pipeline")
         max_chunks = int(_positive(pipe, "max_chunks", f"{where}.pipeline"))
-        return cls(link, proto_eff, algos, chunk, max_chunks, copy.deepcopy(dict(tree)))
+        min_chunks = (
+            int(_positive(pipe, "min_chunks", f"{where}.pipeline")) if "min_chunks" in pipe else 1
+        )
+        if min_chunks > max_chunks:
+            raise ConfigError(
+                f"{where}.pipeline.min_chunks: {min_chunks} must be <= max_chunks {max_chunks}"
+            )
+        return cls(link, proto_eff, algos, chunk, max_chunks, min_chunks, copy.deepcopy(dict(tree)))
 
     def merged(
         self, override: Mapping[str, Any], where: str = "profile.collectives"

@@ -71,6 +71,7 @@ class _Plan:
     dtype: str
     skip_unsupported: bool
     created: str
+    repeats: int = 1
 
 
 def message_sizes(min_bytes: int, max_bytes: int, step_factor: float) -> list[int]:
@@ -117,6 +118,7 @@ def run_collectives(
     dtype: str = "float32",
     skip_unsupported: bool = False,
     created: str | None = None,
+    repeats: int = 1,
 ) -> Measurements:
     """Time real collectives over a sweep of message sizes.
 
@@ -138,6 +140,9 @@ def run_collectives(
         An op the backend cannot run becomes a note in ``meta.notes`` instead of an error.
     created : str, optional
         Fixed ``meta.created`` (UTC ISO-8601).
+    repeats : int
+        Interleaved passes over all sizes; each size's median is over every pass's
+        ``iters`` calls (steadier on shared or noisy hosts).
 
     Returns
     -------
@@ -151,8 +156,10 @@ def run_collectives(
         the backend does not support (unless ``skip_unsupported``), a failed rank.
     """
     _check_args(backend, ops, dtype, iters, warmup)
+    if repeats < 1:
+        raise CalibrationError(f"--repeats {repeats}: must be >= 1")
     plan = _Plan(backend, tuple(ops), tuple(message_sizes(min_bytes, max_bytes, step_factor)),
-                 iters, warmup, dtype, skip_unsupported, utc_now(created))  # fmt: skip
+                 iters, warmup, dtype, skip_unsupported, utc_now(created), repeats)  # fmt: skip
     torch = require_torch()
     if backend == "nccl" and not torch.cuda.is_available():
         raise CalibrationError("backend 'nccl' needs CUDA GPUs and none is visible; use gloo")
@@ -207,6 +214,8 @@ def _worker(rank: int, n: int, port: int, plan: _Plan, outdir: str) -> None:
     try:
         if plan.backend == "nccl":
             torch.cuda.set_device(rank)
+        else:  # CPU ranks share the host's cores: don't let each one claim all of them
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // n))
         dist.init_process_group(plan.backend, init_method=f"tcp://127.0.0.1:{port}",
                                 rank=rank, world_size=n, timeout=_TIMEOUT)  # fmt: skip
         m = _measure(torch, plan)
@@ -293,24 +302,32 @@ def _sweep(torch: ModuleType, plan: _Plan, op: str) -> list[CollectiveRecord]:
     n, rank = dist.get_world_size(), dist.get_rank()
     dev = "cuda" if plan.backend == "nccl" else "cpu"
     elt = DTYPE_BYTES[plan.dtype]
+    samples: dict[int, list[float]] = {}
+    shape: dict[int, tuple[int, bool]] = {}
+    # ``repeats`` passes over all sizes, interleaved: a burst of host noise then spreads
+    # over every size's samples instead of shifting a few sizes of one pass.
+    for _ in range(plan.repeats):
+        for nbytes in plan.sizes:
+            count = nbytes // (elt * (n if op in _PER_RANK else 1))
+            if count == 0:
+                continue  # smaller than one element per rank
+            size = count * elt * (n if op in _PER_RANK else 1)
+            call, in_place = _buffers(torch, op, count, n, rank, dev, plan.dtype)
+            if not samples:
+                try:  # a backend that lacks the op says so on the first call
+                    call()
+                except (RuntimeError, NotImplementedError) as err:
+                    raise _Unsupported.from_error(err) from None
+            samples.setdefault(size, []).extend(_time_iterations(torch, call, plan, dev))
+            shape[size] = (count, in_place)
     records: list[CollectiveRecord] = []
-    for nbytes in plan.sizes:
-        count = nbytes // (elt * (n if op in _PER_RANK else 1))
-        if count == 0:
-            continue  # smaller than one element per rank
-        size = count * elt * (n if op in _PER_RANK else 1)
-        call, in_place = _buffers(torch, op, count, n, rank, dev, plan.dtype)
-        if not records:
-            try:  # a backend that lacks the op says so on the first call
-                call()
-            except (RuntimeError, NotImplementedError) as err:
-                raise _Unsupported.from_error(err) from None
-        median, spread = summarize_times(_time_iterations(torch, call, plan, dev))
+    for size in sorted(samples):
+        median, spread = summarize_times(samples[size])
         algbw = size / median / 1e9
         records.append(CollectiveRecord(
-            op=op, size_bytes=size, count=count, dtype=plan.dtype, time_s=median,
+            op=op, size_bytes=size, count=shape[size][0], dtype=plan.dtype, time_s=median,
             time_spread_s=spread, algbw_GBps=algbw, busbw_GBps=algbw * busbw_factor(op, n),
-            in_place=in_place, n_ranks=n, iters=plan.iters,
+            in_place=shape[size][1], n_ranks=n, iters=len(samples[size]),
         ))  # fmt: skip
     return records
 

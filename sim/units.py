@@ -51,16 +51,16 @@ def parse_bytes(value: object, what: str = "size", allow_zero: bool = False) -> 
     """
     x = _number(value, what)
     if x is None:
-        m = re.fullmatch(_NUM + r"\s*([kKMGTP]?i?)(B?)", str(value).strip())
+        m = re.fullmatch(_NUM + r"\s*([kKMGTP]?)(i?)(B?)", str(value).strip())
         if not m:
             raise ConfigError(
                 f"{what}: cannot read {value!r} as bytes; use e.g. 8, 64K, 1MiB, 16GiB, 1.5GB"
             )
-        num, prefix, b = float(m.group(1)), m.group(2), m.group(3)
-        if prefix.endswith("i"):
-            if not b or (prefix not in _BIN and prefix.capitalize() not in _BIN):
+        num, prefix, binary, b = float(m.group(1)), m.group(2), m.group(3), m.group(4)
+        if binary:  # KiB, MiB, ...: needs both a prefix and the B
+            if not (prefix and b):
                 raise ConfigError(f"{what}: cannot read {value!r} as bytes; write e.g. 16GiB")
-            x = num * _BIN[prefix.capitalize() if prefix not in _BIN else prefix]
+            x = num * _BIN[prefix.upper() + "i"]
         elif b:
             x = num * _SI[prefix]
         else:

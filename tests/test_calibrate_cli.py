@@ -13,7 +13,7 @@ from sim.cli import main
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "nccl-tests"
 GLOO = ["calibrate", "collectives", "--backend", "gloo", "--local", "2", "--ops", "all_reduce",
-        "-b", "2M", "-e", "64M", "-f", "1.5", "--iters", "25", "--warmup", "3"]  # fmt: skip
+        "-b", "2M", "-e", "64M", "-f", "1.5", "--iters", "10", "--warmup", "3", "--repeats", "4"]  # fmt: skip
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:

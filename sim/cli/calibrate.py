@@ -41,6 +41,7 @@ def _add_collectives(cal: argparse._SubParsersAction) -> None:
     p.add_argument("--step-factor", "-f", type=float, default=2.0, help="size multiplier")
     p.add_argument("--iters", type=int, default=20, help="timed calls per size")
     p.add_argument("--warmup", type=int, default=5, help="untimed calls per size")
+    p.add_argument("--repeats", type=int, default=1, help="interleaved passes over all sizes")
     p.add_argument("--local", type=int, help="spawn N local processes (else join torchrun)")
     p.add_argument("--dtype", default="float32", help="element type (torch spelling)")
     p.add_argument(
@@ -113,7 +114,7 @@ def _collectives(args: argparse.Namespace) -> int:
     m = run_collectives(
         args.backend, ops, int(parse_bytes(args.min_bytes, "--min-bytes")),
         int(parse_bytes(args.max_bytes, "--max-bytes")), args.step_factor, args.iters,
-        args.warmup, args.local, args.dtype, args.skip_unsupported,
+        args.warmup, args.local, args.dtype, args.skip_unsupported, repeats=args.repeats,
     )  # fmt: skip
     if _is_rank0():
         save_measurements(m, args.out)

@@ -54,7 +54,7 @@ def uncontended_time_s(topology: Topology, src: str, dst: str, nbytes: float) ->
     ``sum(latency_s on route) + nbytes / min(capacity_Bps on route)``. A transfer from a
     node to itself takes zero time.
     """
-    if src == dst or (nbytes <= 0 and src == dst):
+    if src == dst:
         return 0.0
     links = topology.route(src, dst)
     if not links:

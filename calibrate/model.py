@@ -181,8 +181,9 @@ class FastModel:
         for algo in ALGORITHMS:
             if not applicable(algo, p.op, p.setup.layout):
                 continue
-            sched = p.setup.schedule(p.op, algo, p.size_bytes)
-            out.append(self._compile_schedule(p, sched))
+            for chunks in p.setup.chunk_options(p.op, algo, p.size_bytes):
+                sched = p.setup.schedule(p.op, algo, p.size_bytes, chunks=chunks)
+                out.append(self._compile_schedule(p, sched))
         if not out:
             raise CalibrationError(
                 f"{p.source}: no algorithm implements {p.op} on {p.setup.n} ranks"

@@ -63,17 +63,14 @@ SIZES = [2**k for k in range(12, 26)]
 
 @pytest.mark.parametrize(
     ("name", "topology", "nodes", "gpus", "max_ape_pct"),
-    [("dgx-h100-1node-8gpu-all_reduce.txt", "dgx-h100", None, None, 18.0),
+    [("dgx-h100-1node-8gpu-all_reduce.txt", "dgx-h100", None, None, 15.0),
      ("h100-2node-16gpu-ib-all_reduce.txt", "h100-ib-ndr", 2, 8, 15.0)],
 )  # fmt: skip
 def test_holdout_on_real_h100_logs(name, topology, nodes, gpus, max_ape_pct) -> None:
-    """Fit on even-indexed sizes, predict the others >= 64 KiB.
+    """Fit on even-indexed sizes, predict the others >= 64 KiB: median <= 5%, max <= 15%.
 
-    Issue 4's bar is median APE <= 5% and max <= 15%. The 2-node InfiniBand log meets it.
-    The DGX H100 log meets the median (2.9%) but NOT the max: 17.3% at the held-out 4 MiB
-    point, where the tuner's choice crosses between RHD and NVLS (NCCL runs NVLS over many
-    channels at once there, which the model does not capture). This asserts what is
-    achieved, 18%, so a regression fails; the gap is open in issue 4.
+    Issue 4's acceptance bar, on the real DGX H100 (NVIDIA dgxc-benchmarking) and 2-node
+    InfiniBand (dstack/Nebius) nccl-tests logs in ../shared/data/nccl-tests/.
     """
     m = log(name)
     v = validate(load_profile(None), [m], load_topology(topology, nodes=nodes), nodes=nodes,

@@ -85,7 +85,7 @@ def test_predictor_equals_simpy_analytical_backend() -> None:
     setup = CollectiveSetup(load_topology("h100-ib-ndr", nodes=4))
     for algo in ("ring", "tree", "hierarchical", "rhd"):
         for size in (1e4, 3e7, 2e9):
-            sched = setup.schedule("all_reduce", algo, size)
+            _, _, _, sched, _ = setup.tune("all_reduce", size, algo, "simple")
             pred = predict_step_sync(
                 sched, setup.endpoints(sched), setup.routes, setup.params, ["simple"]
             )

@@ -32,7 +32,7 @@ class CollectiveTimer:
         self._setups: dict[tuple[str, ...], CollectiveSetup] = {}
         self._times: dict[tuple[tuple[str, ...], str, float], float] = {}
         self.wire_bytes: dict[tuple[tuple[str, ...], str, float], dict[str, float]] = {}
-        self._choice: dict[tuple[tuple[str, ...], str, float], tuple[str, str]] = {}
+        self._choice: dict[tuple[tuple[str, ...], str, float], tuple[str, str, int]] = {}
 
     def setup(self, group: Sequence[str]) -> CollectiveSetup:
         """The prepared :class:`CollectiveSetup` of ``group`` (GPU node names)."""
@@ -64,20 +64,10 @@ class CollectiveTimer:
         key = (tuple(group), op, float(nbytes))
         choice = self._choice.get(key)
         if choice is None:
-            from sim.collectives.engine import predict_step_sync
-
-            best: tuple[float, str, str] | None = None
-            for algo, proto in setup.candidates(op, "auto", "auto"):
-                sched = setup.schedule(op, algo, nbytes)
-                t = predict_step_sync(
-                    sched, setup.endpoints(sched), setup.routes, setup.params, [proto]
-                )[proto]
-                if best is None or t < best[0]:
-                    best = (t, algo, proto)
-            assert best is not None
-            choice = (best[1], best[2])
+            _, algo, proto, _, chunks = setup.tune(op, nbytes)
+            choice = (algo, proto, chunks)
             self._choice[key] = choice
-        return setup.schedule(op, choice[0], nbytes), choice[1]
+        return setup.schedule(op, choice[0], nbytes, chunks=choice[2]), choice[1]
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import numpy as np
 
 from calibrate.measurements import CollectiveRecord, Measurements
 from sim.collectives.algorithms import ALGORITHMS, applicable
-from sim.collectives.engine import SCOPE_NAME, RouteCache, _step_cost
+from sim.collectives.engine import SCOPE_NAME, RouteCache, step_cost
 from sim.collectives.params import CollectiveParams, default_params
 from sim.collectives.schedule import Schedule
 from sim.collectives.simulate import CollectiveSetup, simulate_collective
@@ -201,7 +201,7 @@ class FastModel:
                 trs = phase.steps(k)
                 if not trs:
                     continue
-                costs = [_step_cost(sched, trs, endpoints, u) for u in units]
+                costs = [step_cost(sched, trs, endpoints, u) for u in units]
                 lat.append(costs[0].latency_s)
                 load.append(np.stack([c.drain_s for c in costs], axis=1))
                 starts.append(count)

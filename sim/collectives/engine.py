@@ -39,7 +39,7 @@ from sim.collectives.schedule import Schedule, Transfer
 from sim.network.base import Network
 from sim.topology.model import Topology
 
-__all__ = ["RouteCache", "StepCost", "predict_step_sync", "run_schedule", "wire_scale"]
+__all__ = ["RouteCache", "StepCost", "predict_step_sync", "run_schedule", "step_cost", "wire_scale"]
 
 SCOPE_RANK = {"nvlink": 0, "pcie": 1, "net": 2}
 SCOPE_NAME = ("nvlink", "pcie", "net")
@@ -107,7 +107,7 @@ class StepCost:
     scope: str
 
 
-def _step_cost(
+def step_cost(
     sched: Schedule, trs: Sequence[Transfer], endpoints: Sequence[str], routes: RouteCache
 ) -> StepCost:
     topo = routes.topology
@@ -156,7 +156,7 @@ def predict_step_sync(
             trs = phase.steps(k)
             if not trs:
                 continue
-            c = _step_cost(sched, trs, endpoints, routes)
+            c = step_cost(sched, trs, endpoints, routes)
             for p in protos:
                 t = float(np.max(c.latency_s + c.drain_s * scale[p]))
                 lat = 0.0 if phase.streamed else algo.step_latency_s[c.scope][p]

@@ -19,7 +19,7 @@ import math
 import numpy as np
 import simpy
 
-from sim.network.flow import _LateEvent
+from sim.network.base import LateEvent
 from sim.topology.model import Topology
 
 __all__ = ["AnalyticalNetwork"]
@@ -83,7 +83,7 @@ class AnalyticalNetwork:
             raise ValueError(f"nbytes must be finite and >= 0 (got {nbytes!r})")
         ev = simpy.Event(self.env)
         if not self._batch:
-            _LateEvent(self.env).callbacks.append(self._flush)
+            LateEvent(self.env).callbacks.append(self._flush)
         self._batch.append((src, dst, float(nbytes), ev))
         self._in_flight += 1
         return ev

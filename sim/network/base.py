@@ -12,13 +12,30 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+import simpy
+from simpy.events import EventPriority
 
 if TYPE_CHECKING:
-    import simpy
-
     from sim.topology.model import Topology
 
-__all__ = ["Network", "uncontended_time_s"]
+__all__ = ["LATE", "LateEvent", "Network", "uncontended_time_s"]
+
+#: Priority of the batched re-solve: after every NORMAL (1) and URGENT (0) event.
+LATE = EventPriority(2)
+
+
+class LateEvent(simpy.Event):
+    """An event that fires at the current time after all NORMAL events of that instant.
+
+    Built as SimPy builds its own ``Timeout``: already triggered, then scheduled;
+    ``succeed()`` would schedule it at NORMAL priority.
+    """
+
+    def __init__(self, env: simpy.Environment) -> None:
+        super().__init__(env)
+        self._ok = True
+        self._value = None
+        env.schedule(self, LATE)
 
 
 class Network(Protocol):

@@ -25,15 +25,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
-from simpy.events import EventPriority
 
+from sim.network.base import LateEvent
 from sim.network.maxmin import check_maxmin, pad_paths, progressive_fill
 from sim.topology.model import Topology
 
 __all__ = ["FlowNetwork"]
 
-#: Priority of the batched re-solve: after every NORMAL (1) and URGENT (0) event.
-LATE = EventPriority(2)
 
 #: A flow whose remaining drain time is at most this fraction of the current time has
 #: drained: about 45 ulps of ``now``. It absorbs rounding drift (about an ulp of
@@ -80,20 +78,6 @@ class _Flows:
         self.nbytes = np.concatenate([self.nbytes, other.nbytes])
         self.latency = np.concatenate([self.latency, other.latency])
         self.events.extend(other.events)
-
-
-class _LateEvent(simpy.Event):
-    """An event that fires at the current time after all NORMAL events of that instant.
-
-    Built as SimPy builds its own ``Timeout``: already triggered, then scheduled;
-    ``succeed()`` would schedule it at NORMAL priority.
-    """
-
-    def __init__(self, env: simpy.Environment) -> None:
-        super().__init__(env)
-        self._ok = True
-        self._value = None
-        env.schedule(self, LATE)
 
 
 def _widen(hops: np.ndarray, width: int, pad: int) -> np.ndarray:
@@ -218,7 +202,7 @@ class FlowNetwork:
     def _request_solve(self) -> None:
         if not self._solve_due:
             self._solve_due = True
-            _LateEvent(self.env).callbacks.append(self._solve)
+            LateEvent(self.env).callbacks.append(self._solve)
 
     def _advance(self) -> None:
         """Drain every flow at its rate from the last update to now."""

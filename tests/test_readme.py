@@ -46,3 +46,17 @@ def test_main_job_runs() -> None:
     assert p.returncode == 0, p.stderr
     rows = [line for line in p.stdout.splitlines() if line.strip() and not line.startswith("#")]
     assert rows, p.stdout
+
+
+def test_readme_topology_example_loads(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Every YAML block in the README is a valid topology file."""
+    from sim.topology.presets import load_topology
+
+    text = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
+    assert blocks
+    for i, block in enumerate(blocks):
+        f = tmp_path / f"example{i}.yaml"
+        f.write_text(block)
+        topo = load_topology(str(f))
+        assert topo.num_gpus > 0

@@ -52,6 +52,9 @@ AUTO_ALGORITHMS = ("ring", "tree", "rhd", "hierarchical", "nvls", "nvls_tree", "
 # hold-out, max 22%).
 PIPELINED = ("nvls",)
 
+# Cap on pipeline depth x base steps of one schedule (see CollectiveSetup.schedule).
+PIPELINE_WORK = 512
+
 
 @dataclass(frozen=True)
 class CollectiveResult:
@@ -159,16 +162,20 @@ class CollectiveSetup:
     def schedule(
         self, op: str, algorithm: str, size_bytes: float, root: int = 0, chunks: int | None = None
     ) -> Schedule:
-        """Build ``algorithm``'s schedule for ``op`` of ``size_bytes`` on this group."""
-        return ALGORITHMS[algorithm](
-            op,
-            self.n,
-            size_bytes,
-            layout=self.layout,
-            channels=self.channels,
-            root=root,
-            pipeline_chunks=chunks or self.pipeline_chunks(size_bytes),
-        )
+        """Build ``algorithm``'s schedule for ``op`` of ``size_bytes`` on this group.
+
+        The pipeline depth is capped so that depth x base steps <= PIPELINE_WORK: a
+        schedule with many base steps (a tree over 1024 ranks, NVLS-tree's rings over 128
+        servers) gains little from deeper pipelining, whose slots share the same links,
+        and costing hundreds of pipelined slots would dominate the run time.
+        """
+        fn = ALGORITHMS[algorithm]
+        want = chunks or self.pipeline_chunks(size_bytes)
+        args = {"layout": self.layout, "channels": self.channels, "root": root}
+        if want > 1:
+            base = fn(op, self.n, size_bytes, pipeline_chunks=1, **args).num_steps  # type: ignore[arg-type]
+            want = max(1, min(want, PIPELINE_WORK // max(1, base)))
+        return fn(op, self.n, size_bytes, pipeline_chunks=want, **args)  # type: ignore[arg-type]
 
     def tune(
         self,
@@ -183,14 +190,18 @@ class CollectiveSetup:
         Returns (predicted time s, algorithm, protocol, schedule, pipeline depth).
         """
         best: tuple[float, str, str, Schedule, int] | None = None
+        protos: dict[str, list[str]] = {}
         for algo, proto in self.candidates(op, algorithm, protocol):
+            protos.setdefault(algo, []).append(proto)
+        for algo, plist in protos.items():
             for chunks in self.chunk_options(op, algo, size_bytes):
                 sched = self.schedule(op, algo, size_bytes, root, chunks)
-                t = predict_step_sync(
-                    sched, self.endpoints(sched), self.routes, self.params, [proto]
-                )[proto]
-                if best is None or t < best[0]:
-                    best = (t, algo, proto, sched, chunks)
+                times = predict_step_sync(
+                    sched, self.endpoints(sched), self.routes, self.params, plist
+                )
+                for proto in plist:  # candidates' order breaks ties, as before
+                    if best is None or times[proto] < best[0]:
+                        best = (times[proto], algo, proto, sched, chunks)
         assert best is not None
         return best
 

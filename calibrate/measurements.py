@@ -21,17 +21,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import statistics
-import types
-import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Union
 
+from calibrate.typed_json import build_dataclass, fail
 from sim.errors import CalibrationError
 
 __all__ = [
@@ -258,73 +256,6 @@ def measurements_to_dict(m: Measurements) -> dict[str, Any]:
     return {"schema": SCHEMA, **_plain(m)}
 
 
-def _fail(where: str, what: str) -> CalibrationError:
-    return CalibrationError(f"{where}: {what}")
-
-
-def _convert(value: Any, hint: Any, where: str) -> Any:
-    """Check ``value`` against the type ``hint``; return it in the dataclass's shape."""
-    origin = typing.get_origin(hint)
-    if origin in (Union, types.UnionType):
-        args = typing.get_args(hint)
-        if value is None and type(None) in args:
-            return None
-        for arg in (a for a in args if a is not type(None)):
-            try:
-                return _convert(value, arg, where)
-            except CalibrationError:
-                continue
-        names = " or ".join(getattr(a, "__name__", str(a)) for a in args)
-        raise _fail(where, f"expected {names}, got {value!r}")
-    if origin is tuple:
-        if not isinstance(value, list):
-            raise _fail(where, f"expected a list, got {value!r}")
-        item = typing.get_args(hint)[0]
-        return tuple(_convert(v, item, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise _fail(where, f"expected an object, got {value!r}")
-        item = typing.get_args(hint)[1]
-        return {str(k): _convert(v, item, f"{where}.{k}") for k, v in value.items()}
-    return _scalar(value, hint, where)
-
-
-def _scalar(value: Any, hint: Any, where: str) -> Any:
-    if hint is type(None) and value is None:
-        return None
-    if hint is bool and isinstance(value, bool):
-        return value
-    if hint is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise _fail(where, f"must be a finite number, got {value!r}")
-        return float(value)
-    if hint is str and isinstance(value, str):
-        return value
-    name = getattr(hint, "__name__", str(hint))
-    raise _fail(where, f"expected {name}, got {value!r}")
-
-
-def _build(cls: type, data: Any, where: str) -> Any:
-    if not isinstance(data, dict):
-        raise _fail(where, f"expected an object, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise _fail(where, f"unknown key {unknown[0]!r}; allowed: {', '.join(sorted(fields))}")
-    kwargs = {}
-    for name, f in fields.items():
-        if name not in data:
-            has_default = f.default is not dataclasses.MISSING
-            if has_default or f.default_factory is not dataclasses.MISSING:
-                continue
-            raise _fail(where, f"missing key {name!r}")
-        kwargs[name] = _convert(data[name], hints[name], f"{where}.{name}")
-    return cls(**kwargs)
-
-
 def measurements_from_dict(data: Mapping[str, Any], where: str = "measurements") -> Measurements:
     """Check a parsed JSON document and build :class:`Measurements`.
 
@@ -334,21 +265,21 @@ def measurements_from_dict(data: Mapping[str, Any], where: str = "measurements")
         Naming ``where`` and the bad field, e.g. ``records[3].time_s``.
     """
     if not isinstance(data, Mapping):
-        raise _fail(where, f"expected a JSON object at the top level, got {type(data).__name__}")
+        raise fail(where, f"expected a JSON object at the top level, got {type(data).__name__}")
     if data.get("schema") != SCHEMA:
-        raise _fail(where, f"schema: expected {SCHEMA!r}, got {data.get('schema')!r}")
+        raise fail(where, f"schema: expected {SCHEMA!r}, got {data.get('schema')!r}")
     unknown = sorted(set(data) - {"schema", "kind", "meta", "records"})
     if unknown:
-        raise _fail(where, f"unknown key {unknown[0]!r}; allowed: kind, meta, records, schema")
+        raise fail(where, f"unknown key {unknown[0]!r}; allowed: kind, meta, records, schema")
     kind = data.get("kind")
     if kind not in KINDS:
-        raise _fail(where, f"kind: expected one of {', '.join(KINDS)}, got {kind!r}")
-    meta = _build(Meta, data.get("meta"), f"{where}: meta")
+        raise fail(where, f"kind: expected one of {', '.join(KINDS)}, got {kind!r}")
+    meta = build_dataclass(Meta, data.get("meta"), f"{where}: meta")
     raw = data.get("records")
     if not isinstance(raw, list):
-        raise _fail(where, f"records: expected a list, got {raw!r}")
+        raise fail(where, f"records: expected a list, got {raw!r}")
     cls = _RECORD_TYPE[kind]
-    records = tuple(_build(cls, r, f"{where}: records[{i}]") for i, r in enumerate(raw))
+    records = tuple(build_dataclass(cls, r, f"{where}: records[{i}]") for i, r in enumerate(raw))
     _check_records(records, where)
     return Measurements(kind=kind, meta=meta, records=records)
 
@@ -356,9 +287,9 @@ def measurements_from_dict(data: Mapping[str, Any], where: str = "measurements")
 def _check_records(records: Sequence[Record], where: str) -> None:
     for i, r in enumerate(records):
         if r.time_s <= 0:
-            raise _fail(f"{where}: records[{i}].time_s", f"must be > 0, got {r.time_s!r}")
+            raise fail(f"{where}: records[{i}].time_s", f"must be > 0, got {r.time_s!r}")
         if isinstance(r, CollectiveRecord) and r.n_ranks < 1:
-            raise _fail(f"{where}: records[{i}].n_ranks", f"must be >= 1, got {r.n_ranks}")
+            raise fail(f"{where}: records[{i}].n_ranks", f"must be >= 1, got {r.n_ranks}")
 
 
 def merge_measurements(parts: Sequence[Measurements], created: str | None = None) -> Measurements:

@@ -272,24 +272,7 @@ def _channels(topology: Topology, group: Sequence[str], nodes: int) -> int:
         return 1
     node = topology.node_of(group[0])
     local = sum(1 for gpu in group if topology.node_of(gpu) == node)
-    return max(1, min(_nics_per_node(topology).get(node, 0), local, 16))
-
-
-_NICS: dict[int, tuple[object, dict[int, int]]] = {}
-
-
-def _nics_per_node(topology: Topology) -> dict[int, int]:
-    """NICs of each server, counted once per topology graph."""
-    key = id(topology.graph)
-    hit = _NICS.get(key)
-    if hit is None or hit[0] is not topology.graph:
-        counts: dict[int, int] = {}
-        for _, d in topology.graph.nodes(data=True):
-            if d.get("kind") == "nic":
-                counts[d["node"]] = counts.get(d["node"], 0) + 1
-        hit = (topology.graph, counts)
-        _NICS[key] = hit
-    return hit[1]
+    return max(1, min(topology.nics_per_node().get(node, 0), local, 16))
 
 
 def simulate_collective(

@@ -19,9 +19,10 @@ server; other graphs use a per-destination BFS.
 
 from __future__ import annotations
 
+import copy
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
@@ -83,6 +84,7 @@ class Topology:
     _width: dict[str, dict[str, float]] = field(init=False)
     _router: ServerRouter | None = field(init=False)
     _router_built: bool = field(init=False)
+    _nics: dict[int, int] | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.links = tuple(self.graph.edges())
@@ -101,6 +103,7 @@ class Topology:
         self._width = {}
         self._router = None
         self._router_built = False
+        self._nics = None
 
     @property
     def num_gpus(self) -> int:
@@ -229,11 +232,17 @@ class Topology:
             ],
             dtype=float,
         )
-        new = replace(self)
+        self._server_router()  # build once, so both copies share it
+        new = copy.copy(self)  # shares graph, link arrays, route caches and router
         new.capacity_Bps = self.capacity_Bps * scale
-        new._routes = self._routes
-        new._dist = self._dist
-        new._width = self._width
-        new._router = self._server_router()
-        new._router_built = True
         return new
+
+    def nics_per_node(self) -> dict[int, int]:
+        """NICs of each server (server index -> count), counted once per topology."""
+        if self._nics is None:
+            counts: dict[int, int] = {}
+            for _, d in self.graph.nodes(data=True):
+                if d.get("kind") == "nic":
+                    counts[d["node"]] = counts.get(d["node"], 0) + 1
+            self._nics = counts
+        return self._nics

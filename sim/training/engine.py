@@ -19,7 +19,7 @@ Other replicas' pipeline sends use other GPUs' links; only where the fabric is s
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 from typing import cast
 
@@ -29,6 +29,7 @@ from sim.collectives.engine import run_schedule
 from sim.network import make_network
 from sim.network.base import Network
 from sim.network.flow import FlowNetwork
+from sim.topology.model import Topology
 from sim.training.comms import rank_params
 from sim.training.engine_parts import (
     Bucket,
@@ -142,11 +143,7 @@ class _Run:
         start = self.env.now
         if not self.free_p2p and src != dst and nbytes > 0:
             a, b = self.setup.stages[src].gpus, self.setup.stages[dst].gpus
-            topo = self.timer.topology
-            for x, y in zip(a, b, strict=True):
-                for li in topo.route(x, y):
-                    scope = topo.link_scope[li]
-                    self.pp_wire[scope] = self.pp_wire.get(scope, 0.0) + nbytes
+            _add_route_bytes(self.pp_wire, self.timer.topology, zip(a, b, strict=True), nbytes)
             yield self.env.all_of(
                 [self.net.transfer(x, y, nbytes) for x, y in zip(a, b, strict=True)]
             )
@@ -230,9 +227,16 @@ def _analytical_pp_wire(
             if dst != s:
                 sends[(s, dst)] = sends.get((s, dst), 0) + 1
     out: dict[str, float] = {}
-    topo = timer.topology
     for (s, dst), count in sends.items():
-        for x, y in zip(setup.stages[s].gpus, setup.stages[dst].gpus, strict=True):
-            for li in topo.route(x, y):
-                out[topo.link_scope[li]] = out.get(topo.link_scope[li], 0.0) + pp_bytes[s] * count
+        pairs = zip(setup.stages[s].gpus, setup.stages[dst].gpus, strict=True)
+        _add_route_bytes(out, timer.topology, pairs, pp_bytes[s] * count)
     return out
+
+
+def _add_route_bytes(
+    out: dict[str, float], topo: Topology, pairs: Iterable[tuple[str, str]], nbytes: float
+) -> None:
+    """Add ``nbytes`` per link crossed by each (src, dst) route to ``out`` by link scope."""
+    for x, y in pairs:
+        for li in topo.route(x, y):
+            out[topo.link_scope[li]] = out.get(topo.link_scope[li], 0.0) + nbytes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -345,7 +346,7 @@ def test_debug_mode_runs_the_checker(monkeypatch: pytest.MonkeyPatch) -> None:
     """With debug=True a wrong solver result is caught at the re-solve."""
     import sim.network.flow as flow
 
-    monkeypatch.setattr(flow, "progressive_fill", lambda hops, cap: np.full(len(hops), 1e3))
+    monkeypatch.setattr(flow, "progressive_fill", lambda hops, cap, caps: np.full(len(hops), 1e3))
     env = simpy.Environment()
     net = FlowNetwork(env, star(2, cap=100.0), debug=True)
     net.transfer("g0", "g1", 1.0)
@@ -407,3 +408,59 @@ def test_make_network_bad_name_is_config_error() -> None:
     """An unknown name raises ConfigError quoting it and listing the allowed ones."""
     with pytest.raises(ConfigError, match=r"'packet'.*analytical, flow"):
         make_network("packet", simpy.Environment(), star(2))
+
+
+# --- per-transfer rate caps (a sender's NCCL channels) ------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    paths=st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=3), min_size=1, max_size=8),
+    caps=st.lists(st.one_of(st.just(float("inf")), st.floats(0.1, 50.0)), min_size=8, max_size=8),
+)
+def test_capped_rates_are_maxmin_fair_with_caps_as_private_links(
+    paths: list[list[int]], caps: list[float]
+) -> None:
+    """Max-min with per-flow caps equals max-min where each cap is a link of its own:
+    the independent checker accepts it, and no flow exceeds its cap."""
+    from sim.network.maxmin import check_maxmin, pad_paths, progressive_fill, with_flow_caps
+
+    capacity = np.array([10.0, 4.0, 7.0, 1.5])
+    cap = np.array(caps[: len(paths)])
+    hops = pad_paths(paths, capacity.size)
+    rates = progressive_fill(hops, capacity, cap)
+    assert np.all(rates <= cap * (1 + 1e-12))
+    h, c = with_flow_caps(hops, capacity, cap)
+    check_maxmin([row[row < c.size] for row in h], c, rates)
+
+
+@pytest.mark.parametrize("backend", [AnalyticalNetwork, FlowNetwork])
+def test_a_capped_transfer_drains_at_its_cap(backend: Callable[..., Any]) -> None:
+    """One transfer of 100 B on a 100 B/s link capped at 20 B/s: 5 s plus latency."""
+    env = simpy.Environment()
+    net = backend(env, star(2, cap=100.0, lat=0.5))
+    done = net.transfer("g0", "g1", 100.0, max_rate_Bps=20.0)
+    env.run(done)
+    route_latency = 2 * 0.5  # g0 -> hub -> g1
+    assert env.now == pytest.approx(5.0 + route_latency)
+
+
+def test_a_capped_flow_leaves_the_rest_to_others() -> None:
+    """Flow backend: two transfers share a 100 B/s link; one capped at 20 B/s, so the
+    other gets 80 B/s (max-min with the cap as a private link)."""
+    env = simpy.Environment()
+    net = FlowNetwork(env, star(2, cap=100.0, lat=0.0))
+    slow = net.transfer("g0", "g1", 40.0, max_rate_Bps=20.0)
+    fast = net.transfer("g0", "g1", 160.0)
+    env.run(fast)
+    assert env.now == pytest.approx(2.0)
+    env.run(slow)
+    assert env.now == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("backend", [AnalyticalNetwork, FlowNetwork])
+def test_a_non_positive_cap_is_refused(backend: Callable[..., Any]) -> None:
+    env = simpy.Environment()
+    net = backend(env, star(2))
+    with pytest.raises(ValueError, match="max_rate_Bps must be > 0"):
+        net.transfer("g0", "g1", 1.0, max_rate_Bps=0.0)

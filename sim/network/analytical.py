@@ -2,7 +2,7 @@
 
 Transfers started at the same instant form a *batch* that loads its links together: each
 lands ``latency + max over its links (batch bytes on the link / capacity)`` after the
-start. With one transfer per link this is exactly
+start (and no sooner than its bytes over its own ``max_rate_Bps`` cap). With one transfer per link this is exactly
 :func:`sim.network.base.uncontended_time_s` (alpha-beta on the route's bottleneck), which
 the flow backend also gives when nothing contends. Where a batch shares a link (a tree
 slot, several ring channels leaving one GPU) the sharing is charged; batches started at
@@ -62,7 +62,7 @@ class AnalyticalNetwork:
         self.topology = topology
         self.link_bytes = np.zeros(len(topology.links))
         self._in_flight = 0
-        self._batch: list[tuple[str, str, float, simpy.Event]] = []
+        self._batch: list[tuple[str, str, float, float, simpy.Event]] = []
 
     @property
     def busy(self) -> bool:
@@ -74,17 +74,23 @@ class AnalyticalNetwork:
         """Transfers started and not yet landed."""
         return self._in_flight
 
-    def transfer(self, src: str, dst: str, nbytes: float) -> simpy.Event:
+    def transfer(
+        self, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf
+    ) -> simpy.Event:
         """Start moving ``nbytes`` bytes from ``src`` to ``dst``; the event fires on arrival.
 
-        Raises ValueError for negative or non-finite ``nbytes``.
+        ``max_rate_Bps`` caps this transfer's rate: it takes at least
+        ``nbytes / max_rate_Bps`` to drain. Raises ValueError for negative or non-finite
+        ``nbytes`` or a non-positive cap.
         """
         if not 0.0 <= nbytes < math.inf:  # also rejects NaN
             raise ValueError(f"nbytes must be finite and >= 0 (got {nbytes!r})")
+        if not max_rate_Bps > 0:
+            raise ValueError(f"max_rate_Bps must be > 0 (got {max_rate_Bps!r})")
         ev = simpy.Event(self.env)
         if not self._batch:
             LateEvent(self.env).callbacks.append(self._flush)
-        self._batch.append((src, dst, float(nbytes), ev))
+        self._batch.append((src, dst, float(nbytes), float(max_rate_Bps), ev))
         self._in_flight += 1
         return ev
 
@@ -92,8 +98,9 @@ class AnalyticalNetwork:
         """Cost the batch started at this instant and schedule each landing."""
         batch, self._batch = self._batch, []
         topo = self.topology
-        paths = [np.asarray(topo.route(s, d), dtype=np.intp) for s, d, _, _ in batch]
-        sizes = np.array([b for _, _, b, _ in batch], dtype=float)
+        paths = [np.asarray(topo.route(s, d), dtype=np.intp) for s, d, _, _, _ in batch]
+        sizes = np.array([b[2] for b in batch], dtype=float)
+        caps = np.array([b[3] for b in batch], dtype=float)
         counts = np.array([len(p) for p in paths], dtype=np.intp)
         drain = np.zeros(len(batch))
         lat = np.zeros(len(batch))
@@ -105,7 +112,8 @@ class AnalyticalNetwork:
             self.link_bytes += load
             np.maximum.at(drain, owner, load[flat] / topo.capacity_Bps[flat])
             np.add.at(lat, owner, topo.latency_s[flat])
-        for (_, _, _, ev), t in zip(batch, lat + drain, strict=True):
+            drain = np.where(counts > 0, np.maximum(drain, sizes / caps), 0.0)
+        for (_, _, _, _, ev), t in zip(batch, lat + drain, strict=True):
             timer = self.env.timeout(float(t))
             timer.callbacks.append(functools.partial(self._land, ev))
 

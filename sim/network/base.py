@@ -4,11 +4,13 @@ Backends (``analytical``, ``flow``) implement :class:`Network`. A transfer of ``
 from ``src`` to ``dst`` (graph node names) follows ``topology.route(src, dst)``; it
 completes ``latency + nbytes / rate`` after it starts, where latency is the sum of the
 per-hop latencies along the route and rate is the backend's bandwidth for the flow
-(the route's bottleneck capacity when nothing contends).
+(the route's bottleneck capacity when nothing contends, or the transfer's own
+``max_rate_Bps`` cap when that is lower).
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -55,8 +57,15 @@ class Network(Protocol):
     topology: Topology
     link_bytes: np.ndarray
 
-    def transfer(self, src: str, dst: str, nbytes: float) -> simpy.Event:
-        """Start moving ``nbytes`` (bytes) from ``src`` to ``dst``; the event fires on arrival."""
+    def transfer(
+        self, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf
+    ) -> simpy.Event:
+        """Start moving ``nbytes`` (bytes) from ``src`` to ``dst``; the event fires on arrival.
+
+        ``max_rate_Bps`` caps the transfer's own rate (bytes/s) whatever the links
+        offer: the sender's GPU-side limit (NCCL channels, see
+        :mod:`sim.collectives.channels`). It acts as a private link of that capacity.
+        """
         ...
 
     @property
@@ -65,11 +74,13 @@ class Network(Protocol):
         ...
 
 
-def uncontended_time_s(topology: Topology, src: str, dst: str, nbytes: float) -> float:
+def uncontended_time_s(
+    topology: Topology, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf
+) -> float:
     """Alpha-beta time of one transfer with nothing else on the network, in seconds.
 
-    ``sum(latency_s on route) + nbytes / min(capacity_Bps on route)``. A transfer from a
-    node to itself takes zero time.
+    ``sum(latency_s on route) + nbytes / min(capacity_Bps on route, max_rate_Bps)``. A
+    transfer from a node to itself takes zero time.
     """
     if src == dst:
         return 0.0
@@ -78,4 +89,4 @@ def uncontended_time_s(topology: Topology, src: str, dst: str, nbytes: float) ->
         return 0.0
     idx = np.asarray(links, dtype=np.intp)
     lat = float(topology.latency_s[idx].sum())
-    return lat + float(nbytes) / float(topology.capacity_Bps[idx].min())
+    return lat + float(nbytes) / min(float(topology.capacity_Bps[idx].min()), max_rate_Bps)

@@ -6,6 +6,7 @@ size), with no topology needed. Every transfer is logged in :attr:`FakeNetwork.l
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -73,8 +74,11 @@ class FakeNetwork:
         """Transfers started and not yet landed."""
         return self._in_flight
 
-    def transfer(self, src: str, dst: str, nbytes: float) -> simpy.Event:
-        """Start a transfer; the event fires ``time_fn(src, dst, nbytes)`` seconds later."""
+    def transfer(
+        self, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf
+    ) -> simpy.Event:
+        """Start a transfer; the event fires ``time_fn(src, dst, nbytes)`` seconds later
+        (``max_rate_Bps`` is ignored: the time function decides)."""
         self.log.append((float(self.env.now), src, dst, float(nbytes)))
         if self.topology is not None and nbytes:
             route = self.topology.route(src, dst)

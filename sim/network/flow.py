@@ -27,7 +27,7 @@ import numpy as np
 import simpy
 
 from sim.network.base import LateEvent
-from sim.network.maxmin import check_maxmin, pad_paths, progressive_fill
+from sim.network.maxmin import check_maxmin, pad_paths, progressive_fill, with_flow_caps
 from sim.topology.model import Topology
 
 __all__ = ["FlowNetwork"]
@@ -50,12 +50,13 @@ class _Flows:
     rate: np.ndarray  # bytes/s
     nbytes: np.ndarray  # bytes at start
     latency: np.ndarray  # seconds from last byte sent to arrival
+    cap: np.ndarray  # the flow's own rate cap, bytes/s (inf: none)
     events: list[simpy.Event] = field(default_factory=list)
 
     @classmethod
     def empty(cls) -> _Flows:
         z = np.zeros(0)
-        return cls(np.zeros((0, 0), dtype=np.intp), z, z, z, z, [])
+        return cls(np.zeros((0, 0), dtype=np.intp), z, z, z, z, z, [])
 
     def __len__(self) -> int:
         return len(self.events)
@@ -67,6 +68,7 @@ class _Flows:
         self.rate = self.rate[mask]
         self.nbytes = self.nbytes[mask]
         self.latency = self.latency[mask]
+        self.cap = self.cap[mask]
         self.events = list(itertools.compress(self.events, mask.tolist()))
 
     def extend(self, other: _Flows, pad: int) -> None:
@@ -77,6 +79,7 @@ class _Flows:
         self.rate = np.concatenate([self.rate, other.rate])
         self.nbytes = np.concatenate([self.nbytes, other.nbytes])
         self.latency = np.concatenate([self.latency, other.latency])
+        self.cap = np.concatenate([self.cap, other.cap])
         self.events.extend(other.events)
 
 
@@ -148,7 +151,7 @@ class FlowNetwork:
         self.solves = 0
         self.samples: list[tuple[float, np.ndarray, np.ndarray]] = []
         self._flows = _Flows.empty()
-        self._pending: list[tuple[tuple[int, ...], float, float, simpy.Event]] = []
+        self._pending: list[tuple[tuple[int, ...], float, float, float, simpy.Event]] = []
         self._route_cache: dict[tuple[str, str], tuple[tuple[int, ...], float]] = {}
         self._landing = 0  # drained, waiting out their latency
         self._last = float(env.now)
@@ -165,14 +168,20 @@ class FlowNetwork:
         """True while any transfer is in flight (draining or within its latency)."""
         return self.active_flows > 0 or self._landing > 0
 
-    def transfer(self, src: str, dst: str, nbytes: float) -> simpy.Event:
+    def transfer(
+        self, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf
+    ) -> simpy.Event:
         """Start moving ``nbytes`` bytes from ``src`` to ``dst``; the event fires on arrival.
 
-        A transfer to itself lands at once; a zero-byte transfer after the route's
-        latency only. Raises ValueError for negative or non-finite ``nbytes``.
+        ``max_rate_Bps`` caps the flow's own rate (a private link of that capacity in
+        the max-min sharing). A transfer to itself lands at once; a zero-byte transfer
+        after the route's latency only. Raises ValueError for negative or non-finite
+        ``nbytes`` or a non-positive cap.
         """
         if not 0.0 <= nbytes < math.inf:  # also rejects NaN
             raise ValueError(f"nbytes must be finite and >= 0 (got {nbytes!r})")
+        if not max_rate_Bps > 0:
+            raise ValueError(f"max_rate_Bps must be > 0 (got {max_rate_Bps!r})")
         route, latency = self._route(src, dst)
         if not route or nbytes == 0:
             self._landing += 1
@@ -180,7 +189,7 @@ class FlowNetwork:
             timer.callbacks.append(self._landed)
             return timer
         ev = self.env.event()
-        self._pending.append((route, float(nbytes), latency, ev))
+        self._pending.append((route, float(nbytes), latency, float(max_rate_Bps), ev))
         if not self._solve_due:
             self._request_solve()
         return ev
@@ -252,7 +261,7 @@ class FlowNetwork:
     def _admit_pending(self) -> None:
         if not self._pending:
             return
-        routes, nbytes, lats, events = zip(*self._pending, strict=True)
+        routes, nbytes, lats, caps, events = zip(*self._pending, strict=True)
         self._pending = []
         size = np.array(nbytes, dtype=float)
         new = _Flows(
@@ -261,6 +270,7 @@ class FlowNetwork:
             rate=np.zeros(size.size),
             nbytes=size,
             latency=np.array(lats, dtype=float),
+            cap=np.array(caps, dtype=float),
             events=list(events),
         )
         self._flows.extend(new, self._nlinks)
@@ -274,10 +284,12 @@ class FlowNetwork:
         self.solves += 1
         self._generation += 1
         f = self._flows
-        f.rate = progressive_fill(f.hops, self._capacity)
+        capped = bool(np.isfinite(f.cap).any())
+        f.rate = progressive_fill(f.hops, self._capacity, f.cap if capped else None)
         if self.debug:
-            paths = [row[row < self._nlinks] for row in f.hops]
-            check_maxmin(paths, self._capacity, f.rate)
+            hops, capacity = with_flow_caps(f.hops, self._capacity, f.cap)
+            paths = [row[row < capacity.size] for row in hops]
+            check_maxmin(paths, capacity, f.rate)
         if self.record:
             self._sample()
         if len(f):

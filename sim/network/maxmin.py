@@ -25,7 +25,7 @@ from typing import TypeAlias
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["check_maxmin", "maxmin_rates", "pad_paths", "progressive_fill"]
+__all__ = ["check_maxmin", "maxmin_rates", "pad_paths", "progressive_fill", "with_flow_caps"]
 
 #: Links whose fair share is within this relative distance of the round's minimum
 #: saturate together; it merges levels that are equal in exact arithmetic but differ
@@ -74,7 +74,32 @@ def pad_paths(paths: Paths, num_links: int) -> np.ndarray:
     return hops
 
 
-def progressive_fill(hops: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+def with_flow_caps(
+    hops: np.ndarray, capacity: np.ndarray, caps: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Hops and capacities with each finite per-flow cap as a private link of its own.
+
+    Max-min fairness with per-flow rate caps is max-min fairness on the graph where every
+    capped flow also crosses a link that only it uses, of capacity equal to its cap.
+
+    >>> h, c = with_flow_caps(np.array([[0], [0]]), np.array([4.0]), np.array([1.0, np.inf]))
+    >>> h.tolist(), c.tolist()
+    ([[0, 1], [0, 2]], [4.0, 1.0])
+    """
+    capped = np.flatnonzero(np.isfinite(caps))
+    if not capped.size:
+        return hops, capacity
+    num_links = capacity.size
+    pad = num_links + capped.size
+    out = np.where(hops == num_links, pad, hops)
+    extra = np.full((hops.shape[0], 1), pad, dtype=np.intp)
+    extra[capped, 0] = num_links + np.arange(capped.size)
+    return np.hstack([out, extra]), np.concatenate([capacity, caps[capped]])
+
+
+def progressive_fill(
+    hops: np.ndarray, capacity: np.ndarray, caps: np.ndarray | None = None
+) -> np.ndarray:
     """Max-min fair rates (bytes/s) of flows given as a padded hop array.
 
     Parameters
@@ -84,17 +109,23 @@ def progressive_fill(hops: np.ndarray, capacity: np.ndarray) -> np.ndarray:
         ``len(capacity)`` (see :func:`pad_paths`).
     capacity : numpy.ndarray
         Capacity of each link, bytes/s, all > 0.
+    caps : numpy.ndarray, optional
+        Per-flow rate caps, bytes/s (``inf``: none); see :func:`with_flow_caps`.
 
     Returns
     -------
     numpy.ndarray
-        Rate of each flow in bytes/s; ``inf`` for a flow with no link.
+        Rate of each flow in bytes/s; ``inf`` for a flow with no link and no cap.
 
     Examples
     --------
     >>> progressive_fill(np.array([[0, 1], [1, 2]]), np.array([1.0, 4.0])).tolist()
     [1.0, 3.0]
+    >>> progressive_fill(np.array([[0], [0]]), np.array([4.0]), np.array([1.0, np.inf])).tolist()
+    [1.0, 3.0]
     """
+    if caps is not None:
+        hops, capacity = with_flow_caps(hops, np.asarray(capacity, dtype=float), caps)
     num_links = capacity.size
     rates = np.zeros(hops.shape[0])
     count, link_ptr, link_flows = _link_index(hops, num_links)

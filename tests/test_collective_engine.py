@@ -86,8 +86,9 @@ def test_predictor_equals_simpy_analytical_backend() -> None:
     for algo in ("ring", "tree", "hierarchical", "rhd"):
         for size in (1e4, 3e7, 2e9):
             _, _, _, sched, _ = setup.tune("all_reduce", size, algo, "simple")
+            cap = {"simple": setup.rate_cap_Bps(algo, "simple", size)}
             pred = predict_step_sync(
-                sched, setup.endpoints(sched), setup.routes, setup.params, ["simple"]
+                sched, setup.endpoints(sched), setup.routes, setup.params, ["simple"], cap
             )
             sim = simulate_collective(
                 setup, "all_reduce", size, algorithm=algo, protocol="simple", network="analytical"

@@ -229,16 +229,39 @@ def test_double_tree_interior_ranks_are_leaves_in_the_other_tree(m: int) -> None
 
 
 @pytest.mark.parametrize(("n", "steps"), [(2, 2), (4, 4), (8, 6), (16, 8), (12, 8)])
-def test_tree_all_reduce_takes_twice_the_depth(n: int, steps: int) -> None:
-    """Reduce up then broadcast down: 2·ceil(log2 n) steps; each tree carries half."""
-    s = tree("all_reduce", n, NBYTES, layout=Layout.flat(n))
+def test_tree_all_reduce_over_servers_takes_twice_the_depth(n: int, steps: int) -> None:
+    """One GPU per server: the double tree over servers, 2·ceil(log2 n) steps; each tree
+    carries half."""
+    s = tree("all_reduce", n, NBYTES, layout=Layout.grid(n, 1))
     assert s.num_steps == steps
     assert s.chunk_bytes == NBYTES / 2
 
 
+@pytest.mark.parametrize(("nodes", "per_node", "steps"), [(1, 8, 14), (2, 8, 16), (4, 8, 18)])
+def test_nccl_tree_chains_gpus_inside_a_server(nodes: int, per_node: int, steps: int) -> None:
+    """NCCL's tree: a chain of the server's GPUs below its head, the double tree over
+    servers: 2·((per_node - 1) + ceil(log2 nodes)) steps."""
+    s = tree("all_reduce", nodes * per_node, NBYTES, layout=Layout.grid(nodes, per_node))
+    assert s.num_steps == steps
+
+
+def test_tree_channels_use_different_head_gpus() -> None:
+    """Across servers, each channel's trees enter a server through a different GPU
+    (hence NIC): the cross-server edges of 4 channels touch 8 distinct GPUs per server."""
+    layout = Layout.grid(2, 8)
+    s = tree("all_reduce", 16, NBYTES, layout=layout, channels=4)
+    cross = {
+        (t.src, t.dst)
+        for k in range(s.num_steps)
+        for t in s.phases[0].steps(k)
+        if layout.node_of[t.src] != layout.node_of[t.dst]
+    }
+    assert len({r for pair in cross for r in pair if layout.node_of[r] == 0}) == 8
+
+
 def test_tree_pipelining_overlaps_levels() -> None:
     """C pieces through a T-step tree take T + C - 1 steps."""
-    s = tree("all_reduce", 8, NBYTES, layout=Layout.flat(8), pipeline_chunks=5)
+    s = tree("all_reduce", 8, NBYTES, layout=Layout.grid(8, 1), pipeline_chunks=5)
     assert s.num_steps == 6 + 5 - 1
     assert s.nchunks == 2 * 5
 

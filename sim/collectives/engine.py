@@ -28,6 +28,7 @@ Two evaluators, which agree exactly where nothing contends:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -39,7 +40,15 @@ from sim.collectives.schedule import Schedule, Transfer
 from sim.network.base import Network
 from sim.topology.model import Topology
 
-__all__ = ["RouteCache", "StepCost", "predict_step_sync", "run_schedule", "step_cost", "wire_scale"]
+__all__ = [
+    "RouteCache",
+    "StepCost",
+    "predict_step_sync",
+    "run_schedule",
+    "sender_payload",
+    "step_cost",
+    "wire_scale",
+]
 
 SCOPE_RANK = {"nvlink": 0, "pcie": 1, "net": 2}
 SCOPE_NAME = ("nvlink", "pcie", "net")
@@ -97,14 +106,31 @@ class RouteCache:
 class StepCost:
     """Protocol-independent facts of one synchronous step (for the closed form).
 
-    ``drain_s_per_byte[i]``: seconds per payload byte of transfer ``i`` at its most
-    loaded link, given everything the step puts on that link (``load / capacity / bytes``
-    times the transfer's bytes gives its drain time).
+    ``drain_s[i]``: seconds transfer ``i`` needs at its most loaded link, given everything
+    the step puts on that link, at wire factor 1 (``load / capacity`` at that link).
+    ``src_payload_bytes[i]``: payload bytes the sender of transfer ``i`` sends in the
+    whole step (0 for in-network reducers), which its NCCL channels must carry.
     """
 
     latency_s: np.ndarray
     drain_s: np.ndarray  # seconds to drain at wire factor 1
     scope: str
+    src_payload_bytes: np.ndarray
+
+
+def sender_payload(sched: Schedule, trs: Sequence[Transfer]) -> np.ndarray:
+    """Payload bytes each transfer's sender sends in the step (0 from reducers).
+
+    >>> from sim.collectives.schedule import Schedule
+    >>> s = Schedule("all_reduce", "x", 2, 4, 10.0, ())
+    >>> sender_payload(s, [Transfer(0, 1, (0,)), Transfer(0, 1, (1, 2)), Transfer(2, 0, (3,))])
+    array([30., 30.,  0.])
+    """
+    sent: dict[int, float] = {}
+    for t in trs:
+        if t.src < sched.n:
+            sent[t.src] = sent.get(t.src, 0.0) + len(t.chunks) * sched.chunk_bytes
+    return np.array([sent.get(t.src, 0.0) for t in trs], dtype=float)
 
 
 def step_cost(
@@ -118,8 +144,9 @@ def step_cost(
     paths = [routes.links(a, b) for a, b in pairs]
     counts = np.array([len(p) for p in paths], dtype=np.intp)
     scope = SCOPE_NAME[max((f[2] for f in facts), default=0)]
+    sent = sender_payload(sched, trs)
     if not counts.sum():
-        return StepCost(lat, np.zeros(len(trs)), scope)
+        return StepCost(lat, np.zeros(len(trs)), scope, sent)
     flat = np.concatenate(paths)
     owner = np.repeat(np.arange(len(trs)), counts)
     load = np.zeros(len(topo.capacity_Bps))
@@ -127,7 +154,7 @@ def step_cost(
     per_link = load[flat] / topo.capacity_Bps[flat]
     drain = np.zeros(len(trs))
     np.maximum.at(drain, owner, per_link)
-    return StepCost(lat, drain, scope)
+    return StepCost(lat, drain, scope, sent)
 
 
 def predict_step_sync(
@@ -136,12 +163,15 @@ def predict_step_sync(
     routes: RouteCache,
     params: CollectiveParams,
     protocols: Sequence[str] | None = None,
+    rate_cap_Bps: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """Closed-form time (s) of ``sched`` per protocol (no fair-sharing dynamics).
 
-    Each transfer costs ``latency + wire factor * max over its links (step load / capacity)``;
-    a step costs its slowest transfer plus the step latency of its scope. Uniform phases
-    are costed once and multiplied.
+    Each transfer costs ``latency + max(wire factor * max over its links (step load /
+    capacity), sender's step payload / rate cap)``; a step costs its slowest transfer plus
+    the step latency of its scope. ``rate_cap_Bps[protocol]`` is a rank's NCCL channel
+    rate (:func:`sim.collectives.channels.channel_rate_Bps`; none: uncapped). Uniform
+    phases are costed once and multiplied.
 
     >>> # see tests/test_collective_engine.py for closed-form checks
     """
@@ -149,6 +179,7 @@ def predict_step_sync(
     protos = [p for p in (protocols or algo.protocols) if p in algo.protocols]
     total = {p: algo.base_latency_s[p] for p in protos}
     scale = {p: wire_scale(params, sched.algorithm, p) for p in protos}
+    cap = {p: (rate_cap_Bps or {}).get(p, math.inf) for p in protos}
     for phase in sched.phases:
         reps = range(1) if phase.uniform else range(phase.repeat)
         mult = phase.repeat if phase.uniform else 1
@@ -158,7 +189,10 @@ def predict_step_sync(
                 continue
             c = step_cost(sched, trs, endpoints, routes)
             for p in protos:
-                t = float(np.max(c.latency_s + c.drain_s * scale[p]))
+                busy = c.drain_s * scale[p]
+                if math.isfinite(cap[p]):
+                    busy = np.maximum(busy, c.src_payload_bytes / cap[p])
+                t = float(np.max(c.latency_s + busy))
                 lat = 0.0 if phase.streamed else algo.step_latency_s[c.scope][p]
                 total[p] += mult * (t + lat)
     return {p: float(v) for p, v in total.items()}
@@ -173,6 +207,7 @@ def run_schedule(
     params: CollectiveParams,
     protocol: str,
     exclusive: bool = False,
+    rate_cap_Bps: float = math.inf,
 ) -> Generator[simpy.Event, object, None]:
     """SimPy process body: run ``sched`` on ``network`` with ``protocol``.
 
@@ -183,9 +218,13 @@ def run_schedule(
     exclusive : bool
         True when nothing else uses the network meanwhile; lets uniform phases be timed
         from one step (exact). Leave False inside a training step with other traffic.
+    rate_cap_Bps : float
+        A rank's NCCL channel rate (payload bytes/s): each transfer is capped at its share
+        of its sender's step payload (:func:`predict_step_sync` charges the same).
     """
     algo = params.algorithm(sched.algorithm)
     scale = wire_scale(params, sched.algorithm, protocol)
+    capped = math.isfinite(rate_cap_Bps)
     yield env.timeout(algo.base_latency_s[protocol])
     for phase in sched.phases:
         k = 0
@@ -194,12 +233,16 @@ def run_schedule(
             skip = exclusive and phase.uniform and phase.repeat > 1
             before = network.link_bytes.copy() if skip else None
             trs = phase.steps(k)
-            events = [
-                network.transfer(
-                    endpoints[t.src], endpoints[t.dst], len(t.chunks) * sched.chunk_bytes * scale
+            sent = sender_payload(sched, trs) if capped else None
+            events = []
+            for i, t in enumerate(trs):
+                payload = len(t.chunks) * sched.chunk_bytes
+                limit = math.inf
+                if sent is not None and sent[i] > 0:
+                    limit = rate_cap_Bps * payload / float(sent[i]) * scale
+                events.append(
+                    network.transfer(endpoints[t.src], endpoints[t.dst], payload * scale, limit)
                 )
-                for t in trs
-            ]
             if events:
                 yield env.all_of(events)
                 if not phase.streamed:

@@ -17,7 +17,14 @@ import yaml
 
 from sim.errors import ConfigError
 
-__all__ = ["PROTOCOLS", "SCOPES", "AlgorithmParams", "CollectiveParams", "default_params"]
+__all__ = [
+    "PROTOCOLS",
+    "SCOPES",
+    "AlgorithmParams",
+    "ChannelParams",
+    "CollectiveParams",
+    "default_params",
+]
 
 PROTOCOLS = ("ll", "ll128", "simple")
 SCOPES = ("nvlink", "pcie", "net")
@@ -31,6 +38,31 @@ class AlgorithmParams:
     protocols: tuple[str, ...]
     base_latency_s: Mapping[str, float]
     step_latency_s: Mapping[str, Mapping[str, float]]
+
+
+@dataclass(frozen=True)
+class ChannelParams:
+    """NCCL channel model (see ``channels:`` in ``defaults.yaml``).
+
+    Attributes
+    ----------
+    threads : Mapping[str, int]
+        Threads per channel per protocol (NCCL's maxThreads).
+    thread_threshold_bytes : Mapping[str, float]
+        Bytes per thread before NCCL adds a channel (ring LL: times the rank count).
+    bandwidth_Bps : Mapping[str, float]
+        Most payload bytes/s one channel moves per protocol.
+    per_server : int
+        Channels of a group inside one server.
+    per_nic : int
+        Channels per NIC of a group that spans servers.
+    """
+
+    threads: Mapping[str, int]
+    thread_threshold_bytes: Mapping[str, float]
+    bandwidth_Bps: Mapping[str, float]
+    per_server: int
+    per_nic: int
 
 
 @dataclass(frozen=True)
@@ -52,6 +84,8 @@ class CollectiveParams:
     pipeline_min_chunks : int
         Floor on pipelined pieces: NCCL splits even small messages over many channels
         that run concurrently, so the steps of a pipelined algorithm overlap.
+    channels : ChannelParams
+        How many NCCL channels a collective uses at a size, and their rate.
     raw : Mapping[str, Any]
         The merged parameter tree (for provenance and round trips).
     """
@@ -62,12 +96,17 @@ class CollectiveParams:
     pipeline_chunk_bytes: float
     pipeline_max_chunks: int
     pipeline_min_chunks: int
+    channels: ChannelParams
     raw: Mapping[str, Any]
 
     @classmethod
     def from_dict(cls, tree: Mapping[str, Any], where: str = "collectives") -> CollectiveParams:
         """Validate a parameter tree shaped like ``defaults.yaml``; errors name the key."""
-        _known(tree, {"source", "link_efficiency", "protocols", "algorithms", "pipeline"}, where)
+        _known(
+            tree,
+            {"source", "link_efficiency", "protocols", "algorithms", "pipeline", "channels"},
+            where,
+        )
         link = {
             s: _eff(_get(tree, "link_efficiency", where), s, where + ".link_efficiency")
             for s in SCOPES
@@ -93,7 +132,11 @@ class CollectiveParams:
             raise ConfigError(
                 f"{where}.pipeline.min_chunks: {min_chunks} must be <= max_chunks {max_chunks}"
             )
-        return cls(link, proto_eff, algos, chunk, max_chunks, min_chunks, copy.deepcopy(dict(tree)))
+        channels = _channels(_get(tree, "channels", where), f"{where}.channels")
+        return cls(
+            link, proto_eff, algos, chunk, max_chunks, min_chunks, channels,
+            copy.deepcopy(dict(tree)),
+        )  # fmt: skip
 
     def merged(
         self, override: Mapping[str, Any], where: str = "profile.collectives"
@@ -200,3 +243,23 @@ def _algorithm(spec: Mapping[str, Any], where: str) -> AlgorithmParams:
         for s in SCOPES
     }
     return AlgorithmParams(_fraction(spec, "efficiency", where), protos, base, step)
+
+
+def _per_protocol(tree: Mapping[str, Any], key: str, where: str) -> dict[str, float]:
+    sub = _get(tree, key, where)
+    _known(sub, set(PROTOCOLS), f"{where}.{key}")
+    return {p: _positive(sub, p, f"{where}.{key}") for p in PROTOCOLS}
+
+
+def _channels(tree: Mapping[str, Any], where: str) -> ChannelParams:
+    _known(
+        tree,
+        {"source", "threads", "thread_threshold_bytes", "bandwidth_GBps", "per_server", "per_nic"},
+        where,
+    )
+    threads = {p: int(v) for p, v in _per_protocol(tree, "threads", where).items()}
+    bw = {p: v * 1e9 for p, v in _per_protocol(tree, "bandwidth_GBps", where).items()}
+    return ChannelParams(
+        threads, _per_protocol(tree, "thread_threshold_bytes", where), bw,
+        int(_positive(tree, "per_server", where)), int(_positive(tree, "per_nic", where)),
+    )  # fmt: skip

@@ -1,8 +1,10 @@
 """Simulate one collective, or an nccl-tests-style sweep of sizes, on a topology.
 
 ``auto`` picks the (algorithm, protocol) with the lowest time under the closed-form
-model (:func:`~sim.collectives.engine.predict_step_sync`), as NCCL's tuner picks from its
-own cost model; the chosen pair is then run on the requested network backend.
+model (:func:`~sim.collectives.engine.predict_step_sync`) among the algorithms NCCL has
+for the operation (:data:`NCCL_ALGORITHMS`), as NCCL's tuner picks from its own cost
+model; the chosen pair is then run on the requested network backend. Every rank's
+transfers are capped by its NCCL channels (:mod:`sim.collectives.channels`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 import simpy
 
 from sim.collectives.algorithms import ALGORITHMS, Layout, applicable
+from sim.collectives.channels import channel_rate_Bps
 from sim.collectives.engine import RouteCache, predict_step_sync, run_schedule, scope_bytes
 from sim.collectives.params import PROTOCOLS, CollectiveParams, default_params
 from sim.collectives.schedule import OPS, Schedule, busbw_factor
@@ -22,7 +25,7 @@ from sim.network import make_network
 from sim.topology.model import Topology
 
 __all__ = [
-    "AUTO_ALGORITHMS",
+    "NCCL_ALGORITHMS",
     "NVLS_NVLINK",
     "PIPELINED",
     "CollectiveResult",
@@ -36,21 +39,28 @@ __all__ = [
 # NVSwitch technical overview; NCCL 2.17 release notes: NVLS on H100 NVSwitch systems).
 NVLS_NVLINK = ("nvlink4", "nvlink5")
 
-# What ``auto`` chooses among: every implemented algorithm, a superset of NCCL's (Ring,
-# Tree, NVLS, NVLS-Tree, direct). Recursive halving-doubling and the plain hierarchical
-# composition are not NCCL algorithms, but between ~64 KiB and ~16 MiB they stand in for
-# what the model does not capture of NCCL there (NVLS and LL128 spread over 16-32
-# channels at once): restricting auto to NCCL's set raised the calibrated hold-out error
-# on the DGX H100 log from 17% to 56% at its worst point. The CollectiveResult names the
-# algorithm used, so a prediction never hides that it came from RHD.
-AUTO_ALGORITHMS = ("ring", "tree", "rhd", "hierarchical", "nvls", "nvls_tree", "direct")
+# What ``auto`` chooses among, per operation: the algorithms NCCL itself has for it
+# (NVIDIA/nccl tuning.cc / enqueue.cc, 2.18-2.22): all_reduce ring, tree, NVLS (one
+# NVSwitch domain) and NVLS-tree (servers with an NVSwitch each); all_gather and
+# reduce_scatter ring and NVLS; broadcast and reduce ring only; all_to_all and send/recv
+# point-to-point ("direct"). Recursive halving-doubling and the plain hierarchical
+# composition are not NCCL algorithms: they run only when asked for by name.
+NCCL_ALGORITHMS: dict[str, tuple[str, ...]] = {
+    "all_reduce": ("ring", "tree", "nvls", "nvls_tree"),
+    "all_gather": ("ring", "nvls"),
+    "reduce_scatter": ("ring", "nvls"),
+    "broadcast": ("ring",),
+    "reduce": ("ring",),
+    "all_to_all": ("direct",),
+    "send_recv": ("direct",),
+}
 
 # Algorithms whose pipeline depth the tuner chooses. NCCL runs NVLS over many channels
 # at once, so its four in-switch steps overlap even for mid-size messages; a depth fixed
 # by size made the calibrated DGX H100 hold-out miss by 17% at 4 MiB. Tree, NVLS-tree and
 # ring chains keep the size-derived depth (tuning theirs too worsened the 2-node IB
 # hold-out, max 22%).
-PIPELINED = ("nvls",)
+PIPELINED = ("nvls", "nvls_tree")
 
 # Cap on pipeline depth x base steps of one schedule (see CollectiveSetup.schedule).
 PIPELINE_WORK = 512
@@ -136,12 +146,20 @@ class CollectiveSetup:
             [next(iter(per_node[k])) for k in sorted(per_node)] if node_nvswitch else []
         )
         self.channels = _channels(topology, self.group, len(first))
+        self.max_nccl_channels = _max_nccl_channels(self.params, topology, self.group, len(first))
         self.routes = RouteCache(self.topology)
 
     @property
     def n(self) -> int:
         """Ranks in the group."""
         return len(self.group)
+
+    def rate_cap_Bps(self, algorithm: str, protocol: str, size_bytes: float) -> float:
+        """A rank's NCCL channel rate for ``algorithm``/``protocol`` at ``size_bytes``
+        (payload bytes/s; ``inf`` where not capped): see :mod:`sim.collectives.channels`."""
+        return channel_rate_Bps(
+            self.params.channels, algorithm, protocol, size_bytes, self.n, self.max_nccl_channels
+        )
 
     def pipeline_chunks(self, size_bytes: float) -> int:
         """Pipelined pieces for ``size_bytes``: size / chunk_bytes, clamped to [1, max_chunks]."""
@@ -194,10 +212,11 @@ class CollectiveSetup:
         for algo, proto in self.candidates(op, algorithm, protocol):
             protos.setdefault(algo, []).append(proto)
         for algo, plist in protos.items():
+            caps = {p: self.rate_cap_Bps(algo, p, size_bytes) for p in plist}
             for chunks in self.chunk_options(op, algo, size_bytes):
                 sched = self.schedule(op, algo, size_bytes, root, chunks)
                 times = predict_step_sync(
-                    sched, self.endpoints(sched), self.routes, self.params, plist
+                    sched, self.endpoints(sched), self.routes, self.params, plist, caps
                 )
                 for proto in plist:  # candidates' order breaks ties, as before
                     if best is None or times[proto] < best[0]:
@@ -220,7 +239,7 @@ class CollectiveSetup:
         algos = (
             [algorithm]
             if algorithm != "auto"
-            else [a for a in AUTO_ALGORITHMS if applicable(a, op, self.layout)]
+            else [a for a in NCCL_ALGORITHMS.get(op, ()) if applicable(a, op, self.layout)]
         )
         if algorithm != "auto" and algorithm not in ALGORITHMS:
             raise ConfigError(
@@ -275,6 +294,18 @@ def _channels(topology: Topology, group: Sequence[str], nodes: int) -> int:
     return max(1, min(topology.nics_per_node().get(node, 0), local, 16))
 
 
+def _max_nccl_channels(
+    params: CollectiveParams, topology: Topology, group: Sequence[str], nodes: int
+) -> int:
+    """NCCL's channel count for the group: ``per_server`` inside one server, else
+    ``per_nic`` per NIC of the first server (NCCL pins two channels to each NIC)."""
+    ch = params.channels
+    if nodes <= 1:
+        return ch.per_server
+    nics = topology.nics_per_node().get(topology.node_of(group[0]), 0)
+    return max(1, ch.per_nic * nics) if nics else ch.per_server
+
+
 def simulate_collective(
     setup: CollectiveSetup,
     op: str,
@@ -317,6 +348,7 @@ def simulate_collective(
             setup.params,
             proto,
             exclusive=True,
+            rate_cap_Bps=setup.rate_cap_Bps(algo, proto, size_bytes),
         )
     )
     env.run()

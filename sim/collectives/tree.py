@@ -3,15 +3,17 @@
 The trees are NCCL's own (``ncclGetBtree`` / ``ncclGetDtree`` in ``graph/trees.cc``):
 tree 0 is a binary tree over tree indices ``0..m-1`` rooted at 0, in which odd indices
 are leaves; tree 1 is its mirror (``m`` even, ``i -> m-1-i``) or its shift by one
-(``m`` odd), so a rank that is interior in one tree is mostly a leaf in the other.
-Tree index ``i`` is rank ``Layout.order[i]``. NCCL builds these trees over servers and
-chains the GPUs inside a server; here they are built over the group's ranks, which is
-NCCL's shape with one GPU per server.
+(``m`` odd), so an index that is interior in one tree is mostly a leaf in the other.
+For all_reduce, as NCCL does, the double tree spans *servers* and the GPUs inside a
+server form a chain below the server's head GPU (:func:`nccl_tree_parents`); each
+channel's trees use different head GPUs, hence different NICs (rails).
 
 - all_reduce: each tree reduces its half up to its top, which broadcasts it back down:
-  ``2·depth`` steps (the two trees run side by side).
-- broadcast, reduce: the double tree is built over the ``n-1`` non-root ranks and the
-  root sits on top of both trees (as in two-tree broadcast): ``depth + 1`` steps.
+  ``2·depth`` steps (the two trees run side by side), depth = chain length within a
+  server plus the depth of the tree over servers.
+- broadcast, reduce (not NCCL's: NCCL runs these as rings; here when asked for by name):
+  the double tree is built over the ``n-1`` non-root ranks and the root sits on top of
+  both trees (as in two-tree broadcast): ``depth + 1`` steps.
 
 With ``pipeline_chunks = C`` > 1 the buffer is cut into ``C`` pieces that stream
 through the levels (:func:`~sim.collectives.pipeline.pipeline`). ``channels`` splits
@@ -26,7 +28,7 @@ from sim.collectives.layout import Layout, check_args
 from sim.collectives.pipeline import pipeline
 from sim.collectives.schedule import Phase, Schedule, Transfer
 
-__all__ = ["SUPPORTS", "btree", "dtree_parents", "tree"]
+__all__ = ["SUPPORTS", "btree", "dtree_parents", "nccl_tree_parents", "tree"]
 
 SUPPORTS = ("all_reduce", "broadcast", "reduce")
 
@@ -102,14 +104,46 @@ def _rooted(m: int, parent: Sequence[int]) -> list[int]:
     return [-1] + [0 if p < 0 else p + 1 for p in parent]
 
 
-def _trees(op: str, layout: Layout, root: int) -> list[list[tuple[Edges, bool]]]:
-    """Each tree's steps as (edges, reduce) lists, in the order they run."""
+def nccl_tree_parents(layout: Layout, tree: int, head: int = 0) -> list[int]:
+    """Parent rank of every rank (-1 at the top) in NCCL's all-reduce tree ``tree`` (0, 1).
+
+    NCCL's trees span servers, not ranks: the GPUs of a server form a chain whose first
+    GPU (the *head*, local position ``head``) joins the double binary tree over servers
+    (``ncclGetDtree`` over server indices; tree 1 mirrors or shifts tree 0). Inside a
+    server tree 0 chains the GPUs onward from the head and tree 1 backward, so the two
+    trees of one channel use different NVLink paths (and, across servers, the heads of
+    different channels sit behind different NICs).
+
+    >>> nccl_tree_parents(Layout.flat(4), 0)
+    [-1, 0, 1, 2]
+    >>> nccl_tree_parents(Layout.grid(2, 2), 0)  # servers (0, 1) and (2, 3)
+    [-1, 0, 0, 2]
+    """
+    servers = layout.nodes
+    top = dtree_parents(len(servers))[tree]
+    parent = [-1] * layout.n
+    heads = []
+    for ranks in servers:
+        h = head % len(ranks)
+        rest = ranks[h + 1 :] + ranks[:h]
+        chain = (ranks[h], *(rest if tree == 0 else rest[::-1]))
+        for child, par in zip(chain[1:], chain[:-1], strict=True):
+            parent[child] = par
+        heads.append(ranks[h])
+    for s, up in enumerate(top):
+        if up >= 0:
+            parent[heads[s]] = heads[up]
+    return parent
+
+
+def _trees(op: str, layout: Layout, root: int, ch: int) -> list[list[tuple[Edges, bool]]]:
+    """Each tree's steps of channel ``ch`` as (edges, reduce) lists, in the order they run."""
     order = layout.order
     n = len(order)
     parents: Sequence[Sequence[int]]
     if op == "all_reduce":
-        parents = dtree_parents(n)
-        rank_of: Sequence[int] = order
+        parents = [nccl_tree_parents(layout, t, 2 * ch + t) for t in (0, 1)]
+        rank_of: Sequence[int] = range(n)
     else:
         pos = order.index(root)
         rank_of = order[pos:] + order[:pos]
@@ -159,20 +193,20 @@ def tree(
 
     Examples
     --------
-    >>> s = tree("all_reduce", 8, 8e6, layout=Layout.flat(8))
+    >>> s = tree("all_reduce", 8, 8e6, layout=Layout.flat(8))  # a chain of 8: 7 up, 7 down
     >>> s.num_steps, s.nchunks, s.chunk_bytes
-    (6, 2, 4000000.0)
+    (14, 2, 4000000.0)
     """
     check_args("tree", SUPPORTS, op, n, nbytes, layout, channels, root, pipeline_chunks)
-    per_tree = _trees(op, layout, root) if n > 1 else []
-    total = max((len(t) for t in per_tree), default=0)
+    per_channel = [_trees(op, layout, root, ch) for ch in range(channels)] if n > 1 else []
+    total = max((len(t) for trees in per_channel for t in trees), default=0)
 
     def step(k: int) -> list[Transfer]:
         out: list[Transfer] = []
-        for t, steps in enumerate(per_tree):
-            if k < len(steps):
-                edges, reduce = steps[k]
-                for ch in range(channels):
+        for ch, trees in enumerate(per_channel):
+            for t, steps in enumerate(trees):
+                if k < len(steps):
+                    edges, reduce = steps[k]
                     out += [Transfer(a, b, (2 * ch + t,), reduce) for a, b in edges]
         return out
 

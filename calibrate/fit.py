@@ -30,18 +30,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from calibrate.measurements import Measurements
 from calibrate.model import FastModel, Point, points_from, simulate_points, step_scopes
+from calibrate.solver import solve
 from sim.collectives.algorithms import ALGORITHMS, applicable
 from sim.collectives.params import PROTOCOLS, CollectiveParams, default_params
 from sim.errors import CalibrationError, ConfigError
 from sim.topology.model import Topology
 
-__all__ = ["FitReport", "Knob", "default_knobs", "fit_collectives", "fit_points", "quality", "sig"]
+__all__ = [
+    "FitReport",
+    "Knob",
+    "default_knobs",
+    "fit_collectives",
+    "fit_points",
+    "measured_backend",
+    "quality",
+    "sig",
+]
 
 FITTED = "fitted by clustersim calibrate fit (see provenance)"
+#: Soft-L1 scale of the log-time residuals: errors well under 5% count quadratically.
+F_SCALE = 0.05
 #: In-switch (NVLink SHARP) algorithms: their own efficiency and step latencies are fitted.
 IN_SWITCH = ("nvls", "nvls_tree")
 
@@ -65,10 +76,25 @@ class Knob:
     start: float
     write: Callable[[dict[str, Any], float], None]
     log10: bool = False  # searched as log10 of the value (factors spanning decades)
+    prior: float = 0.05  # prior width in search coordinates (value, or decades if log10)
 
     def value(self, x: float) -> float:
         """The parameter's value at search coordinate ``x``."""
         return float(10**x) if self.log10 else float(x)
+
+    def at_unit(self, u: float) -> float:
+        """The parameter's value at unit-box coordinate ``u`` (0: ``lo``, 1: ``hi``)."""
+        return self.value(self.lo + float(u) * (self.hi - self.lo))
+
+    @property
+    def prior_unit(self) -> float:
+        """The prior's width in the unit box."""
+        return self.prior / (self.hi - self.lo)
+
+    @property
+    def unit_start(self) -> float:
+        """The default's unit-box coordinate (the prior's centre)."""
+        return min(1.0, max(0.0, (self.start - self.lo) / (self.hi - self.lo)))
 
 
 def _put(tree: dict[str, Any], path: Sequence[str], value: object) -> None:
@@ -81,57 +107,82 @@ def _link_eff(scope: str, base: CollectiveParams) -> Knob:
     def write(t: dict[str, Any], v: float) -> None:
         _put(t, ("link_efficiency", scope), {"value": v, "source": FITTED})
 
-    return Knob(f"link_efficiency.{scope}", 1e-3, 1.0, base.link_efficiency[scope], write)
+    return Knob(
+        f"link_efficiency.{scope}", 1e-3, 1.0, base.link_efficiency[scope], write, prior=0.025
+    )
 
 
 def _proto_eff(proto: str, base: CollectiveParams) -> Knob:
     def write(t: dict[str, Any], v: float) -> None:
         _put(t, ("protocols", proto), {"efficiency": v, "source": FITTED})
 
-    return Knob(f"protocols.{proto}.efficiency", 0.05, 1.0, base.protocol_efficiency[proto], write)
+    return Knob(
+        f"protocols.{proto}.efficiency",
+        0.05,
+        1.0,
+        base.protocol_efficiency[proto],
+        write,
+        prior=0.05,
+    )
 
 
 def _switch_eff(algo: str, base: CollectiveParams) -> Knob:
     def write(t: dict[str, Any], v: float) -> None:
         _put(t, ("algorithms", algo, "efficiency"), v)
 
-    return Knob(f"{algo}.efficiency", 0.05, 1.0, base.algorithm(algo).efficiency, write)
+    return Knob(f"{algo}.efficiency", 0.05, 1.0, base.algorithm(algo).efficiency, write, prior=0.05)
 
 
 def _switch_step(algo: str, scope: str, base: CollectiveParams) -> Knob:
     def write(t: dict[str, Any], v: float) -> None:
         _put(t, ("algorithms", algo, "step_latency_us", scope, "simple"), v)
 
-    start = base.algorithm(algo).step_latency_s[scope]["simple"] * 1e6
-    return Knob(f"{algo}.step_latency_us.{scope}", 0.0, 200.0, start, write)
+    start = max(base.algorithm(algo).step_latency_s[scope]["simple"] * 1e6, 0.01)
+    return Knob(
+        f"{algo}.step_latency_us.{scope}",
+        -2.0,
+        math.log10(200.0),
+        math.log10(start),
+        write,
+        log10=True,
+        prior=0.15,
+    )
 
 
-def _latency_scale(kind: str, scope: str | None, proto: str, base: CollectiveParams) -> Knob:
-    """Factor on every non-NVLS algorithm's base (``scope`` None) or step latency."""
+def _channel_bw(proto: str, base: CollectiveParams) -> Knob:
+    def write(t: dict[str, Any], v: float) -> None:
+        _put(t, ("channels", "bandwidth_GBps", proto), v)
+
+    start = math.log10(base.channels.bandwidth_Bps[proto] / 1e9)
+    return Knob(f"channels.bandwidth_GBps.{proto}", -2.0, 3.0, start, write, log10=True, prior=0.15)
+
+
+def _latency_scale(kind: str, scope: str, proto: str, base: CollectiveParams) -> Knob:
+    """Factor on every non-NVLS algorithm's ``base`` latency, ``step`` latency in ``scope``,
+    or (``kind`` "latency") both at once."""
     raw = base.raw["algorithms"]
 
     def write(t: dict[str, Any], v: float) -> None:
         for name, spec in raw.items():
             if name in IN_SWITCH or proto not in spec.get("protocols", PROTOCOLS):
                 continue
-            if scope is None:
-                _put(
-                    t,
-                    ("algorithms", name, "base_latency_us", proto),
-                    v * spec["base_latency_us"][proto],
-                )
-            else:
+            if kind in ("base", "latency"):
+                old = spec["base_latency_us"][proto]
+                _put(t, ("algorithms", name, "base_latency_us", proto), v * old)
+            if kind in ("step", "latency"):
                 old = spec["step_latency_us"][scope][proto]
                 _put(t, ("algorithms", name, "step_latency_us", scope, proto), v * old)
 
-    where = f"{scope}." if scope else ""
-    return Knob(
-        f"{kind}_latency_scale.{where}{proto}", -3.0, math.log10(50.0), 0.0, write, log10=True
-    )
+    where = "" if kind == "base" else f"{scope}."
+    name = f"{kind}_latency_scale.{where}{proto}".removeprefix("latency_")
+    return Knob(name, -3.0, math.log10(50.0), 0.0, write, log10=True, prior=0.15)
 
 
 def default_knobs(
-    points: Sequence[Point], base: CollectiveParams, protocols: Sequence[str]
+    points: Sequence[Point],
+    base: CollectiveParams,
+    protocols: Sequence[str],
+    channels: bool = True,
 ) -> list[Knob]:
     """The identifiable parameters for ``points`` (see the module docstring)."""
     scopes = sorted(
@@ -142,10 +193,18 @@ def default_knobs(
     for algo in (a for a in IN_SWITCH if a in ALGORITHMS):
         if any(applicable(algo, p.op, p.setup.layout) for p in points):
             knobs += [_switch_eff(algo, base)] + [_switch_step(algo, s, base) for s in scopes]
+    # One group size fixes every algorithm's step count: base and step latency then trade
+    # off one for one, so only their common factor is identifiable.
+    sizes = {p.setup.n for p in points}
     for proto in protocols:
-        knobs.append(_latency_scale("step", widest, proto, base))
-        knobs.append(_latency_scale("base", None, proto, base))
+        if len(sizes) > 1:
+            knobs.append(_latency_scale("step", widest, proto, base))
+            knobs.append(_latency_scale("base", widest, proto, base))
+        else:
+            knobs.append(_latency_scale("latency", widest, proto, base))
     knobs += [_proto_eff(p, base) for p in protocols if p != "simple"]
+    if channels:
+        knobs += [_channel_bw(p, base) for p in protocols]
     return knobs
 
 
@@ -169,8 +228,8 @@ def _tree(
     return tree
 
 
-def _values(knobs: Sequence[Knob], x: Sequence[float] | np.ndarray) -> list[float]:
-    return [k.value(float(v)) for k, v in zip(knobs, x, strict=True)]
+def _values(knobs: Sequence[Knob], u: Sequence[float] | np.ndarray) -> list[float]:
+    return [k.at_unit(float(v)) for k, v in zip(knobs, u, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -190,6 +249,10 @@ class FitReport:
     max_ape_pct: float
     rows: tuple[dict[str, Any], ...] = field(repr=False)
     message: str = ""
+    converged: bool = True
+    evaluations: int = 0
+    starts: int = 1
+    runner_up_gap: float = float("inf")
 
     def summary(self) -> dict[str, Any]:
         """Rounded, YAML-ready fit quality (no per-point rows)."""
@@ -197,6 +260,9 @@ class FitReport:
             "points": self.points, "r2_log_time": sig(self.r2_log), "mape_pct": sig(self.mape_pct),
             "median_ape_pct": sig(self.median_ape_pct), "max_ape_pct": sig(self.max_ape_pct),
             "parameters": dict(self.parameters), "at_bound": list(self.at_bound),
+            "search": {"converged": self.converged, "starts": self.starts,
+                       "runner_up_gap": sig(self.runner_up_gap)
+                       if math.isfinite(self.runner_up_gap) else "none"},
         }  # fmt: skip
 
 
@@ -220,48 +286,59 @@ def quality(
 
 
 def fit_points(points: Sequence[Point], base: CollectiveParams, params_to_fit: Sequence[str] | None = None,
-               protocols: Sequence[str] = PROTOCOLS) -> tuple[dict[str, Any], FitReport]:  # fmt: skip
-    """Fit :func:`default_knobs` (or the named subset) to ``points``; see :func:`fit_collectives`."""
+               *, backend: str = "nccl", seed: int = 0, start_jitter: float = 0.0,
+               max_nfev: int | None = None) -> tuple[dict[str, Any], FitReport]:  # fmt: skip
+    """Fit :func:`default_knobs` (or the named subset) to ``points``; see :func:`fit_collectives`.
+
+    ``backend`` "gloo" restricts every algorithm to the ``simple`` protocol and fits no
+    NCCL channel rates. ``seed`` and ``start_jitter`` change where the search starts (not
+    the objective; see :func:`calibrate.solver.solve`); ``max_nfev`` caps each local run.
+
+    Raises
+    ------
+    CalibrationError
+        The search stopped at ``max_nfev`` without meeting its tolerances.
+    """
+    gloo = backend == "gloo"
+    protocols: tuple[str, ...] = ("simple",) if gloo else PROTOCOLS
     fixed = _only_protocols(protocols, base)
     base = base.merged(fixed) if fixed else base
-    knobs = _select(default_knobs(points, base, protocols), params_to_fit)
+    knobs = _select(default_knobs(points, base, protocols, channels=not gloo), params_to_fit)
     _check_points(points, len(knobs))
     model = FastModel(points)
     y = np.log([p.time_s for p in points])
 
-    def residuals(x: np.ndarray) -> np.ndarray:
-        return np.log(model.predict(base.merged(_tree(knobs, _values(knobs, x), fixed)))) - y
+    def residuals(u: np.ndarray, tau: float) -> np.ndarray:
+        params = base.merged(_tree(knobs, _values(knobs, u), fixed))
+        return np.log(model.predict(params, softness=tau)) - y
 
-    lo, hi = np.array([k.lo for k in knobs]), np.array([k.hi for k in knobs])
-    x0 = np.clip([k.start for k in knobs], lo + 1e-6 * (hi - lo), hi - 1e-6 * (hi - lo))
-    sol = _solve(residuals, x0, knobs)
-    values = [sig(v) for v in _values(knobs, sol.x)]
+    sol = solve(residuals, np.array([k.unit_start for k in knobs]),
+                prior_width=np.array([k.prior_unit for k in knobs]), f_scale=F_SCALE, seed=seed,
+                start_jitter=start_jitter, max_nfev=max_nfev)  # fmt: skip
+    if not sol.converged:
+        raise CalibrationError(
+            f"fit did not converge: stopped after {sol.nfev} evaluations ({sol.message}); "
+            "the parameters would depend on where the search stopped"
+        )
+    values = [sig(v) for v in _values(knobs, sol.u)]
     tree = _tree(knobs, values, fixed)
-    params = base.merged(tree)
-    r2, rows = quality(points, params)
+    r2, rows = quality(points, base.merged(tree))
     apes = np.array([r["ape_pct"] for r in rows])
-    bound = tuple(
-        k.name
-        for k, v in zip(knobs, sol.x, strict=True)
-        if min(v - k.lo, k.hi - v) < 1e-3 * (k.hi - k.lo)
-    )
+    bound = tuple(k.name for k, u in zip(knobs, sol.u, strict=True) if min(u, 1 - u) < 1e-3)
     report = FitReport(
         parameters={k.name: v for k, v in zip(knobs, values, strict=True)}, at_bound=bound,
         points=len(points), r2_log=r2, mape_pct=float(apes.mean()),
         median_ape_pct=float(np.median(apes)), max_ape_pct=float(apes.max()), rows=tuple(rows),
-        message=str(sol.message),
+        message=sol.message, converged=sol.converged, evaluations=sol.nfev, starts=sol.starts,
+        runner_up_gap=sol.runner_up_gap,
     )  # fmt: skip
     return tree, report
 
 
-def _solve(
-    residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, knobs: Sequence[Knob]
-) -> Any:
-    """Robust least squares from the defaults. (Extra starts lower the in-sample cost but
-    predicted held-out sizes worse on the H100 logs: they overfit protocol switch points.)"""
-    lo, hi = np.array([k.lo for k in knobs]), np.array([k.hi for k in knobs])
-    return least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.03,
-                         x_scale=hi - lo, max_nfev=400 * (len(knobs) + 1))  # fmt: skip
+def measured_backend(measurements: Sequence[Measurements]) -> str:
+    """``"gloo"`` when every collective file was measured with gloo, else ``"nccl"``."""
+    files = [m for m in measurements if m.kind == "collectives"]
+    return "gloo" if files and all(m.meta.backend == "gloo" for m in files) else "nccl"
 
 
 def _select(knobs: list[Knob], names: Sequence[str] | None) -> list[Knob]:
@@ -336,8 +413,7 @@ def fit_collectives(
         raise CalibrationError(
             "no collective measurements to fit (give files of kind 'collectives')"
         )
-    gloo = all(m.meta.backend == "gloo" for m in measurements if m.kind == "collectives")
     try:
-        return fit_points(points, base, params_to_fit, ("simple",) if gloo else PROTOCOLS)
+        return fit_points(points, base, params_to_fit, backend=measured_backend(measurements))
     except ConfigError as err:
         raise CalibrationError(f"fit: {err}") from None

@@ -27,9 +27,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from calibrate.measurements import CollectiveRecord, Measurements
-from sim.collectives.algorithms import ALGORITHMS, applicable
+from sim.collectives.channels import CAPPED
 from sim.collectives.engine import SCOPE_NAME, RouteCache, step_cost
-from sim.collectives.params import CollectiveParams, default_params
+from sim.collectives.params import (
+    PROTOCOLS,
+    AlgorithmParams,
+    ChannelParams,
+    CollectiveParams,
+    default_params,
+)
 from sim.collectives.schedule import Schedule
 from sim.collectives.simulate import CollectiveSetup, simulate_collective
 from sim.errors import CalibrationError
@@ -152,19 +158,38 @@ class _Compiled:
     algorithm: str
     latency_s: np.ndarray  # per transfer
     load_per_line: np.ndarray  # (transfers, 3 scopes): s per payload byte-load at line rate
+    src_payload: np.ndarray  # per transfer: payload its sender sends in the step (bytes)
     starts: np.ndarray  # first transfer of each step
     mult: np.ndarray  # repetitions of each step
     scope: np.ndarray  # scope index of each step
     synced: np.ndarray  # 1.0 where the step pays its step latency, 0.0 in streamed phases
+    size_bytes: float
+    n_ranks: int
+    max_channels: int
 
 
 class FastModel:
-    """The closed form ``auto`` uses, compiled for many parameter values (times in s)."""
+    """The closed form ``auto`` uses, compiled for many parameter values (times in s).
+
+    Every (point, algorithm, chunking) candidate that ``auto`` considers is flattened into
+    one set of arrays (transfers, steps, candidates), so one prediction is a few numpy
+    operations per protocol whatever the number of points; identical cases (the same
+    setup, op and size, such as nccl-tests' in-place and out-of-place columns) are
+    compiled once, and transfers of a step with equal costs are kept once (a step costs
+    its slowest transfer).
+    """
 
     def __init__(self, points: Sequence[Point]) -> None:
         self.points = list(points)
         self._unit: dict[int, list[RouteCache]] = {}
-        self.compiled = [self._compile(p) for p in self.points]
+        keys: dict[tuple[int, str, int], int] = {}
+        self.case_of_point = np.array(
+            [keys.setdefault((id(p.setup), p.op, p.size_bytes), len(keys)) for p in self.points],
+            dtype=np.intp,
+        )
+        first = {k: p for p in reversed(self.points) for k in [(id(p.setup), p.op, p.size_bytes)]}
+        self.compiled = [self._compile(first[k]) for k in keys]
+        self._flatten()
 
     def _unit_routes(self, topo: Topology) -> list[RouteCache]:
         """One RouteCache per scope on a copy where only that scope has finite capacity."""
@@ -178,9 +203,8 @@ class FastModel:
 
     def _compile(self, p: Point) -> list[_Compiled]:
         out = []
-        for algo in ALGORITHMS:
-            if not applicable(algo, p.op, p.setup.layout):
-                continue
+        algos = dict.fromkeys(a for a, _ in p.setup.candidates(p.op, "auto", "auto"))
+        for algo in algos:
             for chunks in p.setup.chunk_options(p.op, algo, p.size_bytes):
                 sched = p.setup.schedule(p.op, algo, p.size_bytes, chunks=chunks)
                 out.append(self._compile_schedule(p, sched))
@@ -193,7 +217,7 @@ class FastModel:
     def _compile_schedule(self, p: Point, sched: Schedule) -> _Compiled:
         endpoints = p.setup.endpoints(sched)
         units = self._unit_routes(p.topology)
-        lat, load, starts, mult, scope, synced = [], [], [], [], [], []
+        rows_, starts, mult, scope, synced = [], [], [], [], []
         count = 0
         for phase in sched.phases:
             reps = range(1) if phase.uniform else range(phase.repeat)
@@ -202,37 +226,143 @@ class FastModel:
                 if not trs:
                     continue
                 costs = [step_cost(sched, trs, endpoints, u) for u in units]
-                lat.append(costs[0].latency_s)
-                load.append(np.stack([c.drain_s for c in costs], axis=1))
+                # A step costs its slowest transfer: transfers with equal costs are one.
+                rows = np.unique(
+                    np.stack(
+                        [costs[0].latency_s, *(c.drain_s for c in costs),
+                         costs[0].src_payload_bytes], axis=1,
+                    ), axis=0,
+                )  # fmt: skip
+                rows_.append(rows)
                 starts.append(count)
                 mult.append(phase.repeat if phase.uniform else 1)
                 scope.append(SCOPE_NAME.index(costs[0].scope))
                 synced.append(0.0 if getattr(phase, "streamed", False) else 1.0)
-                count += len(trs)
-        return _Compiled(sched.algorithm, np.concatenate(lat), np.concatenate(load),
+                count += len(rows)
+        r = np.concatenate(rows_)
+        return _Compiled(sched.algorithm, r[:, 0], r[:, 1:4], r[:, 4],
                          np.array(starts, dtype=np.intp), np.array(mult, dtype=float),
-                         np.array(scope, dtype=np.intp), np.array(synced))  # fmt: skip
+                         np.array(scope, dtype=np.intp), np.array(synced), float(p.size_bytes),
+                         sched.n, p.setup.max_nccl_channels)  # fmt: skip
 
-    def predict(self, params: CollectiveParams) -> np.ndarray:
-        """Predicted time (s) of every point under ``params`` (best algorithm/protocol)."""
+    def _flatten(self) -> None:
+        """Concatenate every candidate's arrays (global transfer/step/candidate indices)."""
+        cands = [c for cs in self.compiled for c in cs]
+        self.algos = sorted({c.algorithm for c in cands})
+        n_tr = np.array([len(c.latency_s) for c in cands], dtype=np.intp)
+        n_st = np.array([len(c.starts) for c in cands], dtype=np.intp)
+        tr_off = np.concatenate([[0], np.cumsum(n_tr)[:-1]]).astype(np.intp)
+        self.latency_s = np.concatenate([c.latency_s for c in cands])
+        self.load_per_line = np.asfortranarray(np.concatenate([c.load_per_line for c in cands]))
+        self.src_payload = np.concatenate([c.src_payload for c in cands])
+        self.starts = np.concatenate([c.starts + off for c, off in zip(cands, tr_off, strict=True)])
+        self.mult = np.concatenate([c.mult for c in cands])
+        self.step_scope = np.concatenate([c.scope for c in cands])
+        self.synced = np.concatenate([c.synced for c in cands])
+        self.cand_algo = np.array([self.algos.index(c.algorithm) for c in cands], dtype=np.intp)
+        self.cand_size = np.array([c.size_bytes for c in cands])
+        self.cand_ranks = np.array([c.n_ranks for c in cands], dtype=float)
+        self.cand_max_ch = np.array([c.max_channels for c in cands], dtype=float)
+        self.cand_capped = np.array([c.algorithm in CAPPED for c in cands])
+        self.cand_ring = np.array([c.algorithm == "ring" for c in cands])
+        self.cand_of_transfer = np.repeat(np.arange(len(cands)), n_tr)
+        self.cand_of_step = np.repeat(np.arange(len(cands)), n_st)
+        self.step_of_transfer = np.repeat(
+            np.arange(len(self.starts)), np.diff(np.append(self.starts, len(self.latency_s)))
+        )
+        self.step_algo = self.cand_algo[self.cand_of_step]
+        per_case = np.array([len(cs) for cs in self.compiled], dtype=np.intp)
+        self.case_starts = np.concatenate([[0], np.cumsum(per_case)[:-1]]).astype(np.intp)
+        self.case_of_cand = np.repeat(np.arange(len(per_case)), per_case)
+
+    def _rate_cap(self, channels: ChannelParams, proto: str) -> np.ndarray:
+        """Per-candidate NCCL channel rate (as :func:`sim.collectives.channels.channel_rate_Bps`)."""
+        per = np.full(
+            len(self.cand_size), channels.threads[proto] * channels.thread_threshold_bytes[proto]
+        )
+        if proto == "ll":  # NCCL multiplies the ring LL threshold by the rank count
+            per = np.where(self.cand_ring, per * self.cand_ranks, per)
+        nc = np.maximum(1.0, np.minimum(self.cand_max_ch, np.floor(self.cand_size / per)))
+        return np.where(self.cand_capped, nc * channels.bandwidth_Bps[proto], np.inf)
+
+    def predict(self, params: CollectiveParams, softness: float = 0.0) -> np.ndarray:
+        """Predicted time (s) of every point under ``params`` (best algorithm/protocol).
+
+        ``softness`` 0 is the tuner's hard minimum over (algorithm, protocol, chunking)
+        candidates, exactly as the simulator picks. ``softness`` tau > 0 replaces it by a
+        Boltzmann-weighted mean of the candidates' log times (weights
+        ``exp(-(log t_i - log t_min) / tau)``), and the maxima over link classes, over the
+        link and channel limits, and over a step's transfers by the same kind of soft
+        maximum (relative gaps over ``tau``). Each is smooth, equals the hard choice where
+        candidates tie or are far apart, and has no bias from the number of candidates;
+        fits use it so the objective has no kinks where a choice or a bottleneck switches.
+        """
         inv_eff = np.array([1.0 / params.link_efficiency[s] for s in SCOPE_NAME])
-        return np.array([_best(cs, params, inv_eff) for cs in self.compiled])
-
-
-def _best(cands: Sequence[_Compiled], params: CollectiveParams, inv_eff: np.ndarray) -> float:
-    best = math.inf
-    for c in cands:
-        algo = params.algorithm(c.algorithm)
-        drain = (c.load_per_line * inv_eff).max(axis=1)
-        for proto in algo.protocols:
-            scale = 1.0 / (params.protocol_efficiency[proto] * algo.efficiency)
-            steps = np.maximum.reduceat(c.latency_s + drain * scale, c.starts)
-            step_lat = np.array([algo.step_latency_s[SCOPE_NAME[s]][proto] for s in range(3)])
-            t = algo.base_latency_s[proto] + float(
-                np.dot(c.mult, steps + c.synced * step_lat[c.scope])
+        load = self.load_per_line
+        cols = [load[:, 0] * inv_eff[0], load[:, 1] * inv_eff[1], load[:, 2] * inv_eff[2]]
+        drain = np.maximum(np.maximum(cols[0], cols[1]), cols[2])
+        if softness > 0:
+            drain = _soft_max(np.stack(cols, axis=1), drain, softness)
+        algos = [params.algorithm(a) for a in self.algos]
+        times = [self._protocol_times(params, algos, p, drain, softness) for p in PROTOCOLS]
+        t_all = np.stack([t for t in times if t is not None], axis=1)  # (candidates, protos)
+        best = np.minimum.reduceat(t_all.min(axis=1), self.case_starts)
+        if softness > 0:  # Boltzmann-weighted mean of log times: the choice, smoothed
+            log_t = np.log(t_all)
+            gap = log_t - np.log(best)[self.case_of_cand][:, None]
+            w = np.exp(-np.where(np.isfinite(gap), gap, np.inf) / softness)
+            wl = np.where(w > 0, w * np.where(np.isfinite(log_t), log_t, 0.0), 0.0)
+            mean = np.add.reduceat(wl.sum(axis=1), self.case_starts) / np.add.reduceat(
+                w.sum(axis=1), self.case_starts
             )
-            best = min(best, t)
-    return best
+            best = np.exp(mean)
+        return best[self.case_of_point]
+
+    def _protocol_times(self, params: CollectiveParams, algos: list[AlgorithmParams], proto: str,
+                        drain: np.ndarray, softness: float) -> np.ndarray | None:  # fmt: skip
+        """Every candidate's time under ``proto`` (inf where the algorithm lacks it)."""
+        has = np.array([proto in a.protocols for a in algos])
+        if not has.any():
+            return None
+        eff = np.array([a.efficiency for a in algos])
+        base = np.array([a.base_latency_s.get(proto, math.inf) for a in algos])
+        step_lat = np.array(
+            [[a.step_latency_s[s].get(proto, 0.0) for s in SCOPE_NAME] for a in algos]
+        )
+        scale = 1.0 / (params.protocol_efficiency[proto] * eff)
+        link = drain * scale[self.cand_algo][self.cand_of_transfer]
+        chan = self.src_payload / self._rate_cap(params.channels, proto)[self.cand_of_transfer]
+        busy = np.maximum(link, chan)
+        if softness > 0:
+            busy = _soft_max(np.stack([link, chan], axis=1), busy, softness)
+        val = self.latency_s + busy
+        steps = np.maximum.reduceat(val, self.starts)
+        if softness > 0:  # a step's slowest transfer, smoothed the same way
+            steps = _soft_segment_max(val, steps, self.step_of_transfer, self.starts, softness)
+        contrib = self.mult * (steps + self.synced * step_lat[self.step_algo, self.step_scope])
+        n_c = len(self.cand_algo)
+        t = base[self.cand_algo] + np.bincount(self.cand_of_step, contrib, minlength=n_c)
+        return np.where(has[self.cand_algo], t, math.inf)
+
+
+def _soft_max(x: np.ndarray, m: np.ndarray, tau: float) -> np.ndarray:
+    """Row-wise Boltzmann soft maximum of non-negative ``x`` (``m`` its row maxima).
+
+    ``sum(w * x) / sum(w)`` with ``w = exp((x / m - 1) / tau)``: smooth, never above the
+    maximum, and equal to it where the top entries tie (no bias from the count of terms).
+    """
+    safe = np.where(m > 0, m, 1.0)
+    w = np.exp((x / safe[:, None] - 1.0) / tau)
+    return np.sum(w * x, axis=1) / np.sum(w, axis=1)
+
+
+def _soft_segment_max(
+    x: np.ndarray, m: np.ndarray, seg: np.ndarray, starts: np.ndarray, tau: float
+) -> np.ndarray:
+    """:func:`_soft_max` over segments (``seg`` per entry, ``m`` the segment maxima)."""
+    safe = np.where(m > 0, m, 1.0)
+    w = np.exp((x / safe[seg] - 1.0) / tau)
+    return np.add.reduceat(w * x, starts) / np.add.reduceat(w, starts)
 
 
 def simulate_points(points: Sequence[Point], params: CollectiveParams) -> list[tuple[float, str]]:

@@ -16,10 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from calibrate.fit import FitReport, fit_points, quality, sig
+from calibrate.fit import FitReport, fit_points, measured_backend, quality, sig
 from calibrate.measurements import Measurements
 from calibrate.model import Point, points_from
-from sim.collectives.params import PROTOCOLS
 from sim.errors import CalibrationError
 from sim.profile import Profile
 from sim.topology.model import Topology
@@ -107,8 +106,7 @@ def validate(
     refit = None
     if holdout:
         train, points = holdout_split(points)
-        gloo = all(m.meta.backend == "gloo" for m in measurements if m.kind == "collectives")
-        tree, refit = fit_points(train, base, None, ("simple",) if gloo else PROTOCOLS)
+        tree, refit = fit_points(train, base, None, backend=measured_backend(measurements))
         base = base.merged(tree)
     points = [p for p in points if p.size_bytes >= min_bytes]
     if not points:

@@ -16,9 +16,9 @@ from sim.errors import CalibrationError, ClusterSimError, ConfigError, TopologyE
 from sim.profile import Profile, load_profile
 from sim.topology.model import Topology
 from sim.topology.presets import load_topology, preset_names
+from sim.training.result import StepResult
 from sim.training.scenario import Scenario, load_scenario, scenario_names
 from sim.training.step import simulate_step
-from sim.training.step_result import StepResult
 
 __version__ = "0.1.0"
 

@@ -1,4 +1,4 @@
-"""Fit the compute model's efficiencies (``sim.training.compute.ComputeParams``).
+"""Fit the compute model's efficiencies (``sim.training.compute.roofline.ComputeParams``).
 
 From ``compute`` measurement files (``calibrate.compute.run_compute``):
 

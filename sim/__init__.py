@@ -4,23 +4,49 @@ The public API, in the order a study uses it::
 
     from sim import load_topology, CollectiveSetup, simulate_collective
     from sim import load_scenario, simulate_step, load_profile
+
+Names are imported on first use (PEP 562), so ``import sim`` and the command line's
+``--help`` do not load numpy, scipy and networkx until something needs them.
 """
 
-from sim.collectives.simulate import (
-    CollectiveResult,
-    CollectiveSetup,
-    simulate_collective,
-    sweep_sizes,
-)
-from sim.errors import CalibrationError, ClusterSimError, ConfigError, TopologyError
-from sim.profile import Profile, load_profile
-from sim.topology.model import Topology
-from sim.topology.presets import load_topology, preset_names
-from sim.training.scenario import Scenario, load_scenario, scenario_names
-from sim.training.step import simulate_step
-from sim.training.step_result import StepResult
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sim.collectives.simulate import (
+        CollectiveResult,
+        CollectiveSetup,
+        simulate_collective,
+        sweep_sizes,
+    )
+    from sim.errors import CalibrationError, ClusterSimError, ConfigError, TopologyError
+    from sim.profile import Profile, load_profile
+    from sim.topology.model import Topology
+    from sim.topology.presets import load_topology, preset_names
+    from sim.training.result import StepResult
+    from sim.training.scenario import Scenario, load_scenario, scenario_names
+    from sim.training.step import simulate_step
 
 __version__ = "0.1.0"
+
+_HOMES = {
+    "sim.collectives.simulate": (
+        "CollectiveResult",
+        "CollectiveSetup",
+        "simulate_collective",
+        "sweep_sizes",
+    ),
+    "sim.errors": ("CalibrationError", "ClusterSimError", "ConfigError", "TopologyError"),
+    "sim.profile": ("Profile", "load_profile"),
+    "sim.topology.model": ("Topology",),
+    "sim.topology.presets": ("load_topology", "preset_names"),
+    "sim.training.result": ("StepResult",),
+    "sim.training.scenario": ("Scenario", "load_scenario", "scenario_names"),
+    "sim.training.step": ("simulate_step",),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "CalibrationError",
@@ -42,3 +68,17 @@ __all__ = [
     "simulate_step",
     "sweep_sizes",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its home module on first access, then keep it here."""
+    module = _HOME_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

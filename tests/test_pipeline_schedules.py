@@ -8,14 +8,14 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.training.pipeline import (
+from sim.training.schedule.ideal import simulate_ideal
+from sim.training.schedule.pipeline import (
     SCHEDULES,
     gpipe,
     in_flight,
     interleaved_1f1b,
     make_schedule,
     one_f_one_b,
-    simulate_ideal,
 )
 
 T_F, T_B = Fraction(1), Fraction(2)  # t_b = 2 t_f, exact arithmetic

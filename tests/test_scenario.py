@@ -9,23 +9,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sim.training.plan as plan_module
+import sim.training.workload.plan as plan_module
 from sim.errors import ConfigError
-from sim.training.models import model_preset
-from sim.training.plan import (
-    ParallelPlan,
-    groups,
-    placement_notes,
-    rank_coords,
-    rank_of,
-    validate_plan,
-)
 from sim.training.scenario import (
     apply_overrides,
     load_scenario,
     resolve_plan,
     scenario_from_dict,
     scenario_names,
+)
+from sim.training.workload.models import model_preset
+from sim.training.workload.plan import (
+    ParallelPlan,
+    groups,
+    placement_notes,
+    rank_coords,
+    rank_of,
+    validate_plan,
 )
 
 # GPUs each shipped scenario's topology gives (topology presets are loaded elsewhere).

@@ -9,12 +9,12 @@ import pytest
 
 from sim.catalog import GpuSpec
 from sim.errors import ConfigError
-from sim.training.comms import dp_buckets, rank_params, step_comm
-from sim.training.compute import ComputeParams, op_time_s
-from sim.training.flops import megatron_flops, six_n_flops, step_flops
-from sim.training.models import megatron_gpt, model_preset, param_count
-from sim.training.plan import ParallelPlan
-from sim.training.workload import Op, OpContext, chunk_ops, layer_ops, tokens_per_expert
+from sim.training.compute.roofline import ComputeParams, op_time_s
+from sim.training.workload.comms import dp_buckets, rank_params, step_comm
+from sim.training.workload.flops import megatron_flops, six_n_flops, step_flops
+from sim.training.workload.models import megatron_gpt, model_preset, param_count
+from sim.training.workload.ops import Op, OpContext, chunk_ops, layer_ops, tokens_per_expert
+from sim.training.workload.plan import ParallelPlan
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "shared" / "data" / "published"
 H100 = GpuSpec("H100-SXM", {"bf16": 989e12, "fp32": 67e12}, 80 * 2**30, 3.35e12, 700,

@@ -1,16 +1,21 @@
-"""``clustersim collective``: an nccl-tests look-alike on the simulator."""
+"""``clustersim collective``: an nccl-tests look-alike on the simulator.
+
+The simulator is imported inside :func:`run` (only the light op list is needed for the
+parser), so ``clustersim collective --help`` starts fast.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from sim.collectives.schedule import OPS
-from sim.collectives.simulate import CollectiveSetup, simulate_collective, sweep_sizes
 from sim.errors import ConfigError
-from sim.profile import load_profile
-from sim.topology.presets import load_topology
 from sim.units import parse_bytes
+
+if TYPE_CHECKING:
+    from sim.collectives.simulate import CollectiveSetup
 
 DTYPE_BYTES = {
     "float": 4,
@@ -61,6 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and print a table (or JSON)."""
+    from sim.collectives.simulate import CollectiveSetup, simulate_collective, sweep_sizes
+    from sim.profile import load_profile
+    from sim.topology.presets import load_topology
+
     op = _OP_ALIASES.get(args.op, args.op)
     if op not in OPS:
         raise ConfigError(f"--op {args.op!r} is unknown; allowed: {', '.join(OPS)}")

@@ -1,4 +1,7 @@
-"""``clustersim run``: simulate one training step of a scenario."""
+"""``clustersim run``: simulate one training step of a scenario.
+
+The simulator is imported inside :func:`run`, so ``clustersim run --help`` starts fast.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +12,6 @@ import tempfile
 from pathlib import Path
 
 from sim.errors import ConfigError
-from sim.training.scenario import load_scenario
-from sim.training.step import run_step
-from sim.training.trace import trace_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,6 +49,10 @@ def _write_atomic(path: str, text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Simulate and print a summary (or JSON); write the trace if asked."""
+    from sim.training.scenario import load_scenario
+    from sim.training.step import run_step
+    from sim.training.trace import trace_json
+
     if args.network is not None and args.network not in ("flow", "analytical"):
         raise ConfigError(f"--network {args.network!r} is unknown; allowed: flow, analytical")
     scenario = load_scenario(args.scenario, args.sets)

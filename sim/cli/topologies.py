@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from sim.topology.presets import load_topology, preset_names
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``topologies`` subcommand."""
@@ -15,6 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print one line per preset: name, GPUs, servers, GPU model, description."""
+    from sim.topology.presets import load_topology, preset_names
+
     print(f"{'preset':<22} {'GPUs':>6} {'servers':>8}  {'GPU':<14} description")
     for name in preset_names():
         t = load_topology(name)

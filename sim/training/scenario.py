@@ -25,8 +25,8 @@ from typing import Any
 import yaml
 
 from sim.errors import ConfigError
-from sim.training.models import ModelSpec, model_preset
-from sim.training.plan import ParallelPlan, parse_order, validate_plan
+from sim.training.workload.models import ModelSpec, model_preset
+from sim.training.workload.plan import ParallelPlan, parse_order, validate_plan
 from sim.units import parse_bytes
 
 __all__ = [

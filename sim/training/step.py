@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from sim.training.compute import default_compute_params
-from sim.training.engine import PipelineRun, run_pipeline
-from sim.training.engine_parts import StageTimeline, buckets_of
-from sim.training.memory import memory_per_gpu
-from sim.training.plan import placement_notes
+from sim.training.compute.passes import CollectiveTimer
+from sim.training.compute.roofline import default_compute_params
+from sim.training.engine.setup import StepSetup, prepare_step
+from sim.training.engine.simpy_engine import PipelineRun, run_pipeline
+from sim.training.engine.stage import StageTimeline, buckets_of
+from sim.training.memory.report import memory_per_gpu
+from sim.training.result import StepResult
 from sim.training.scenario import Scenario
-from sim.training.step_costs import CollectiveTimer
-from sim.training.step_result import StepResult
-from sim.training.step_setup import StepSetup, prepare_step
+from sim.training.workload.plan import placement_notes
 
 __all__ = ["run_step", "simulate_step"]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from sim.training.engine import PipelineRun
-from sim.training.step_setup import StepSetup
+from sim.training.engine.setup import StepSetup
+from sim.training.engine.simpy_engine import PipelineRun
 
 __all__ = ["chrome_trace", "trace_json"]
 

@@ -1,15 +1,15 @@
 """The training-step engine: one pipeline replica on SimPy, DP traffic of every TP rank.
 
-Per pipeline stage a compute stream runs its schedule (:mod:`sim.training.pipeline`); a
+Per pipeline stage a compute stream runs its schedule (:mod:`sim.training.schedule.pipeline`); a
 pass starts when its input (activation or gradient) has arrived and the stream is free,
-and lasts its compute plus exposed TP/EP communication (:mod:`sim.training.step_costs`).
+and lasts its compute plus exposed TP/EP communication (:mod:`sim.training.compute.passes`).
 Pipeline sends are transfers on the shared network (one per TP rank). Gradients are
 reduced in buckets on a per-stage DP stream: with ``overlap_dp`` a chunk's buckets launch
 as its last backward pass produces them, else after the stage's last pass. On the flow
 network each bucket runs the tuner's collective schedule on the DP groups of *all* TP
 ranks of the stage at once, so DP rings contend with each other and with pipeline sends.
 With the analytical network (no contention) the same model is evaluated by list
-scheduling (:mod:`sim.training.timeline`), and there the DP group of TP rank 0 stands for
+scheduling (:mod:`sim.training.engine.timeline`), and there the DP group of TP rank 0 stands for
 its stage.
 
 Identical replicas are not simulated one by one: DP replica 0's pipeline stands for all.
@@ -30,8 +30,9 @@ from sim.network import make_network
 from sim.network.base import Network
 from sim.network.flow import FlowNetwork
 from sim.topology.model import Topology
-from sim.training.comms import rank_params
-from sim.training.engine_parts import (
+from sim.training.compute.passes import CollectiveTimer, PassCost
+from sim.training.engine.setup import StepSetup
+from sim.training.engine.stage import (
     Bucket,
     PassRecord,
     StageTimeline,
@@ -41,10 +42,9 @@ from sim.training.engine_parts import (
     stage_comm,
     tail_gathers_s,
 )
-from sim.training.pipeline import Step, make_schedule
-from sim.training.step_costs import CollectiveTimer, PassCost
-from sim.training.step_setup import StepSetup
-from sim.training.timeline import list_schedule
+from sim.training.engine.timeline import list_schedule
+from sim.training.schedule.pipeline import Step, make_schedule
+from sim.training.workload.comms import rank_params
 
 __all__ = ["PipelineRun", "run_pipeline"]
 

@@ -4,7 +4,7 @@ With the ``analytical`` network nothing contends, so every duration is known up 
 and the step is a longest-path problem over the dependency graph of passes: a pass starts
 when its stage is free and its input has arrived (producer's end + pipeline-send time);
 gradient buckets queue on the stage's DP stream. This evaluates exactly what the SimPy
-engine (:mod:`sim.training.engine`) computes with the analytical backend, in O(passes),
+engine (:mod:`sim.training.engine.simpy_engine`) computes with the analytical backend, in O(passes),
 which is what makes sweeps of thousands of configurations cheap. The flow backend always
 goes through SimPy, where contention is re-solved as transfers start and end.
 """
@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sim.network.base import uncontended_time_s
-from sim.training.comms import rank_params
-from sim.training.engine_parts import (
+from sim.training.compute.passes import CollectiveTimer, PassCost
+from sim.training.engine.setup import StepSetup
+from sim.training.engine.stage import (
     Bucket,
     PassRecord,
     StageTimeline,
@@ -23,9 +24,8 @@ from sim.training.engine_parts import (
     optimizer_s,
     tail_gathers_s,
 )
-from sim.training.pipeline import Step, make_schedule
-from sim.training.step_costs import CollectiveTimer, PassCost
-from sim.training.step_setup import StepSetup
+from sim.training.schedule.pipeline import Step, make_schedule
+from sim.training.workload.comms import rank_params
 
 __all__ = ["list_schedule"]
 

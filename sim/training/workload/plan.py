@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.errors import ConfigError
-from sim.training.models import ModelSpec
+from sim.training.workload.models import ModelSpec
 
 __all__ = [
     "AXES",
@@ -211,7 +211,7 @@ def validate_plan(plan: ParallelPlan, model: ModelSpec, num_gpus: int) -> Parall
 
     Returns the plan unchanged; raises ConfigError naming the offending keys and values.
 
-    >>> from sim.training.models import model_preset
+    >>> from sim.training.workload.models import model_preset
     >>> validate_plan(ParallelPlan(tp=8, global_batch=4), model_preset("llama2-7b"), 8).tp
     8
     """

@@ -2,7 +2,7 @@
 
 A *pass* is the forward (``F``) or backward (``B``, recompute included) of one model chunk
 for one micro-batch on one rank. Its compute time is the sum of its kernels' roofline
-times (:func:`sim.training.compute.op_time_s`); its TP and EP collectives are timed by the
+times (:func:`sim.training.compute.roofline.op_time_s`); its TP and EP collectives are timed by the
 collective simulator on the real group of GPUs (each alone on the network: they stay
 inside an NVLink domain for TP, and are short). Identical layers are costed once.
 """
@@ -16,8 +16,8 @@ from sim.collectives.params import CollectiveParams
 from sim.collectives.schedule import Schedule
 from sim.collectives.simulate import CollectiveSetup, simulate_collective
 from sim.topology.model import Topology
-from sim.training.compute import ComputeParams, op_time_s
-from sim.training.workload import LayerOps, Op
+from sim.training.compute.roofline import ComputeParams, op_time_s
+from sim.training.workload.ops import LayerOps, Op
 
 __all__ = ["CollectiveTimer", "PassCost", "pass_cost"]
 

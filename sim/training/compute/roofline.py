@@ -8,7 +8,7 @@ calibration overrides them through :meth:`ComputeParams.from_dict`.
 >>> from sim.catalog import GpuSpec
 >>> gpu = GpuSpec("H100-SXM", {"bf16": 989e12, "fp32": 67e12}, 80 * 2**30, 3.35e12, 700,
 ...               "nvlink4", "pcie-gen5")
->>> from sim.training.workload import Op
+>>> from sim.training.workload.ops import Op
 >>> t = op_time_s(Op("big", flops=1e15, matmul=True), gpu, ComputeParams())
 >>> round(1e15 / t / 1e12)  # achieved TFLOP/s of a huge matmul
 794
@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 
 from sim.catalog import GpuSpec
 from sim.errors import ConfigError
-from sim.training.workload import Op
+from sim.training.workload.ops import Op
 from sim.units import parse_time
 
 __all__ = ["MATMUL_EFF_MAX", "ComputeParams", "default_compute_params", "op_time_s"]

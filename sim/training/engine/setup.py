@@ -13,9 +13,9 @@ from functools import cache
 from sim.profile import Profile, load_profile
 from sim.topology.model import Topology
 from sim.topology.presets import load_topology
-from sim.training.compute import ComputeParams, default_compute_params
-from sim.training.plan import Coord, ParallelPlan, groups, rank_of
+from sim.training.compute.roofline import ComputeParams, default_compute_params
 from sim.training.scenario import Scenario, resolve_plan
+from sim.training.workload.plan import Coord, ParallelPlan, groups, rank_of
 
 __all__ = ["StageGroups", "StepSetup", "prepare_step"]
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sim.training.models import ModelSpec
-from sim.training.plan import ParallelPlan
+from sim.training.workload.models import ModelSpec
+from sim.training.workload.plan import ParallelPlan
 
 __all__ = [
     "ACT_BYTES",
@@ -300,7 +300,7 @@ def _assemble(blocks: list[_Block], recompute: list[Op]) -> LayerOps:
 def layer_ops(ctx: OpContext) -> LayerOps:
     """Ops of one transformer layer for one micro-batch on one rank.
 
-    >>> from sim.training.models import megatron_gpt
+    >>> from sim.training.workload.models import megatron_gpt
     >>> ctx = OpContext(megatron_gpt(1024, 2, heads=16), micro_batch=1, seq=512)
     >>> ops = layer_ops(ctx)
     >>> ops.model_flops == 3 * (24 * 512 * 1024**2 + 4 * 512**2 * 1024)
@@ -353,7 +353,7 @@ def head_ops(ctx: OpContext) -> LayerOps:
 def chunk_ops(ctx: OpContext, layers: int, first: bool, last: bool) -> LayerOps:
     """All ops of one pipeline chunk: embedding if ``first``, ``layers`` layers, head if ``last``.
 
-    >>> from sim.training.models import model_preset
+    >>> from sim.training.workload.models import model_preset
     >>> ctx = OpContext(model_preset("gpt2-124m"), micro_batch=1, seq=1024)
     >>> len(chunk_ops(ctx, 2, True, False).fwd) == len(embedding_ops(ctx).fwd) + 2 * len(
     ...     layer_ops(ctx).fwd)

@@ -1,9 +1,10 @@
 """``clustersim calibrate``: real runs, log import, fitting and validation.
 
-Every handler imports its ``calibrate`` module lazily, so ``sim`` never imports torch
-(and the simulator works without the ``calibrate`` extra). User mistakes raise
-:class:`~sim.errors.CalibrationError` or ``ConfigError``; ``sim.cli.main`` prints one line
-and exits 2.
+The simulator does not import this package: ``sim.cli`` finds :func:`register` through
+the ``clustersim.commands`` entry point (see pyproject.toml). Every handler imports its
+``calibrate`` module lazily, so building the parser never imports torch. User mistakes
+raise :class:`~sim.errors.CalibrationError` or ``ConfigError``; ``sim.cli.main`` prints
+one line and exits 2.
 """
 
 from __future__ import annotations

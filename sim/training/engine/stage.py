@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from sim.training.comms import RankParams, StepComm, dp_buckets, step_comm
-from sim.training.step_costs import CollectiveTimer, PassCost, pass_cost
-from sim.training.step_setup import StepSetup
-from sim.training.workload import Op, OpContext, chunk_ops
+from sim.training.compute.passes import CollectiveTimer, PassCost, pass_cost
+from sim.training.engine.setup import StepSetup
+from sim.training.workload.comms import RankParams, StepComm, dp_buckets, step_comm
+from sim.training.workload.ops import Op, OpContext, chunk_ops
 
 __all__ = [
     "OPTIMIZER_BYTES_PER_PARAM",

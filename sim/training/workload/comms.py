@@ -1,6 +1,6 @@
 """Parameters held per rank and the communication volumes outside the layer ops.
 
-The per-layer TP and EP collectives live in :mod:`.workload`'s op lists. This module gives
+The per-layer TP and EP collectives live in :mod:`.ops`'s op lists. This module gives
 what happens between pipeline stages (activations and their gradients), across
 data-parallel replicas (gradients, ZeRO parameter gathers) and between the two copies of
 tied embeddings.
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.training.models import ModelSpec, attention_params, expert_params, norm_params
-from sim.training.plan import ParallelPlan
-from sim.training.workload import ACT_BYTES
+from sim.training.workload.models import ModelSpec, attention_params, expert_params, norm_params
+from sim.training.workload.ops import ACT_BYTES
+from sim.training.workload.plan import ParallelPlan
 
 __all__ = [
     "GRAD_BYTES",
@@ -76,7 +76,7 @@ def rank_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> RankParams:
     With tied embeddings and ``pp > 1`` the last stage keeps its own copy of the word
     embedding, as Megatron-LM does.
 
-    >>> from sim.training.models import model_preset, param_count
+    >>> from sim.training.workload.models import model_preset, param_count
     >>> m = model_preset("llama2-7b")
     >>> rank_params(m, ParallelPlan(), 0).total == param_count(m)
     True
@@ -140,7 +140,7 @@ def step_comm(model: ModelSpec, plan: ParallelPlan, seq: int, stage: int = 0,
               grad_bytes: int = GRAD_BYTES) -> StepComm:  # fmt: skip
     """Volumes of ``stage``'s ranks per step and per micro-batch.
 
-    >>> from sim.training.models import model_preset
+    >>> from sim.training.workload.models import model_preset
     >>> c = step_comm(model_preset("llama2-70b"), ParallelPlan(tp=8, pp=4, dp=8, sp=True), 4096)
     >>> c.pp_send_bytes == 2 * 4096 * 8192 / 8
     True

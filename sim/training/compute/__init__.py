@@ -1,0 +1,1 @@
+"""Durations of compute: one op on one GPU (roofline), and one pass with its collectives."""

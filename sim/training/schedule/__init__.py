@@ -1,0 +1,1 @@
+"""Pipeline schedules as data (each stage's order of passes), and their ideal timing."""

@@ -1,0 +1,4 @@
+"""What a training job runs: model shapes, parallel plan, per-rank ops, FLOPs, volumes.
+
+Plain data and arithmetic; nothing here times anything.
+"""

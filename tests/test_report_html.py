@@ -280,3 +280,13 @@ def test_long_plan_lists_chart_the_best_only() -> None:
     assert "<!-- #12 tp=11 -->" in html and "<!-- #13 tp=12 -->" not in html
     captions = [str(f["text"]) for f in page.figures]
     assert all("of the best 12 of 15 candidates" in c for c in captions)
+
+
+def test_run_notes_and_a_breakdown_that_does_not_add_up_are_shown() -> None:
+    run = dict(run_dicts()[0])
+    run["breakdown"] = {**run["breakdown"], "compute": run["breakdown"]["compute"] / 2}
+    run["notes"] = ["ZeRO-3 gathers overlap compute"]
+    html = report_html([ResultSet.from_dicts([run], source="r.json")])
+    label = "llama3-8b-dgx, 8 GPUs, analytical"
+    assert f"<li>{label}: ZeRO-3 gathers overlap compute</li>" in html
+    assert f"<li>{label}: the breakdown sums to 5.595 s but the step time is 11.17 s</li>" in html

@@ -85,6 +85,7 @@ def test_estimate_for_llama3_405b() -> None:
     assert 0.9 < est.goodput < 0.95  # Llama 3 reported "higher than 90% effective training time"
     assert est.cost_usd == pytest.approx(16384 * est.expected_wall_time_s / 3600 * 2.49)
     assert est.to_dict()["interval_policy"] == "daly"
+    assert est.busy_time_s + est.idle_time_s == pytest.approx(est.expected_wall_time_s)  # type: ignore[operator]
 
 
 def test_steady_state_without_a_token_budget() -> None:

@@ -27,7 +27,7 @@ positive = st.floats(min_value=1.0, max_value=1e5)
 def test_single_cause_is_dalys_cost_function(
     tau: float, delta: float, mtbi: float, restart: float
 ) -> None:
-    """One cause: E[W] = M exp(R/M) (exp((tau+delta)/M) - 1) (Daly 2006, eq. 9)."""
+    """One cause: E[W] = M exp(R/M) (exp((tau+delta)/M) - 1) (Daly 2006)."""
     job = Interruptions((Cause("any", 1.0 / mtbi, restart),))
     daly = mtbi * math.exp(restart / mtbi) * math.expm1((tau + delta) / mtbi)
     assert expected_wall_s(tau + delta, job) == pytest.approx(daly, rel=1e-12)

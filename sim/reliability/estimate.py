@@ -85,6 +85,18 @@ class GoodputEstimate:
         """JSON-ready dict (plain Python types; ``inf`` where nothing fails)."""
         return asdict(self)
 
+    @property
+    def busy_time_s(self) -> float | None:
+        """Expected time running steps, useful or later lost (GPUs busy; for the energy layer)."""
+        b = self.expected_breakdown_s
+        return None if b is None else b["useful"] + b["lost"]
+
+    @property
+    def idle_time_s(self) -> float | None:
+        """Expected time writing checkpoints and restarting (GPUs held but idle)."""
+        b = self.expected_breakdown_s
+        return None if b is None else b["checkpoint"] + b["restart"]
+
 
 def _notes(config: ReliabilityConfig, plan: JobPlan, nodes: int) -> list[str]:
     notes = []

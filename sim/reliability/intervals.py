@@ -15,7 +15,7 @@ Approximations in common use:
 
 * Young (J. W. Young, "A first order approximation to the optimum checkpoint interval",
   CACM 17(9), 1974): ``tau = sqrt(2 delta M)``.
-* Daly (J. T. Daly, FGCS 22 (2006) 303-312, eq. 37): for ``delta < 2M``,
+* Daly (J. T. Daly, FGCS 22 (2006)): for ``delta < 2M``,
   ``tau = sqrt(2 delta M) (1 + sqrt(delta/(2M))/3 + (delta/(2M))/9) - delta``, else ``M``.
 
 >>> round(daly_interval_s(5 * 60.0, 24 * 3600.0) / 60, 1)  # Daly's Fig. 3: M=24 h, delta=5 min

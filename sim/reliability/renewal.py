@@ -14,7 +14,7 @@ a renewal argument gives the exact expected wall time of one segment:
 For a single cause (``q = exp(-R/M)``, ``M = 1/lambda``) this is Daly's cost function,
 ``M exp(R/M) (exp((tau + delta)/M) - 1)`` per segment (J. T. Daly, "A higher order estimate
 of the optimum checkpoint interval for restart dumps", Future Generation Computer Systems 22
-(2006) 303-312, eq. 9). It splits exactly into
+(2006)). It splits exactly into
 
     useful      tau
     checkpoint  delta

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 
-from sim import simulate_step
+from sim import StepResult, simulate_step
 from sim.cost import EnergyConfig, PriceConfig, resolve_price, training_cost, training_energy
 from sim.reliability import (
+    GoodputEstimate,
     ReliabilityConfig,
     SpotConfig,
     goodput_estimate,
@@ -44,13 +45,27 @@ TOKENS = 15.6e12
 PARAMS = 405e9
 
 
+PER_STEP = 2048 * 8192
+GPUS = 16384
+
+
+def llama3_run() -> tuple[StepResult, GoodputEstimate]:
+    """The simulated step and the reliability estimate of the whole run (also used by a test)."""
+    step = simulate_step(scenario_from_dict(SCENARIO, "llama3-405b-16k"), network="analytical")
+    est = goodput_estimate(
+        step_time_s=step.step_time_s, gpus=GPUS, gpus_per_node=8, params=PARAMS,
+        config=ReliabilityConfig(), tokens=TOKENS, tokens_per_step=PER_STEP,
+    )  # fmt: skip
+    return step, est
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="event-simulation runs (default 20)")
     args = parser.parse_args()
 
-    step = simulate_step(scenario_from_dict(SCENARIO, "llama3-405b-16k"), network="analytical")
-    per_step = 2048 * 8192
+    step, est = llama3_run()
+    per_step = PER_STEP
     util = step.breakdown["compute"] / step.step_time_s
     print(
         f"step {step.step_time_s:.3f} s, {step.tflops_per_gpu:.0f} TFLOP/s per GPU, compute share {util:.3f}"
@@ -59,7 +74,6 @@ def main() -> None:
     job = {"step_time_s": step.step_time_s, "gpus": 16384, "gpus_per_node": 8, "params": PARAMS}
     budget = {"tokens": TOKENS, "tokens_per_step": per_step}
     rel = ReliabilityConfig()
-    est = goodput_estimate(config=rel, **job, **budget)  # type: ignore[arg-type]
     day = 86400.0
     print(f"MTBI {est.mtbi_s / 3600:.2f} h; checkpoint {est.checkpoint_bytes / 1e12:.2f} TB "
           f"in {est.checkpoint_write_s:.2f} s at {est.checkpoint_bandwidth_Bps / 1e12:g} TB/s")  # fmt: skip

@@ -21,8 +21,10 @@ from typing import Any
 
 from sim.cost.training import cost_usd
 from sim.reliability.config import ReliabilityConfig
+from sim.reliability.interruptions import job_interruptions
 from sim.reliability.intervals import daly_interval_s, exact_interval_s, young_interval_s
 from sim.reliability.plan import JobPlan, job_plan, job_steps
+from sim.reliability.storage import StorageTier
 
 __all__ = ["GoodputEstimate", "goodput_estimate"]
 
@@ -98,11 +100,11 @@ class GoodputEstimate:
         return None if b is None else b["checkpoint"] + b["restart"]
 
 
-def _notes(config: ReliabilityConfig, plan: JobPlan, nodes: int) -> list[str]:
+def _notes(tier: StorageTier, plan: JobPlan, nodes: int) -> list[str]:
     notes = []
-    if not config.tier().survives_node_loss and nodes > 1:
+    if not tier.survives_node_loss and nodes > 1:
         notes.append(
-            f"checkpoints on {config.storage} do not survive the loss of the node that wrote "
+            f"checkpoints on {tier.name} do not survive the loss of the node that wrote "
             "them; restarts after node failures assume a copy elsewhere"
         )
     if plan.steps is None:
@@ -144,7 +146,8 @@ def goodput_estimate(
     ConfigError
         Bad inputs (non-positive, NaN), unknown presets.
     """
-    job = config.job(gpus, gpus_per_node)
+    rates = config.rates()
+    job = job_interruptions(rates, gpus, gpus_per_node, config.restart_s)
     nodes = math.ceil(gpus / gpus_per_node)
     size = config.checkpoint_size(params)
     tier = config.tier()
@@ -158,7 +161,7 @@ def goodput_estimate(
     return GoodputEstimate(
         gpus=gpus,
         nodes=nodes,
-        failures_source=config.rates().source,
+        failures_source=rates.source,
         interruptions_per_day={c.name: c.rate_per_s * 86400.0 for c in job.causes},
         mtbi_s=job.mtbi_s,
         restart_s=config.restart_s,
@@ -180,5 +183,5 @@ def goodput_estimate(
         expected_interruptions=plan.expected_interruptions,
         usd_per_gpu_hour=usd_per_gpu_hour,
         cost_usd=cost_usd(wall, gpus, usd_per_gpu_hour) if priced else None,  # type: ignore[arg-type]
-        notes=_notes(config, plan, nodes),
+        notes=_notes(tier, plan, nodes),
     )

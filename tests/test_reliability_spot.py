@@ -59,6 +59,12 @@ def test_closed_form_break_even_equals_the_numerical_root(
     )
 
 
+def test_costless_preemptions_never_break_even() -> None:
+    base = Interruptions((Cause("gpu", 1 / HOUR, 0.0),))
+    assert break_even_preemption_rate(base, 0.0, 8, 0.5, 0.0) == math.inf
+    assert break_even_closed_form(base, 0.0, 8, 0.5, 0.0) == math.inf
+
+
 def test_closed_form_declines_mixed_restart_times() -> None:
     base = Interruptions((Cause("gpu", 1 / HOUR, 600.0),))
     assert break_even_closed_form(base, 30.0, 8, 0.5, restart_s=1800.0) is None

@@ -75,7 +75,7 @@ def break_even_preemption_rate(
     """Preemptions per node per second at which spot costs as much as on-demand (exact model).
 
     Solves ``G(job + preemptions) = (1 - discount) G(job)`` by Brent's method; 0 when the
-    discount is 0.
+    discount is 0, inf when preemptions cost nothing (no checkpoint or restart time).
     """
     if discount <= 0:
         return 0.0
@@ -87,6 +87,8 @@ def break_even_preemption_rate(
 
     high = 1e-6
     while gap(high) > 0:
+        if high > 1e9:  # free checkpoints and instant restarts: preemptions cost nothing
+            return math.inf
         high *= 4.0
     return float(brentq(gap, 0.0, high, xtol=1e-15, rtol=1e-12)) / 3600.0
 

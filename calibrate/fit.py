@@ -3,8 +3,10 @@
 The parameter vector is small and chosen from what the data can identify (a
 :class:`Knob` each, see :func:`default_knobs`):
 
-- ``link_efficiency.<scope>`` of every scope a step of the measured groups crosses
-  (the widest link class between two ranks: nvlink, pcie or net);
+- per link class the measured routes cross: ``link_efficiency.<scope>`` for NVLink and
+  PCIe, ``transports.<transport>.efficiency`` for network links (InfiniBand, RoCE, EFA,
+  TCPX/TCPXO), and ``transports.tcp.socket_GBps`` for NCCL's CPU-bound socket transport
+  on a host's NIC;
 - ``step_latency_scale.<scope>.<protocol>`` of the widest scope the groups cross: one
   factor on every algorithm's default step latency (keeps NCCL's ratios between them);
 - ``base_latency_scale.<protocol>``: one factor on every algorithm's base latency;
@@ -32,9 +34,17 @@ from typing import Any
 import numpy as np
 
 from calibrate.measurements import Measurements
-from calibrate.model import FastModel, Point, points_from, simulate_points, step_scopes
+from calibrate.model import (
+    FastModel,
+    Point,
+    crossed_keys,
+    points_from,
+    simulate_points,
+    step_scopes,
+)
 from calibrate.solver import solve
 from sim.collectives.algorithms import ALGORITHMS, applicable
+from sim.collectives.links import LinkKey
 from sim.collectives.params import PROTOCOLS, CollectiveParams, default_params
 from sim.errors import CalibrationError, ConfigError
 from sim.topology.model import Topology
@@ -178,6 +188,38 @@ def _latency_scale(kind: str, scope: str, proto: str, base: CollectiveParams) ->
     return Knob(name, -3.0, math.log10(50.0), 0.0, write, log10=True, prior=0.15)
 
 
+def _link_knobs(keys: set[LinkKey], base: CollectiveParams) -> list[Knob]:
+    """A knob per link class the measured routes cross: the scope's link efficiency for
+    NVLink and PCIe, the transport's efficiency for network links (for NCCL's socket
+    transport on a host's NIC, the rate per socket, which is what limits it)."""
+    names: dict[str, Knob] = {}
+    for scope, transport, _line, at_nic in sorted(keys):
+        if scope != "net" or transport not in base.transports:
+            names.setdefault(scope, _link_eff(scope, base))
+        elif base.transports[transport].socket_Bps < float("inf") and at_nic:
+            names.setdefault(f"{transport}.socket", _socket_rate(transport, base))
+        else:
+            names.setdefault(transport, _transport_eff(transport, base))
+    return list(names.values())
+
+
+def _transport_eff(transport: str, base: CollectiveParams) -> Knob:
+    def write(t: dict[str, Any], v: float) -> None:
+        _put(t, ("transports", transport, "efficiency"), v)
+
+    start = base.transports[transport].efficiency
+    return Knob(f"transports.{transport}.efficiency", 1e-3, 1.0, start, write, prior=0.025)
+
+
+def _socket_rate(transport: str, base: CollectiveParams) -> Knob:
+    def write(t: dict[str, Any], v: float) -> None:
+        _put(t, ("transports", transport, "socket_GBps"), v)
+
+    start = math.log10(base.transports[transport].socket_Bps / 1e9)
+    return Knob(f"transports.{transport}.socket_GBps", -2.0, 3.0, start, write, log10=True,
+                prior=0.3)  # fmt: skip
+
+
 def default_knobs(
     points: Sequence[Point],
     base: CollectiveParams,
@@ -185,10 +227,9 @@ def default_knobs(
     channels: bool = True,
 ) -> list[Knob]:
     """The identifiable parameters for ``points`` (see the module docstring)."""
-    scopes = sorted(
-        {s for setup in {id(p.setup): p.setup for p in points}.values() for s in step_scopes(setup)}
-    )
-    knobs = [_link_eff(s, base) for s in scopes]
+    setups = list({id(p.setup): p.setup for p in points}.values())
+    scopes = sorted({s for setup in setups for s in step_scopes(setup)})
+    knobs = _link_knobs({k for setup in setups for k in crossed_keys(setup)}, base)
     widest = max(scopes, key=("nvlink", "pcie", "net").index)
     for algo in (a for a in IN_SWITCH if a in ALGORITHMS):
         if any(applicable(algo, p.op, p.setup.layout) for p in points):

@@ -29,6 +29,7 @@ import numpy as np
 from calibrate.measurements import CollectiveRecord, Measurements
 from sim.collectives.channels import CAPPED
 from sim.collectives.engine import SCOPE_NAME, RouteCache, step_cost
+from sim.collectives.links import LinkKey, link_keys
 from sim.collectives.params import (
     PROTOCOLS,
     AlgorithmParams,
@@ -41,7 +42,11 @@ from sim.collectives.simulate import CollectiveSetup, simulate_collective
 from sim.errors import CalibrationError
 from sim.topology.model import Topology
 
-__all__ = ["FastModel", "Point", "group_for", "points_from", "step_scopes"]
+__all__ = ["MAX_CLASSES", "FastModel", "Point", "crossed_keys", "group_for", "points_from",
+           "step_scopes"]  # fmt: skip
+
+#: Most link classes (scope, transport, line rate, NIC or not) one fit can tell apart.
+MAX_CLASSES = 8
 
 
 def group_for(topology: Topology, nodes: int, gpus_per_node: int) -> tuple[str, ...]:
@@ -151,18 +156,36 @@ def step_scopes(setup: CollectiveSetup) -> set[str]:
     return {SCOPE_NAME[routes.facts(a, b)[2]] for a in g for b in g if a != b}
 
 
+def crossed_keys(setup: CollectiveSetup) -> set[LinkKey]:
+    """Link classes (:func:`sim.collectives.links.link_keys`) on routes between the group's
+    GPUs, each pinned to any rail: what the measurements can say something about."""
+    topo = setup.topology
+    keys, index = link_keys(topo)
+    rails = range(-1, max(topo.nics_per_node().values(), default=0))
+    g = setup.group
+    seen = {
+        int(index[li])
+        for a in g for b in g if a != b
+        for r in rails
+        for li in topo.path(a, b, r).links
+    }  # fmt: skip
+    return {keys[i] for i in seen}
+
+
 @dataclass(frozen=True)
 class _Compiled:
     """One algorithm's schedule for one point, reduced to arrays (see module docstring)."""
 
     algorithm: str
     latency_s: np.ndarray  # per transfer
-    load_per_line: np.ndarray  # (transfers, 3 scopes): s per payload byte-load at line rate
+    load_per_line: np.ndarray  # (transfers, classes): s per payload byte-load at line rate
     src_payload: np.ndarray  # per transfer: payload its sender sends in the step (bytes)
     starts: np.ndarray  # first transfer of each step
     mult: np.ndarray  # repetitions of each step
     scope: np.ndarray  # scope index of each step
     synced: np.ndarray  # 1.0 where the step pays its step latency, 0.0 in streamed phases
+    overlap: np.ndarray  # True where the step latency may overlap the data (ring steps)
+    step_payload: np.ndarray  # per step: most payload bytes one rank sends
     size_bytes: float
     n_ranks: int
     max_channels: int
@@ -181,7 +204,8 @@ class FastModel:
 
     def __init__(self, points: Sequence[Point]) -> None:
         self.points = list(points)
-        self._unit: dict[int, list[RouteCache]] = {}
+        self._unit: dict[int, tuple[list[RouteCache], list[int]]] = {}
+        self.keys: list[LinkKey] = []  # link classes over every point's topology
         keys: dict[tuple[int, str, int], int] = {}
         self.case_of_point = np.array(
             [keys.setdefault((id(p.setup), p.op, p.size_bytes), len(keys)) for p in self.points],
@@ -191,15 +215,23 @@ class FastModel:
         self.compiled = [self._compile(first[k]) for k in keys]
         self._flatten()
 
-    def _unit_routes(self, topo: Topology) -> list[RouteCache]:
-        """One RouteCache per scope on a copy where only that scope has finite capacity."""
+    def _unit_routes(self, topo: Topology) -> tuple[list[RouteCache], list[int]]:
+        """One RouteCache per link class on a copy where only that class has finite
+        (line-rate) capacity, and the class's index in :attr:`keys`."""
         key = id(topo)
         if key not in self._unit:
-            self._unit[key] = [
-                RouteCache(topo.scaled({s: 1.0 if s == keep else math.inf for s in SCOPE_NAME}))
-                for keep in SCOPE_NAME
-            ]
+            keys, index = link_keys(topo)
+            caches = []
+            for k in range(len(keys)):
+                finite = np.where(index == k, 1.0, math.inf)
+                caches.append(RouteCache(topo.scaled(finite)))
+            self._unit[key] = (caches, [self._key_index(kk) for kk in keys])
         return self._unit[key]
+
+    def _key_index(self, key: LinkKey) -> int:
+        if key not in self.keys:
+            self.keys.append(key)
+        return self.keys.index(key)
 
     def _compile(self, p: Point) -> list[_Compiled]:
         out = []
@@ -216,8 +248,10 @@ class FastModel:
 
     def _compile_schedule(self, p: Point, sched: Schedule) -> _Compiled:
         endpoints = p.setup.endpoints(sched)
-        units = self._unit_routes(p.topology)
-        rows_, starts, mult, scope, synced = [], [], [], [], []
+        units, cols = self._unit_routes(p.topology)
+        if len(self.keys) > MAX_CLASSES:
+            raise CalibrationError(f"more than {MAX_CLASSES} link classes in the measured groups")
+        rows_, starts, mult, scope, synced, overlap, payload = [], [], [], [], [], [], []
         count = 0
         for phase in sched.phases:
             reps = range(1) if phase.uniform else range(phase.repeat)
@@ -226,24 +260,28 @@ class FastModel:
                 if not trs:
                     continue
                 costs = [step_cost(sched, trs, endpoints, u) for u in units]
+                drains = np.zeros((len(trs), MAX_CLASSES))
+                for c, col in zip(costs, cols, strict=True):
+                    drains[:, col] = c.drain_s
                 # A step costs its slowest transfer: transfers with equal costs are one.
                 rows = np.unique(
-                    np.stack(
-                        [costs[0].latency_s, *(c.drain_s for c in costs),
-                         costs[0].src_payload_bytes], axis=1,
-                    ), axis=0,
-                )  # fmt: skip
+                    np.column_stack([costs[0].latency_s, drains, costs[0].src_payload_bytes]),
+                    axis=0,
+                )
                 rows_.append(rows)
                 starts.append(count)
                 mult.append(phase.repeat if phase.uniform else 1)
                 scope.append(SCOPE_NAME.index(costs[0].scope))
-                synced.append(0.0 if getattr(phase, "streamed", False) else 1.0)
+                synced.append(0.0 if phase.streamed else 1.0)
+                overlap.append(phase.overlap)
+                payload.append(float(costs[0].src_payload_bytes.max()))
                 count += len(rows)
         r = np.concatenate(rows_)
-        return _Compiled(sched.algorithm, r[:, 0], r[:, 1:4], r[:, 4],
+        return _Compiled(sched.algorithm, r[:, 0], r[:, 1:-1], r[:, -1],
                          np.array(starts, dtype=np.intp), np.array(mult, dtype=float),
-                         np.array(scope, dtype=np.intp), np.array(synced), float(p.size_bytes),
-                         sched.n, p.setup.max_nccl_channels)  # fmt: skip
+                         np.array(scope, dtype=np.intp), np.array(synced), np.array(overlap),
+                         np.array(payload), float(p.size_bytes), sched.n,
+                         p.setup.max_nccl_channels)  # fmt: skip
 
     def _flatten(self) -> None:
         """Concatenate every candidate's arrays (global transfer/step/candidate indices)."""
@@ -259,6 +297,8 @@ class FastModel:
         self.mult = np.concatenate([c.mult for c in cands])
         self.step_scope = np.concatenate([c.scope for c in cands])
         self.synced = np.concatenate([c.synced for c in cands])
+        self.overlap = np.concatenate([c.overlap for c in cands])
+        self.step_payload = np.concatenate([c.step_payload for c in cands])
         self.cand_algo = np.array([self.algos.index(c.algorithm) for c in cands], dtype=np.intp)
         self.cand_size = np.array([c.size_bytes for c in cands])
         self.cand_ranks = np.array([c.n_ranks for c in cands], dtype=float)
@@ -275,15 +315,14 @@ class FastModel:
         self.case_starts = np.concatenate([[0], np.cumsum(per_case)[:-1]]).astype(np.intp)
         self.case_of_cand = np.repeat(np.arange(len(per_case)), per_case)
 
-    def _rate_cap(self, channels: ChannelParams, proto: str) -> np.ndarray:
-        """Per-candidate NCCL channel rate (as :func:`sim.collectives.channels.channel_rate_Bps`)."""
+    def _channel_count(self, channels: ChannelParams, proto: str) -> np.ndarray:
+        """Per-candidate NCCL channel count (as :func:`sim.collectives.channels.channel_count`)."""
         per = np.full(
             len(self.cand_size), channels.threads[proto] * channels.thread_threshold_bytes[proto]
         )
         if proto == "ll":  # NCCL multiplies the ring LL threshold by the rank count
             per = np.where(self.cand_ring, per * self.cand_ranks, per)
-        nc = np.maximum(1.0, np.minimum(self.cand_max_ch, np.floor(self.cand_size / per)))
-        return np.where(self.cand_capped, nc * channels.bandwidth_Bps[proto], np.inf)
+        return np.maximum(1.0, np.minimum(self.cand_max_ch, np.floor(self.cand_size / per)))
 
     def predict(self, params: CollectiveParams, softness: float = 0.0) -> np.ndarray:
         """Predicted time (s) of every point under ``params`` (best algorithm/protocol).
@@ -297,12 +336,12 @@ class FastModel:
         candidates tie or are far apart, and has no bias from the number of candidates;
         fits use it so the objective has no kinks where a choice or a bottleneck switches.
         """
-        inv_eff = np.array([1.0 / params.link_efficiency[s] for s in SCOPE_NAME])
-        load = self.load_per_line
-        cols = [load[:, 0] * inv_eff[0], load[:, 1] * inv_eff[1], load[:, 2] * inv_eff[2]]
-        drain = np.maximum(np.maximum(cols[0], cols[1]), cols[2])
+        inv = np.zeros(MAX_CLASSES)
+        inv[: len(self.keys)] = [1.0 / params.link_factor(*k) for k in self.keys]
+        cols = self.load_per_line[:, : len(self.keys)] * inv[: len(self.keys)]
+        drain = cols.max(axis=1)
         if softness > 0:
-            drain = _soft_max(np.stack(cols, axis=1), drain, softness)
+            drain = _soft_max(cols, drain, softness)
         algos = [params.algorithm(a) for a in self.algos]
         times = [self._protocol_times(params, algos, p, drain, softness) for p in PROTOCOLS]
         t_all = np.stack([t for t in times if t is not None], axis=1)  # (candidates, protos)
@@ -331,7 +370,9 @@ class FastModel:
         )
         scale = 1.0 / (params.protocol_efficiency[proto] * eff)
         link = drain * scale[self.cand_algo][self.cand_of_transfer]
-        chan = self.src_payload / self._rate_cap(params.channels, proto)[self.cand_of_transfer]
+        nc = self._channel_count(params.channels, proto)
+        rate = np.where(self.cand_capped, nc * params.channels.bandwidth_Bps[proto], np.inf)
+        chan = self.src_payload / rate[self.cand_of_transfer]
         busy = np.maximum(link, chan)
         if softness > 0:
             busy = _soft_max(np.stack([link, chan], axis=1), busy, softness)
@@ -339,7 +380,10 @@ class FastModel:
         steps = np.maximum.reduceat(val, self.starts)
         if softness > 0:  # a step's slowest transfer, smoothed the same way
             steps = _soft_segment_max(val, steps, self.step_of_transfer, self.starts, softness)
-        contrib = self.mult * (steps + self.synced * step_lat[self.step_algo, self.step_scope])
+        lat = self.synced * step_lat[self.step_algo, self.step_scope]
+        fills = self.step_payload / nc[self.cand_of_step] >= params.channels.slice_bytes
+        both = self.overlap & fills & self.cand_capped[self.cand_of_step]
+        contrib = self.mult * np.where(both, np.maximum(steps, lat), steps + lat)
         n_c = len(self.cand_algo)
         t = base[self.cand_algo] + np.bincount(self.cand_of_step, contrib, minlength=n_c)
         return np.where(has[self.cand_algo], t, math.inf)

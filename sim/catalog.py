@@ -18,7 +18,15 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from sim.errors import ConfigError, TopologyError
 from sim.units import parse_bandwidth, parse_bytes, parse_flops, parse_time
 
-__all__ = ["GpuSpec", "LinkSpec", "gpu_names", "gpu_spec", "link_names", "link_spec"]
+__all__ = [
+    "TRANSPORTS",
+    "GpuSpec",
+    "LinkSpec",
+    "gpu_names",
+    "gpu_spec",
+    "link_names",
+    "link_spec",
+]
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,13 @@ class LinkSpec:
     scope : str
         Class for parameters and statistics: ``"nvlink"``, ``"pcie"`` or ``"net"``.
     transport : str
-        ``"nvlink"``, ``"pcie"``, ``"ib"``, ``"roce"`` or ``"tcp"``.
+        How bytes cross it: ``"nvlink"``, ``"pcie"``, ``"ib"`` (InfiniBand verbs),
+        ``"roce"`` (RoCEv2), ``"efa"`` (AWS EFA, SRD), ``"tcp"`` (NCCL's socket
+        transport), ``"tcpx"`` / ``"tcpxo"`` (Google's GPUDirect-TCPX/TCPXO). Transport
+        parameters (efficiency, socket limits) are in the collective parameters.
+    overhead_s : float
+        Per-message software and NIC overhead of a network link kind, seconds, charged
+        once per transfer on the sending NIC's hop (0 for NVLink and PCIe).
     sources : dict[str, str]
         Field name -> where the value comes from.
     """
@@ -82,11 +96,12 @@ class LinkSpec:
     scope: str
     transport: str
     sources: dict[str, str] = field(default_factory=dict)
+    overhead_s: float = 0.0
 
 
 _DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 _SCOPES = ("nvlink", "pcie", "net")
-_TRANSPORTS = ("nvlink", "pcie", "ib", "roce", "tcp")
+TRANSPORTS = ("nvlink", "pcie", "ib", "roce", "efa", "tcp", "tcpx", "tcpxo")
 # Classifications, not measured values: no source needed.
 _UNSOURCED = frozenset({"sources", "scope", "transport"})
 
@@ -108,6 +123,7 @@ class _LinkEntry(BaseModel):
     latency: str
     scope: str
     transport: str
+    overhead: str | None = None
     sources: dict[str, str]
 
 
@@ -128,7 +144,7 @@ def _entry(model: type[BaseModel], name: str, raw: object, filename: str) -> Any
         err = e.errors()[0]
         key = ".".join(str(p) for p in err["loc"])
         raise TopologyError(f"catalog {filename}: {name}.{key}: {err['msg']}") from None
-    fields = set(type(entry).model_fields) - _UNSOURCED
+    fields = {k for k in type(entry).model_fields if getattr(entry, k) is not None} - _UNSOURCED
     missing = sorted(fields - set(getattr(entry, "sources", {})))
     if missing:
         raise TopologyError(f"catalog {filename}: {name}.sources lacks {', '.join(missing)}")
@@ -165,7 +181,7 @@ def _gpu_from(name: str, e: _GpuEntry) -> GpuSpec:
 def _link_from(name: str, e: _LinkEntry) -> LinkSpec:
     for key, value, allowed in (
         ("scope", e.scope, _SCOPES),
-        ("transport", e.transport, _TRANSPORTS),
+        ("transport", e.transport, TRANSPORTS),
     ):
         if value not in allowed:
             raise TopologyError(
@@ -179,6 +195,7 @@ def _link_from(name: str, e: _LinkEntry) -> LinkSpec:
         scope=e.scope,
         transport=e.transport,
         sources=dict(e.sources),
+        overhead_s=parse_time(e.overhead, f"{name}.overhead") if e.overhead else 0.0,
     )
 
 

@@ -58,7 +58,7 @@ def test_in_switch_and_point_to_point_are_not_capped() -> None:
 def test_mid_size_ring_time_is_flat_while_channels_grow() -> None:
     """Ring Simple on one DGX H100 between 64 KiB and 512 KiB: the channel count doubles with
     the size, so the bandwidth term stays constant and the time grows by under 10%, while
-    doubling the size with every channel in use (64 -> 128 MiB) nearly doubles it (the
+    doubling the size with every channel in use (256 -> 512 MiB) nearly doubles it (the
     ring's 14 step latencies make it 1.8x)."""
     setup = CollectiveSetup(load_topology("dgx-h100"))
 
@@ -67,23 +67,23 @@ def test_mid_size_ring_time_is_flat_while_channels_grow() -> None:
                                    protocol="simple", network="analytical").time_s  # fmt: skip
 
     assert t(2**19) < 1.10 * t(2**16)
-    assert t(2**27) > 1.8 * t(2**26)
+    assert t(2**29) > 1.8 * t(2**28)
 
 
 def test_the_cap_binds_only_where_few_channels_run() -> None:
-    """At 8 GiB every channel runs: the ring is link-bound, as without the cap. At 64 KiB
-    two channels at 40 GB/s make the bandwidth term 8x longer than the links would."""
+    """At 8 GiB every channel runs: the ring is link-bound, as without the cap. At 256 KiB
+    ring LL runs on 8 channels of 5.9 GB/s, slower than the NVLink links would allow."""
     topo = load_topology("dgx-h100")
     base = default_params()
-    uncapped = base.merged({"channels": {"bandwidth_GBps": {"simple": 1e6}}})
+    uncapped = base.merged({"channels": {"bandwidth_GBps": {"simple": 1e6, "ll": 1e6}}})
 
-    def t(params, size: float) -> float:  # type: ignore[no-untyped-def]
+    def t(params, size: float, proto: str) -> float:  # type: ignore[no-untyped-def]
         s = CollectiveSetup(topo, None, params)
-        return simulate_collective(s, "all_reduce", size, algorithm="ring", protocol="simple",
+        return simulate_collective(s, "all_reduce", size, algorithm="ring", protocol=proto,
                                    network="analytical").time_s  # fmt: skip
 
-    assert t(base, 2**33) == pytest.approx(t(uncapped, 2**33), rel=1e-9)
-    assert t(base, 2**16) > t(uncapped, 2**16)
+    assert t(base, 2**33, "simple") == pytest.approx(t(uncapped, 2**33, "simple"), rel=1e-9)
+    assert t(base, 2**18, "ll") > 1.1 * t(uncapped, 2**18, "ll")
 
 
 @pytest.mark.parametrize("network", ["flow", "analytical"])

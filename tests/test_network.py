@@ -346,7 +346,7 @@ def test_debug_mode_runs_the_checker(monkeypatch: pytest.MonkeyPatch) -> None:
     """With debug=True a wrong solver result is caught at the re-solve."""
     import sim.network.flow as flow
 
-    monkeypatch.setattr(flow, "progressive_fill", lambda hops, cap, caps: np.full(len(hops), 1e3))
+    monkeypatch.setattr(flow, "progressive_fill", lambda hops, *_: np.full(len(hops), 1e3))
     env = simpy.Environment()
     net = FlowNetwork(env, star(2, cap=100.0), debug=True)
     net.transfer("g0", "g1", 1.0)

@@ -51,15 +51,22 @@ def path_nodes(t: Topology, route: tuple[int, ...]) -> list[str]:
 
 
 def assert_shortest(t: Topology, src: str, dst: str) -> None:
-    """The route is a connected path of minimum hops that crosses no GPU."""
+    """The route is a connected path that crosses no GPU, except a PXN peer (a GPU that
+    hands the data to the NIC beside it: NCCL's PCI + NVLink path), and has minimum hops
+    when it uses no PXN peer."""
     route = t.route(src, dst)
     nodes = path_nodes(t, route)
     assert nodes[0] == src and nodes[-1] == dst
     assert all(t.links[a][1] == t.links[b][0] for a, b in itertools.pairwise(route))
-    assert all(t.graph.nodes[v]["kind"] != "gpu" for v in nodes[1:-1])
-    others = set(t.gpus) - {src, dst}
-    view = nx.subgraph_view(t.graph, filter_node=lambda v: v not in others)
-    assert len(route) == nx.shortest_path_length(view, src, dst)
+    kinds = [t.graph.nodes[v]["kind"] for v in nodes]
+    peers = [i for i in range(1, len(nodes) - 1) if kinds[i] == "gpu"]
+    for i in peers:  # PXN: NVLink in, then PCIe switch, then the NIC
+        assert kinds[i - 1] in ("nvswitch", "gpu") and kinds[i + 1] == "pcie_switch"
+        assert kinds[i + 2] == "nic"
+    if not peers:
+        others = set(t.gpus) - {src, dst}
+        view = nx.subgraph_view(t.graph, filter_node=lambda v: v not in others)
+        assert len(route) == nx.shortest_path_length(view, src, dst)
 
 
 def sample_pairs(t: Topology, n: int, seed: int = 0) -> list[tuple[str, str]]:
@@ -97,9 +104,15 @@ def test_graph_follows_the_model_contract(name: str) -> None:
         assert data["kind"] in kinds
         assert ("node" in data) == (data["kind"] not in {"leaf", "spine", "core"})
     for u, v, data in g.edges(data=True):
-        assert g.has_edge(v, u) and g.edges[v, u] == data
+        back = dict(g.edges[v, u])
+        spec = link_spec(data["kind"])
+        if g.nodes[u]["kind"] == "nic" and spec.scope == "net":  # per-message overhead
+            back["latency_s"] += spec.overhead_s
+        elif g.nodes[v]["kind"] == "nic" and spec.scope == "net":
+            back["latency_s"] -= spec.overhead_s
+        assert g.has_edge(v, u) and back == pytest.approx(data)
         assert data["capacity_Bps"] > 0 and data["latency_s"] >= 0
-        assert data["scope"] == link_spec(data["kind"]).scope
+        assert data["scope"] == spec.scope and data["transport"] == spec.transport
 
 
 def test_dgx_h100_capacities_come_from_the_catalog() -> None:
@@ -166,9 +179,13 @@ def test_a100_preset_uses_nvlink3_and_hdr() -> None:
 
 
 def uplink_total(t: Topology, leaf: str) -> float:
-    g = t.graph
-    return sum(g.edges[leaf, v]["capacity_Bps"] for v in g.successors(leaf)
-               if g.nodes[v]["kind"] == "spine")  # fmt: skip
+    """Capacity of every cable from ``leaf`` up to the spines (each cable is a link)."""
+    return sum(
+        float(t.capacity_Bps[i])
+        for v in t.graph.successors(leaf)
+        if t.graph.nodes[v]["kind"] == "spine"
+        for i in t.link_ids[(leaf, v)]
+    )
 
 
 def downlink_total(t: Topology, leaf: str) -> float:

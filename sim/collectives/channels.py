@@ -18,7 +18,10 @@ What is modelled here, and what is not:
   carried by their in-switch efficiency, so they are not capped here; nor is ``direct``
   (NCCL's point-to-point, which sizes its own channels per peer);
 - the channel count of a group is ``per_server`` inside one server and ``per_nic`` per
-  NIC of a server when the group spans servers (NCCL's DGX H100 and p5 logs: 24 and 16).
+  NIC of a server when the group spans servers (NCCL's DGX H100 and p5 logs: 24 and 16);
+- a ring step overlaps its handshake with its data (``max`` instead of sum) once each
+  channel's share of the step fills a pipelined slice (:func:`overlapped`): large rings
+  stay bandwidth-bound at any length, small and mid-size steps pay the full latency.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import math
 
 from sim.collectives.params import ChannelParams
 
-__all__ = ["CAPPED", "channel_count", "channel_rate_Bps"]
+__all__ = ["CAPPED", "channel_count", "channel_rate_Bps", "overlapped"]
 
 #: Algorithms whose rate the channel model caps (see the module docstring).
 CAPPED = ("ring", "tree", "rhd", "hierarchical")
@@ -82,3 +85,15 @@ def channel_rate_Bps(
         return math.inf
     nc = channel_count(channels, algorithm, protocol, size_bytes, n_ranks, max_channels)
     return nc * channels.bandwidth_Bps[protocol]
+
+
+def overlapped(channels: ChannelParams, payload_bytes: float, n_channels: int) -> bool:
+    """Whether a ring step moving ``payload_bytes`` per rank over ``n_channels`` channels
+    fills a slice per channel, so its handshake overlaps the data (``Phase.overlap``).
+
+    >>> from sim.collectives.params import default_params
+    >>> ch = default_params().channels
+    >>> overlapped(ch, 2**20 * 16, 16), overlapped(ch, 2**16 * 16, 16)
+    (True, False)
+    """
+    return n_channels > 0 and payload_bytes / n_channels >= channels.slice_bytes

@@ -3,7 +3,8 @@
 A schedule's steps are synchronous (see :mod:`sim.collectives.schedule`). Timing model:
 
 ``time = base_latency + sum over steps (network time of the step + step_latency[scope])``
-(streamed steps, the steady state of a pipelined schedule, pay no step latency: see
+(streamed steps, the steady state of a pipelined schedule, pay no step latency; overlapped
+steps, a ring's, take ``max(network time, step latency)``: see
 :class:`~sim.collectives.schedule.Phase`).
 
 where a transfer of ``b`` payload bytes puts ``b / (protocol efficiency * algorithm
@@ -35,10 +36,14 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
+from sim.collectives.channels import CAPPED, overlapped
 from sim.collectives.params import AlgorithmParams, CollectiveParams
 from sim.collectives.schedule import Schedule, Transfer
-from sim.network.base import Network
+from sim.network.base import Network, batch_capacity
 from sim.topology.model import Topology
+from sim.topology.paths import Path
+
+_EMPTY = Path(np.zeros(0, dtype=np.intp))
 
 __all__ = [
     "RouteCache",
@@ -61,42 +66,47 @@ def wire_scale(params: CollectiveParams, algorithm: str, protocol: str) -> float
 
 
 class RouteCache:
-    """Per-(src, dst) route facts: links, total latency (s), scope rank."""
+    """Per-(src, dst, rail) route facts: path (links and shares), latency (s), scope rank."""
 
     def __init__(self, topology: Topology) -> None:
         self.topology = topology
-        self._facts: dict[tuple[str, str], tuple[float, float, int]] = {}
-        self._links: dict[tuple[str, str], np.ndarray] = {}
+        self._facts: dict[tuple[str, str, int], tuple[float, float, int]] = {}
+        self._paths: dict[tuple[str, str, int], Path] = {}
 
-    def facts(self, src: str, dst: str) -> tuple[float, float, int]:
+    def facts(self, src: str, dst: str, rail: int = -1) -> tuple[float, float, int]:
         """``(latency_s, capacity_Bps, scope_rank)`` of the route; capacity inf for src == dst."""
-        key = (src, dst)
+        key = (src, dst, rail)
         f = self._facts.get(key)
         if f is None:
             topo = self.topology
-            idx = self.links(src, dst)
+            path = self.path(src, dst, rail)
+            idx = path.links
             if len(idx):
                 scope = max(SCOPE_RANK[topo.link_scope[i]] for i in idx)
-                f = (float(topo.latency_s[idx].sum()), float(topo.capacity_Bps[idx].min()), scope)
+                f = (path.latency_s(topo.latency_s), float(topo.capacity_Bps[idx].min()), scope)
             else:
                 f = (0.0, float("inf"), 0)
             self._facts[key] = f
         return f
 
-    def links(self, src: str, dst: str) -> np.ndarray:
+    def path(self, src: str, dst: str, rail: int = -1) -> Path:
+        """The route's links and the share of a transfer's bytes on each (cached)."""
+        key = (src, dst, rail)
+        p = self._paths.get(key)
+        if p is None:
+            p = self.topology.path(src, dst, rail) if src != dst else _EMPTY
+            self._paths[key] = p
+        return p
+
+    def links(self, src: str, dst: str, rail: int = -1) -> np.ndarray:
         """Link indices of the route (int array)."""
-        key = (src, dst)
-        a = self._links.get(key)
-        if a is None:
-            a = np.asarray(self.topology.route(src, dst), dtype=np.intp)
-            self._links[key] = a
-        return a
+        return self.path(src, dst, rail).links
 
     def step_scope(self, transfers: Sequence[Transfer], endpoints: Sequence[str]) -> str:
         """Widest scope crossed by any transfer of a step."""
         rank = 0
         for t in transfers:
-            rank = max(rank, self.facts(endpoints[t.src], endpoints[t.dst])[2])
+            rank = max(rank, self.facts(endpoints[t.src], endpoints[t.dst], t.rail)[2])
             if rank == 2:
                 break
         return SCOPE_NAME[rank]
@@ -137,21 +147,22 @@ def step_cost(
     sched: Schedule, trs: Sequence[Transfer], endpoints: Sequence[str], routes: RouteCache
 ) -> StepCost:
     topo = routes.topology
-    pairs = [(endpoints[t.src], endpoints[t.dst]) for t in trs]
-    facts = [routes.facts(a, b) for a, b in pairs]
+    pairs = [(endpoints[t.src], endpoints[t.dst], t.rail) for t in trs]
+    facts = [routes.facts(a, b, r) for a, b, r in pairs]
     lat = np.array([f[0] for f in facts], dtype=float)
     size = np.array([len(t.chunks) for t in trs], dtype=float) * sched.chunk_bytes
-    paths = [routes.links(a, b) for a, b in pairs]
-    counts = np.array([len(p) for p in paths], dtype=np.intp)
+    paths = [routes.path(a, b, r) for a, b, r in pairs]
+    counts = np.array([len(p.links) for p in paths], dtype=np.intp)
     scope = SCOPE_NAME[max((f[2] for f in facts), default=0)]
     sent = sender_payload(sched, trs)
     if not counts.sum():
         return StepCost(lat, np.zeros(len(trs)), scope, sent)
-    flat = np.concatenate(paths)
+    flat = np.concatenate([p.links for p in paths])
+    share = np.concatenate([p.shares for p in paths])
     owner = np.repeat(np.arange(len(trs)), counts)
     load = np.zeros(len(topo.capacity_Bps))
-    np.add.at(load, flat, size[owner])
-    per_link = load[flat] / topo.capacity_Bps[flat]
+    np.add.at(load, flat, size[owner] * share)
+    per_link = load[flat] / batch_capacity(topo, flat)[flat]
     drain = np.zeros(len(trs))
     np.maximum.at(drain, owner, per_link)
     return StepCost(lat, drain, scope, sent)
@@ -163,15 +174,16 @@ def predict_step_sync(
     routes: RouteCache,
     params: CollectiveParams,
     protocols: Sequence[str] | None = None,
-    rate_cap_Bps: Mapping[str, float] | None = None,
+    nccl_channels: Mapping[str, int] | None = None,
 ) -> dict[str, float]:
     """Closed-form time (s) of ``sched`` per protocol (no fair-sharing dynamics).
 
     Each transfer costs ``latency + max(wire factor * max over its links (step load /
-    capacity), sender's step payload / rate cap)``; a step costs its slowest transfer plus
-    the step latency of its scope. ``rate_cap_Bps[protocol]`` is a rank's NCCL channel
-    rate (:func:`sim.collectives.channels.channel_rate_Bps`; none: uncapped). Uniform
-    phases are costed once and multiplied.
+    capacity), sender's step payload / channel rate)``; a step costs its slowest transfer
+    plus the step latency of its scope (their maximum for an overlapped ring step that
+    fills a slice per channel). ``nccl_channels[protocol]`` is the channel count NCCL
+    runs the schedule's algorithm on (:mod:`sim.collectives.channels`; none: uncapped).
+    Uniform phases are costed once and multiplied.
 
     >>> # see tests/test_collective_engine.py for closed-form checks
     """
@@ -179,7 +191,12 @@ def predict_step_sync(
     protos = [p for p in (protocols or algo.protocols) if p in algo.protocols]
     total = {p: algo.base_latency_s[p] for p in protos}
     scale = {p: wire_scale(params, sched.algorithm, p) for p in protos}
-    cap = {p: (rate_cap_Bps or {}).get(p, math.inf) for p in protos}
+    nc = {p: (nccl_channels or {}).get(p, 0) for p in protos}
+    capped = sched.algorithm in CAPPED
+    cap = {
+        p: nc[p] * params.channels.bandwidth_Bps[p] if capped and nc[p] else math.inf
+        for p in protos
+    }
     for phase in sched.phases:
         reps = range(1) if phase.uniform else range(phase.repeat)
         mult = phase.repeat if phase.uniform else 1
@@ -188,13 +205,15 @@ def predict_step_sync(
             if not trs:
                 continue
             c = step_cost(sched, trs, endpoints, routes)
+            sent = float(c.src_payload_bytes.max())
             for p in protos:
                 busy = c.drain_s * scale[p]
                 if math.isfinite(cap[p]):
                     busy = np.maximum(busy, c.src_payload_bytes / cap[p])
                 t = float(np.max(c.latency_s + busy))
                 lat = 0.0 if phase.streamed else algo.step_latency_s[c.scope][p]
-                total[p] += mult * (t + lat)
+                both = phase.overlap and overlapped(params.channels, sent, nc[p])
+                total[p] += mult * (max(t, lat) if both else t + lat)
     return {p: float(v) for p, v in total.items()}
 
 
@@ -207,7 +226,7 @@ def run_schedule(
     params: CollectiveParams,
     protocol: str,
     exclusive: bool = False,
-    rate_cap_Bps: float = math.inf,
+    nccl_channels: int = 0,
 ) -> Generator[simpy.Event, object, None]:
     """SimPy process body: run ``sched`` on ``network`` with ``protocol``.
 
@@ -218,13 +237,16 @@ def run_schedule(
     exclusive : bool
         True when nothing else uses the network meanwhile; lets uniform phases be timed
         from one step (exact). Leave False inside a training step with other traffic.
-    rate_cap_Bps : float
-        A rank's NCCL channel rate (payload bytes/s): each transfer is capped at its share
-        of its sender's step payload (:func:`predict_step_sync` charges the same).
+    nccl_channels : int
+        Channels NCCL runs the algorithm on (0: uncapped): each transfer is capped at its
+        share of its sender's channel rate, and overlapped ring steps that fill a slice
+        per channel take max(data, step latency) (:func:`predict_step_sync` charges the
+        same).
     """
     algo = params.algorithm(sched.algorithm)
     scale = wire_scale(params, sched.algorithm, protocol)
-    capped = math.isfinite(rate_cap_Bps)
+    capped = sched.algorithm in CAPPED and nccl_channels > 0
+    rate_cap_Bps = nccl_channels * params.channels.bandwidth_Bps[protocol] if capped else math.inf
     yield env.timeout(algo.base_latency_s[protocol])
     for phase in sched.phases:
         k = 0
@@ -233,22 +255,26 @@ def run_schedule(
             skip = exclusive and phase.uniform and phase.repeat > 1
             before = network.link_bytes.copy() if skip else None
             trs = phase.steps(k)
-            sent = sender_payload(sched, trs) if capped else None
+            sent = sender_payload(sched, trs)
+            both = phase.overlap and overlapped(params.channels, float(sent.max(initial=0.0)),
+                                                nccl_channels)  # fmt: skip
             events = []
             for i, t in enumerate(trs):
                 payload = len(t.chunks) * sched.chunk_bytes
                 limit = math.inf
-                if sent is not None and sent[i] > 0:
+                if capped and sent[i] > 0:
                     limit = rate_cap_Bps * payload / float(sent[i]) * scale
                 events.append(
-                    network.transfer(endpoints[t.src], endpoints[t.dst], payload * scale, limit)
+                    network.transfer(
+                        endpoints[t.src], endpoints[t.dst], payload * scale, limit, t.rail
+                    )
                 )
             if events:
                 yield env.all_of(events)
                 if not phase.streamed:
-                    yield env.timeout(
-                        algo.step_latency_s[routes.step_scope(trs, endpoints)][protocol]
-                    )
+                    lat = algo.step_latency_s[routes.step_scope(trs, endpoints)][protocol]
+                    # overlapped steps: the handshake runs alongside the data (max, not sum)
+                    yield env.timeout(max(0.0, lat - (env.now - t0)) if both else lat)
             k += 1
             if before is not None and k < phase.repeat:
                 rest = phase.repeat - k

@@ -23,6 +23,7 @@ __all__ = [
     "AlgorithmParams",
     "ChannelParams",
     "CollectiveParams",
+    "TransportParams",
     "default_params",
 ]
 
@@ -56,6 +57,9 @@ class ChannelParams:
         Channels of a group inside one server.
     per_nic : int
         Channels per NIC of a group that spans servers.
+    slice_bytes : float
+        Bytes of one pipelined slice of a channel (NCCL's buffer per step): a ring step
+        moving at least this much per channel overlaps its handshake with its data.
     """
 
     threads: Mapping[str, int]
@@ -63,6 +67,37 @@ class ChannelParams:
     bandwidth_Bps: Mapping[str, float]
     per_server: int
     per_nic: int
+    slice_bytes: float = 524288.0
+
+
+@dataclass(frozen=True)
+class TransportParams:
+    """One network transport (see ``transports:`` in ``defaults.yaml``).
+
+    Attributes
+    ----------
+    efficiency : float
+        Achievable fraction of a link's line rate, in (0, 1].
+    socket_Bps : float
+        Rate of one socket (bytes/s), for CPU-bound socket transports; inf otherwise.
+    sockets : int
+        Sockets per NIC (threads x sockets per thread).
+    """
+
+    efficiency: float
+    socket_Bps: float = float("inf")
+    sockets: int = 1
+
+    def factor(self, line_Bps: float, at_nic: bool = True) -> float:
+        """Fraction of a link of line rate ``line_Bps`` this transport achieves; the socket
+        limit applies to a host's own NIC links only (``at_nic``), not to switch links.
+
+        >>> TransportParams(0.9, 4.5e9, 1).factor(12.5e9)  # 100G: the socket binds
+        0.36
+        """
+        if not at_nic:
+            return self.efficiency
+        return min(self.efficiency, self.sockets * self.socket_Bps / line_Bps)
 
 
 @dataclass(frozen=True)
@@ -86,6 +121,9 @@ class CollectiveParams:
         that run concurrently, so the steps of a pipelined algorithm overlap.
     channels : ChannelParams
         How many NCCL channels a collective uses at a size, and their rate.
+    transports : Mapping[str, TransportParams]
+        Per network transport: efficiency and socket limits; a ``net`` link of a listed
+        transport uses it instead of ``link_efficiency["net"]``.
     raw : Mapping[str, Any]
         The merged parameter tree (for provenance and round trips).
     """
@@ -97,6 +135,7 @@ class CollectiveParams:
     pipeline_max_chunks: int
     pipeline_min_chunks: int
     channels: ChannelParams
+    transports: Mapping[str, TransportParams]
     raw: Mapping[str, Any]
 
     @classmethod
@@ -104,7 +143,15 @@ class CollectiveParams:
         """Validate a parameter tree shaped like ``defaults.yaml``; errors name the key."""
         _known(
             tree,
-            {"source", "link_efficiency", "protocols", "algorithms", "pipeline", "channels"},
+            {
+                "source",
+                "link_efficiency",
+                "protocols",
+                "algorithms",
+                "pipeline",
+                "channels",
+                "transports",
+            },
             where,
         )
         link = {
@@ -133,10 +180,24 @@ class CollectiveParams:
                 f"{where}.pipeline.min_chunks: {min_chunks} must be <= max_chunks {max_chunks}"
             )
         channels = _channels(_get(tree, "channels", where), f"{where}.channels")
+        transports = {
+            name: _transport(spec, f"{where}.transports.{name}")
+            for name, spec in tree.get("transports", {}).items()
+        }
         return cls(
-            link, proto_eff, algos, chunk, max_chunks, min_chunks, channels,
+            link, proto_eff, algos, chunk, max_chunks, min_chunks, channels, transports,
             copy.deepcopy(dict(tree)),
         )  # fmt: skip
+
+    def link_factor(
+        self, scope: str, transport: str, line_Bps: float, at_nic: bool = True
+    ) -> float:
+        """Achievable fraction of a link's line rate: its transport's for a network link
+        of a listed transport (socket limits on NIC links only), else its scope's link
+        efficiency."""
+        if scope == "net" and transport in self.transports:
+            return self.transports[transport].factor(line_Bps, at_nic)
+        return self.link_efficiency[scope]
 
     def merged(
         self, override: Mapping[str, Any], where: str = "profile.collectives"
@@ -254,7 +315,15 @@ def _per_protocol(tree: Mapping[str, Any], key: str, where: str) -> dict[str, fl
 def _channels(tree: Mapping[str, Any], where: str) -> ChannelParams:
     _known(
         tree,
-        {"source", "threads", "thread_threshold_bytes", "bandwidth_GBps", "per_server", "per_nic"},
+        {
+            "source",
+            "threads",
+            "thread_threshold_bytes",
+            "bandwidth_GBps",
+            "per_server",
+            "per_nic",
+            "slice_bytes",
+        },
         where,
     )
     threads = {p: int(v) for p, v in _per_protocol(tree, "threads", where).items()}
@@ -262,4 +331,16 @@ def _channels(tree: Mapping[str, Any], where: str) -> ChannelParams:
     return ChannelParams(
         threads, _per_protocol(tree, "thread_threshold_bytes", where), bw,
         int(_positive(tree, "per_server", where)), int(_positive(tree, "per_nic", where)),
+        _positive(tree, "slice_bytes", where) if "slice_bytes" in tree else 524288.0,
     )  # fmt: skip
+
+
+def _transport(spec: Mapping[str, Any], where: str) -> TransportParams:
+    _known(spec, {"efficiency", "socket_GBps", "threads", "sockets_per_thread", "source"}, where)
+    eff = _fraction(spec, "efficiency", where)
+    if "socket_GBps" not in spec:
+        return TransportParams(eff)
+    socks = int(_positive(spec, "threads", where)) * int(
+        _positive(spec, "sockets_per_thread", where)
+    )
+    return TransportParams(eff, _positive(spec, "socket_GBps", where) * 1e9, socks)

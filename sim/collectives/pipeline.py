@@ -26,7 +26,7 @@ def step_getter(s: Schedule) -> Callable[[int], Sequence[Transfer]]:
     >>> a = Phase(2, lambda k: [Transfer(0, 1, (k,))])
     >>> b = Phase(1, lambda k: [Transfer(1, 0, (0,))])
     >>> step_getter(Schedule("all_reduce", "x", 2, 2, 1.0, (a, b)))(2)
-    [Transfer(src=1, dst=0, chunks=(0,), reduce=False)]
+    [Transfer(src=1, dst=0, chunks=(0,), reduce=False, rail=-1)]
     """
     starts = [0, *accumulate(p.repeat for p in s.phases)]
 
@@ -74,7 +74,7 @@ def pipeline(s: Schedule, chunks: int) -> Schedule:
         for c in range(max(0, t - total + 1), min(chunks, t + 1)):
             for tr in base(t - c):
                 moved = tuple(j * chunks + c for j in tr.chunks)
-                out.append(Transfer(tr.src, tr.dst, moved, tr.reduce))
+                out.append(Transfer(tr.src, tr.dst, moved, tr.reduce, tr.rail))
         return out
 
     label = "+".join(p.label for p in s.phases if p.label) + f" x{chunks} pipelined"

@@ -44,28 +44,36 @@ class Ring:
     owned : Callable[[int], tuple[int, ...]]
         Chunks owned by a participant (its block); every block of a ring must have the
         same length, which is what makes ring phases uniform.
+    rail : int
+        NIC number the ring's server-to-server hops are pinned to (-1: none).
     """
 
     order: tuple[int, ...]
     owned: Callable[[int], tuple[int, ...]]
+    rail: int = -1
 
 
 def channel_order(
     order: Sequence[int], ch: int, node_of: Sequence[int] | None = None
 ) -> tuple[int, ...]:
-    """Ring order of channel ``ch``: rail-aware rotation, reversed for odd channels.
+    """Ring order of channel ``ch``.
 
-    With ``node_of`` (server of each rank) and a ring spanning servers, each server's
-    segment of ``order`` is rotated by ``ch | 1``; odd channels run backwards so both
-    directions of each link carry data. Channel ``ch`` then leaves every server from
-    local position ``ch`` (and enters the next at ``ch + 1`` or ``ch - 1``): with as
-    many channels as GPUs per server each GPU, hence each NIC (rail), carries exactly one
-    channel out of the server, as NCCL's rings on rail-optimized clusters do.
+    Within one server: ``order``, reversed for odd channels so both directions of each
+    link carry data. Across servers (``node_of`` given, the ring spanning servers), as
+    NCCL's searched rings do on multi-NIC servers (``NET n -> GPU a -> ... -> GPU x ->
+    NET n``): channel ``ch`` enters every server at the server's GPU number ``ch`` (the
+    one beside NIC ``ch``), visits the server's GPUs and leaves from that GPU's PCIe
+    partner (``ch ^ 1``), so it goes out through NIC ``ch`` again; even channels walk the
+    server's GPUs downward, odd ones upward, so NVLink is used both ways. The server-to-
+    server hops are pinned to NIC ``ch`` by :func:`ring` (``Ring.rail``), which keeps each
+    channel on its rail at any scale.
 
     >>> channel_order((0, 1, 2), 1)
     (2, 1, 0)
-    >>> channel_order((0, 1, 2, 3), 1, node_of=(0, 0, 1, 1))
-    (2, 3, 0, 1)
+    >>> channel_order((0, 1, 2, 3), 0, node_of=(0, 0, 1, 1))
+    (0, 1, 2, 3)
+    >>> channel_order(tuple(range(8)), 2, node_of=(0,) * 4 + (1,) * 4)
+    (2, 1, 0, 3, 6, 5, 4, 7)
     """
     seq = tuple(order)
     if node_of is not None:
@@ -76,11 +84,18 @@ def channel_order(
             else:
                 segments.append([r])
         if len(segments) > 1:
-            # rotate by ch | 1: forward (even) channels then leave each server from
-            # local position ch and reversed (odd) ones from ch, one exit per rail
-            rot = ch | 1
-            seq = tuple(r for sg in segments for r in (sg[rot % len(sg) :] + sg[: rot % len(sg)]))
+            return tuple(r for sg in segments for r in _server_walk(sg, ch))
     return seq if ch % 2 == 0 else tuple(reversed(seq))
+
+
+def _server_walk(seg: list[int], ch: int) -> list[int]:
+    """One server's GPUs for channel ``ch``: in at local ``ch``, out at its partner."""
+    k = len(seg)
+    r = ch % k
+    if k % 2 and r == k - 1:  # the odd one out has no partner: leave from its neighbour
+        return [seg[(r - i) % k] for i in range(k)]
+    step = -1 if r % 2 == 0 else 1
+    return [seg[(r + step * i) % k] for i in range(k)]
 
 
 def ring_phase(rings: Sequence[Ring], kind: str, label: str = "") -> Phase:
@@ -110,10 +125,10 @@ def ring_phase(rings: Sequence[Ring], kind: str, label: str = "") -> Phase:
             order, owned = ring_.order, ring_.owned
             for p in range(length):
                 block = owned(order[(p - k - lag) % length])
-                out.append(Transfer(order[p], order[(p + 1) % length], block, reduce))
+                out.append(Transfer(order[p], order[(p + 1) % length], block, reduce, ring_.rail))
         return out
 
-    return Phase(length - 1, step, True, label or kind)
+    return Phase(length - 1, step, True, label or kind, overlap=True)
 
 
 def _shard_rings(
@@ -122,7 +137,11 @@ def _shard_rings(
     def owner(ch: int) -> Callable[[int], tuple[int, ...]]:
         return lambda r: (r * channels + ch,)
 
-    return [Ring(channel_order(order, ch, node_of), owner(ch)) for ch in range(channels)]
+    spans = node_of is not None and len(set(node_of)) > 1
+    return [
+        Ring(channel_order(order, ch, node_of), owner(ch), ch if spans else -1)
+        for ch in range(channels)
+    ]
 
 
 def _chain(order: Sequence[int], root: int, channels: int, to_root: bool) -> Phase:

@@ -50,12 +50,17 @@ OPS = (
 
 @dataclass(frozen=True, slots=True)
 class Transfer:
-    """Move ``chunks`` from participant ``src`` to ``dst`` (``reduce``: dst sums them in)."""
+    """Move ``chunks`` from participant ``src`` to ``dst`` (``reduce``: dst sums them in).
+
+    ``rail`` >= 0 pins the transfer, where it crosses servers, to NIC number ``rail`` at
+    both ends (NCCL binds each ring channel to one NIC); -1 leaves the NIC to routing.
+    """
 
     src: int
     dst: int
     chunks: tuple[int, ...]
     reduce: bool = False
+    rail: int = -1
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,12 @@ class Phase:
     algorithm is in flight at once. NCCL keeps several steps in flight per channel, so the
     per-step synchronisation latency overlaps with data movement there: the engine charges
     no step latency for streamed steps (ramp-up and drain steps pay it).
+
+    ``overlap``: a step whose synchronisation overlaps its own data movement, as a ring
+    step does in NCCL (each channel keeps NCCL_STEPS slots in flight, so the next slice's
+    handshake runs while this one moves): the step takes ``max(data time, step latency)``
+    instead of their sum. Small messages stay latency-bound; large ones are
+    bandwidth-bound at any ring length.
     """
 
     repeat: int
@@ -73,6 +84,7 @@ class Phase:
     uniform: bool = False
     label: str = ""
     streamed: bool = False
+    overlap: bool = False
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ from dataclasses import asdict, dataclass, field
 import simpy
 
 from sim.collectives.algorithms import ALGORITHMS, Layout, applicable
-from sim.collectives.channels import channel_rate_Bps
+from sim.collectives.channels import channel_count, channel_rate_Bps
 from sim.collectives.engine import RouteCache, predict_step_sync, run_schedule, scope_bytes
+from sim.collectives.links import scaled_for
 from sim.collectives.params import PROTOCOLS, CollectiveParams, default_params
 from sim.collectives.schedule import OPS, Schedule, busbw_factor
 from sim.errors import ConfigError
@@ -115,8 +116,8 @@ class CollectiveSetup:
     params : CollectiveParams, optional
         Timing parameters; default the shipped defaults.
     link_scaled : bool
-        True when ``topology`` already carries ``params.link_efficiency`` (from
-        :meth:`Topology.scaled`): many setups then share one scaled copy.
+        True when ``topology`` already carries the parameters' link factors (from
+        :func:`sim.collectives.links.scaled_for`): many setups then share one copy.
     """
 
     def __init__(
@@ -127,7 +128,7 @@ class CollectiveSetup:
         link_scaled: bool = False,
     ) -> None:
         self.params = params or default_params()
-        self.topology = topology if link_scaled else topology.scaled(self.params.link_efficiency)
+        self.topology = topology if link_scaled else scaled_for(topology, self.params)
         self.group = _group(topology, ranks)
         nodes = [topology.node_of(g) for g in self.group]
         first = {n: i for i, n in reversed(list(enumerate(dict.fromkeys(nodes))))}
@@ -158,6 +159,12 @@ class CollectiveSetup:
         """A rank's NCCL channel rate for ``algorithm``/``protocol`` at ``size_bytes``
         (payload bytes/s; ``inf`` where not capped): see :mod:`sim.collectives.channels`."""
         return channel_rate_Bps(
+            self.params.channels, algorithm, protocol, size_bytes, self.n, self.max_nccl_channels
+        )
+
+    def nccl_channels(self, algorithm: str, protocol: str, size_bytes: float) -> int:
+        """Channels NCCL runs ``algorithm``/``protocol`` on at ``size_bytes``."""
+        return channel_count(
             self.params.channels, algorithm, protocol, size_bytes, self.n, self.max_nccl_channels
         )
 
@@ -212,7 +219,7 @@ class CollectiveSetup:
         for algo, proto in self.candidates(op, algorithm, protocol):
             protos.setdefault(algo, []).append(proto)
         for algo, plist in protos.items():
-            caps = {p: self.rate_cap_Bps(algo, p, size_bytes) for p in plist}
+            caps = {p: self.nccl_channels(algo, p, size_bytes) for p in plist}
             for chunks in self.chunk_options(op, algo, size_bytes):
                 sched = self.schedule(op, algo, size_bytes, root, chunks)
                 times = predict_step_sync(
@@ -348,7 +355,7 @@ def simulate_collective(
             setup.params,
             proto,
             exclusive=True,
-            rate_cap_Bps=setup.rate_cap_Bps(algo, proto, size_bytes),
+            nccl_channels=setup.nccl_channels(algo, proto, size_bytes),
         )
     )
     env.run()

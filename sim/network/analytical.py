@@ -19,8 +19,11 @@ import math
 import numpy as np
 import simpy
 
-from sim.network.base import LateEvent
+from sim.network.base import LateEvent, batch_capacity
 from sim.topology.model import Topology
+from sim.topology.paths import Path
+
+_EMPTY = Path(np.zeros(0, dtype=np.intp))
 
 __all__ = ["AnalyticalNetwork"]
 
@@ -62,7 +65,7 @@ class AnalyticalNetwork:
         self.topology = topology
         self.link_bytes = np.zeros(len(topology.links))
         self._in_flight = 0
-        self._batch: list[tuple[str, str, float, float, simpy.Event]] = []
+        self._batch: list[tuple[Path, float, float, simpy.Event]] = []
 
     @property
     def busy(self) -> bool:
@@ -75,13 +78,13 @@ class AnalyticalNetwork:
         return self._in_flight
 
     def transfer(
-        self, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf
+        self, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf, rail: int = -1
     ) -> simpy.Event:
         """Start moving ``nbytes`` bytes from ``src`` to ``dst``; the event fires on arrival.
 
         ``max_rate_Bps`` caps this transfer's rate: it takes at least
-        ``nbytes / max_rate_Bps`` to drain. Raises ValueError for negative or non-finite
-        ``nbytes`` or a non-positive cap.
+        ``nbytes / max_rate_Bps`` to drain; ``rail`` pins an inter-server route to that NIC
+        number. Raises ValueError for negative or non-finite ``nbytes`` or a non-positive cap.
         """
         if not 0.0 <= nbytes < math.inf:  # also rejects NaN
             raise ValueError(f"nbytes must be finite and >= 0 (got {nbytes!r})")
@@ -90,7 +93,8 @@ class AnalyticalNetwork:
         ev = simpy.Event(self.env)
         if not self._batch:
             LateEvent(self.env).callbacks.append(self._flush)
-        self._batch.append((src, dst, float(nbytes), float(max_rate_Bps), ev))
+        path = self.topology.path(src, dst, rail) if src != dst else _EMPTY
+        self._batch.append((path, float(nbytes), float(max_rate_Bps), ev))
         self._in_flight += 1
         return ev
 
@@ -98,22 +102,24 @@ class AnalyticalNetwork:
         """Cost the batch started at this instant and schedule each landing."""
         batch, self._batch = self._batch, []
         topo = self.topology
-        paths = [np.asarray(topo.route(s, d), dtype=np.intp) for s, d, _, _, _ in batch]
-        sizes = np.array([b[2] for b in batch], dtype=float)
-        caps = np.array([b[3] for b in batch], dtype=float)
-        counts = np.array([len(p) for p in paths], dtype=np.intp)
+        paths = [b[0] for b in batch]
+        sizes = np.array([b[1] for b in batch], dtype=float)
+        caps = np.array([b[2] for b in batch], dtype=float)
+        counts = np.array([len(p.links) for p in paths], dtype=np.intp)
         drain = np.zeros(len(batch))
         lat = np.zeros(len(batch))
         if counts.sum():
-            flat = np.concatenate(paths)
+            flat = np.concatenate([p.links for p in paths])
+            share = np.concatenate([p.shares for p in paths])
             owner = np.repeat(np.arange(len(batch)), counts)
             load = np.zeros(len(topo.capacity_Bps))
-            np.add.at(load, flat, sizes[owner])
+            np.add.at(load, flat, sizes[owner] * share)
             self.link_bytes += load
-            np.maximum.at(drain, owner, load[flat] / topo.capacity_Bps[flat])
-            np.add.at(lat, owner, topo.latency_s[flat])
+            cap = batch_capacity(topo, flat)
+            np.maximum.at(drain, owner, load[flat] / cap[flat])
+            np.add.at(lat, owner, topo.latency_s[flat] * share)
             drain = np.where(counts > 0, np.maximum(drain, sizes / caps), 0.0)
-        for (_, _, _, _, ev), t in zip(batch, lat + drain, strict=True):
+        for (_, _, _, ev), t in zip(batch, lat + drain, strict=True):
             timer = self.env.timeout(float(t))
             timer.callbacks.append(functools.partial(self._land, ev))
 

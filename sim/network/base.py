@@ -20,7 +20,7 @@ from simpy.events import EventPriority
 if TYPE_CHECKING:
     from sim.topology.model import Topology
 
-__all__ = ["LATE", "LateEvent", "Network", "uncontended_time_s"]
+__all__ = ["LATE", "LateEvent", "Network", "batch_capacity", "uncontended_time_s"]
 
 #: Priority of the batched re-solve: after every NORMAL (1) and URGENT (0) event.
 LATE = EventPriority(2)
@@ -58,13 +58,16 @@ class Network(Protocol):
     link_bytes: np.ndarray
 
     def transfer(
-        self, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf
+        self, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf, rail: int = -1
     ) -> simpy.Event:
         """Start moving ``nbytes`` (bytes) from ``src`` to ``dst``; the event fires on arrival.
 
         ``max_rate_Bps`` caps the transfer's own rate (bytes/s) whatever the links
         offer: the sender's GPU-side limit (NCCL channels, see
         :mod:`sim.collectives.channels`). It acts as a private link of that capacity.
+        ``rail`` >= 0 pins an inter-server route to that NIC number at both ends (NCCL
+        binds each ring channel to one NIC); the path follows the topology's routing
+        (:meth:`sim.topology.model.Topology.path`).
         """
         ...
 
@@ -75,18 +78,39 @@ class Network(Protocol):
 
 
 def uncontended_time_s(
-    topology: Topology, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf
+    topology: Topology,
+    src: str,
+    dst: str,
+    nbytes: float,
+    max_rate_Bps: float = math.inf,
+    rail: int = -1,
 ) -> float:
     """Alpha-beta time of one transfer with nothing else on the network, in seconds.
 
-    ``sum(latency_s on route) + nbytes / min(capacity_Bps on route, max_rate_Bps)``. A
-    transfer from a node to itself takes zero time.
+    ``latency + nbytes * max over links (share / capacity_Bps)``, at least
+    ``nbytes / max_rate_Bps`` for the transfer itself, where the latency is the route's
+    (share-weighted) per-hop sum. A transfer from a node to itself takes zero time.
     """
     if src == dst:
         return 0.0
-    links = topology.route(src, dst)
-    if not links:
+    path = topology.path(src, dst, rail)
+    if not len(path.links):
         return 0.0
-    idx = np.asarray(links, dtype=np.intp)
-    lat = float(topology.latency_s[idx].sum())
-    return lat + float(nbytes) / min(float(topology.capacity_Bps[idx].min()), max_rate_Bps)
+    idx = path.links
+    lat = path.latency_s(topology.latency_s)
+    per_byte = float(np.max(path.shares / topology.capacity_Bps[idx]))
+    return lat + float(nbytes) * max(per_byte, 1.0 / max_rate_Bps)
+
+
+def batch_capacity(topology: Topology, flat_links: np.ndarray) -> np.ndarray:
+    """Link capacities for a batch of transfers started together, less the incast loss of
+    lossy Ethernet links crossed by several of them (:mod:`sim.topology.congestion`).
+
+    ``flat_links`` lists every transfer's links (a link once per transfer crossing it).
+    """
+    if not np.any(topology.link_loss > 0):
+        return topology.capacity_Bps
+    from sim.topology.congestion import effective_capacity
+
+    flows = np.bincount(flat_links, minlength=len(topology.capacity_Bps))
+    return effective_capacity(topology.capacity_Bps, topology.link_loss, flows)

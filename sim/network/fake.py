@@ -75,10 +75,10 @@ class FakeNetwork:
         return self._in_flight
 
     def transfer(
-        self, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf
+        self, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf, rail: int = -1
     ) -> simpy.Event:
         """Start a transfer; the event fires ``time_fn(src, dst, nbytes)`` seconds later
-        (``max_rate_Bps`` is ignored: the time function decides)."""
+        (``max_rate_Bps`` and ``rail`` are ignored: the time function decides)."""
         self.log.append((float(self.env.now), src, dst, float(nbytes)))
         if self.topology is not None and nbytes:
             route = self.topology.route(src, dst)

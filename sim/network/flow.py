@@ -28,7 +28,9 @@ import simpy
 
 from sim.network.base import LateEvent
 from sim.network.maxmin import check_maxmin, pad_paths, progressive_fill, with_flow_caps
+from sim.topology.congestion import effective_capacity
 from sim.topology.model import Topology
+from sim.topology.paths import Path
 
 __all__ = ["FlowNetwork"]
 
@@ -46,6 +48,7 @@ class _Flows:
     """Flows in the sharing, one row each (parallel arrays)."""
 
     hops: np.ndarray  # (n, h) link indices padded with the link count
+    share: np.ndarray  # (n, h) share of the flow's bytes on each hop (0 in pad cells)
     remaining: np.ndarray  # bytes left to send
     rate: np.ndarray  # bytes/s
     nbytes: np.ndarray  # bytes at start
@@ -56,7 +59,7 @@ class _Flows:
     @classmethod
     def empty(cls) -> _Flows:
         z = np.zeros(0)
-        return cls(np.zeros((0, 0), dtype=np.intp), z, z, z, z, z, [])
+        return cls(np.zeros((0, 0), dtype=np.intp), np.zeros((0, 0)), z, z, z, z, z, [])
 
     def __len__(self) -> int:
         return len(self.events)
@@ -64,6 +67,7 @@ class _Flows:
     def keep(self, mask: np.ndarray) -> None:
         """Keep only the rows where ``mask`` is true."""
         self.hops = self.hops[mask]
+        self.share = self.share[mask]
         self.remaining = self.remaining[mask]
         self.rate = self.rate[mask]
         self.nbytes = self.nbytes[mask]
@@ -75,6 +79,7 @@ class _Flows:
         """Append ``other``'s rows (hop arrays widened with ``pad`` as needed)."""
         width = max(self.hops.shape[1], other.hops.shape[1])
         self.hops = np.vstack([_widen(self.hops, width, pad), _widen(other.hops, width, pad)])
+        self.share = np.vstack([_widen(self.share, width, 0.0), _widen(other.share, width, 0.0)])
         self.remaining = np.concatenate([self.remaining, other.remaining])
         self.rate = np.concatenate([self.rate, other.rate])
         self.nbytes = np.concatenate([self.nbytes, other.nbytes])
@@ -83,11 +88,11 @@ class _Flows:
         self.events.extend(other.events)
 
 
-def _widen(hops: np.ndarray, width: int, pad: int) -> np.ndarray:
-    if hops.shape[1] == width:
-        return hops
-    out = np.full((hops.shape[0], width), pad, dtype=np.intp)
-    out[:, : hops.shape[1]] = hops
+def _widen(a: np.ndarray, width: int, pad: float) -> np.ndarray:
+    if a.shape[1] == width:
+        return a
+    out = np.full((a.shape[0], width), pad, dtype=a.dtype)
+    out[:, : a.shape[1]] = a
     return out
 
 
@@ -147,12 +152,14 @@ class FlowNetwork:
         self.debug = debug
         self._nlinks = len(topology.links)
         self._capacity = np.asarray(topology.capacity_Bps, dtype=float)
+        self._lossy = bool(np.any(topology.link_loss > 0))
         self.link_bytes = np.zeros(self._nlinks)
         self.solves = 0
         self.samples: list[tuple[float, np.ndarray, np.ndarray]] = []
         self._flows = _Flows.empty()
-        self._pending: list[tuple[tuple[int, ...], float, float, float, simpy.Event]] = []
-        self._route_cache: dict[tuple[str, str], tuple[tuple[int, ...], float]] = {}
+        self._pending: list[tuple[Path, float, float, float, simpy.Event]] = []
+        self._route_cache: dict[tuple[str, str, int], tuple[Path, float]] = {}
+        self._weighted = False  # any flow split over several paths so far
         self._landing = 0  # drained, waiting out their latency
         self._last = float(env.now)
         self._solve_due = False
@@ -169,12 +176,13 @@ class FlowNetwork:
         return self.active_flows > 0 or self._landing > 0
 
     def transfer(
-        self, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf
+        self, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf, rail: int = -1
     ) -> simpy.Event:
         """Start moving ``nbytes`` bytes from ``src`` to ``dst``; the event fires on arrival.
 
         ``max_rate_Bps`` caps the flow's own rate (a private link of that capacity in
-        the max-min sharing). A transfer to itself lands at once; a zero-byte transfer
+        the max-min sharing); ``rail`` pins an inter-server route to that NIC number
+        (:meth:`Topology.path`). A transfer to itself lands at once; a zero-byte transfer
         after the route's latency only. Raises ValueError for negative or non-finite
         ``nbytes`` or a non-positive cap.
         """
@@ -182,26 +190,26 @@ class FlowNetwork:
             raise ValueError(f"nbytes must be finite and >= 0 (got {nbytes!r})")
         if not max_rate_Bps > 0:
             raise ValueError(f"max_rate_Bps must be > 0 (got {max_rate_Bps!r})")
-        route, latency = self._route(src, dst)
-        if not route or nbytes == 0:
+        path, latency = self._route(src, dst, rail)
+        if not len(path.links) or nbytes == 0:
             self._landing += 1
-            timer = self.env.timeout(latency if route else 0.0)
+            timer = self.env.timeout(latency if len(path.links) else 0.0)
             timer.callbacks.append(self._landed)
             return timer
         ev = self.env.event()
-        self._pending.append((route, float(nbytes), latency, float(max_rate_Bps), ev))
+        self._weighted = self._weighted or path.weights is not None
+        self._pending.append((path, float(nbytes), latency, float(max_rate_Bps), ev))
         if not self._solve_due:
             self._request_solve()
         return ev
 
-    def _route(self, src: str, dst: str) -> tuple[tuple[int, ...], float]:
-        key = (src, dst)
+    def _route(self, src: str, dst: str, rail: int) -> tuple[Path, float]:
+        key = (src, dst, rail)
         hit = self._route_cache.get(key)
         if hit is None:
-            route = self.topology.route(src, dst)
-            idx = np.asarray(route, dtype=np.intp)
+            path = self.topology.path(src, dst, rail)
             # Summed exactly as uncontended_time_s does, so both backends agree.
-            hit = (route, float(self.topology.latency_s[idx].sum()) if route else 0.0)
+            hit = (path, path.latency_s(self.topology.latency_s))
             self._route_cache[key] = hit
         return hit
 
@@ -233,10 +241,9 @@ class FlowNetwork:
         done = f.remaining / f.rate <= FINISH_RTOL * float(self.env.now)
         if not done.any():
             return False
-        width = f.hops.shape[1]
         moved = np.bincount(
             f.hops[done].ravel(),
-            weights=np.repeat(f.nbytes[done], width),
+            weights=(f.share[done] * f.nbytes[done][:, None]).ravel(),
             minlength=self._nlinks + 1,
         )
         self.link_bytes += moved[: self._nlinks]
@@ -261,11 +268,16 @@ class FlowNetwork:
     def _admit_pending(self) -> None:
         if not self._pending:
             return
-        routes, nbytes, lats, caps, events = zip(*self._pending, strict=True)
+        paths, nbytes, lats, caps, events = zip(*self._pending, strict=True)
         self._pending = []
         size = np.array(nbytes, dtype=float)
+        hops = pad_paths([p.links for p in paths], self._nlinks)
+        share = np.zeros(hops.shape)
+        for i, p in enumerate(paths):
+            share[i, : len(p.links)] = p.shares
         new = _Flows(
-            hops=pad_paths(routes, self._nlinks),
+            hops=hops,
+            share=share,
             remaining=size.copy(),
             rate=np.zeros(size.size),
             nbytes=size,
@@ -285,17 +297,30 @@ class FlowNetwork:
         self._generation += 1
         f = self._flows
         capped = bool(np.isfinite(f.cap).any())
-        f.rate = progressive_fill(f.hops, self._capacity, f.cap if capped else None)
+        weights = f.share if self._weighted else None
+        capacity = self._effective_capacity(f.hops)
+        f.rate = progressive_fill(f.hops, capacity, f.cap if capped else None, weights)
         if self.debug:
-            hops, capacity = with_flow_caps(f.hops, self._capacity, f.cap)
+            hops, capacity = with_flow_caps(f.hops, capacity, f.cap)
+            share = np.hstack([f.share, np.ones((len(f), hops.shape[1] - f.hops.shape[1]))])
             paths = [row[row < capacity.size] for row in hops]
-            check_maxmin(paths, capacity, f.rate)
+            shares = [s[r < capacity.size] for r, s in zip(hops, share, strict=True)]
+            check_maxmin(paths, capacity, f.rate, weights=shares)
         if self.record:
             self._sample()
         if len(f):
             delay = float((f.remaining / f.rate).min())
             timer = self.env.timeout(delay)
             timer.callbacks.append(functools.partial(self._on_timer, self._generation))
+
+    def _effective_capacity(self, hops: np.ndarray) -> np.ndarray:
+        """Link capacities less the incast loss of lossy Ethernet links with many flows
+        (:mod:`sim.topology.congestion`)."""
+        loss = self.topology.link_loss
+        if not self._lossy:
+            return self._capacity
+        flows = np.bincount(hops.ravel(), minlength=self._nlinks + 1)[: self._nlinks]
+        return effective_capacity(self._capacity, loss, flows)
 
     def _on_timer(self, generation: int, _event: simpy.Event) -> None:
         if generation == self._generation:
@@ -305,9 +330,8 @@ class FlowNetwork:
 
     def _sample(self) -> None:
         f = self._flows
-        width = f.hops.shape[1]
         load = np.bincount(
-            f.hops.ravel(), weights=np.repeat(f.rate, width), minlength=self._nlinks + 1
+            f.hops.ravel(), weights=(f.share * f.rate[:, None]).ravel(), minlength=self._nlinks + 1
         )
         links = np.flatnonzero(load[: self._nlinks])
         self.samples.append((float(self.env.now), links, load[links]))

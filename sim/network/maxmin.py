@@ -98,7 +98,10 @@ def with_flow_caps(
 
 
 def progressive_fill(
-    hops: np.ndarray, capacity: np.ndarray, caps: np.ndarray | None = None
+    hops: np.ndarray,
+    capacity: np.ndarray,
+    caps: np.ndarray | None = None,
+    weights: np.ndarray | None = None,
 ) -> np.ndarray:
     """Max-min fair rates (bytes/s) of flows given as a padded hop array.
 
@@ -111,6 +114,10 @@ def progressive_fill(
         Capacity of each link, bytes/s, all > 0.
     caps : numpy.ndarray, optional
         Per-flow rate caps, bytes/s (``inf``: none); see :func:`with_flow_caps`.
+    weights : numpy.ndarray, optional
+        Share of each flow's bytes on each of its hops (same shape as ``hops``; pad
+        cells ignored): a flow split over several paths (adaptive routing, several
+        queue pairs) at rate ``r`` loads hop ``j`` with ``weights[j] * r``. Default 1.
 
     Returns
     -------
@@ -123,66 +130,82 @@ def progressive_fill(
     [1.0, 3.0]
     >>> progressive_fill(np.array([[0], [0]]), np.array([4.0]), np.array([1.0, np.inf])).tolist()
     [1.0, 3.0]
+
+    A flow split half-half over links 0 and 1 (1 B/s each) runs at 2 B/s:
+
+    >>> two = np.array([1.0, 1.0])
+    >>> progressive_fill(np.array([[0, 1]]), two, None, np.array([[0.5, 0.5]])).tolist()
+    [2.0]
     """
     if caps is not None:
+        if weights is not None:
+            weights = np.hstack([weights, np.ones((weights.shape[0], 1))])
         hops, capacity = with_flow_caps(hops, np.asarray(capacity, dtype=float), caps)
     num_links = capacity.size
     rates = np.zeros(hops.shape[0])
     count, link_ptr, link_flows = _link_index(hops, num_links)
+    share = None if weights is None else np.where(hops == num_links, 0.0, weights)
+    load = (
+        count.astype(float)
+        if share is None
+        else np.bincount(hops.ravel(), weights=share.ravel(), minlength=num_links + 1)
+    )
     frozen = (hops == num_links).all(axis=1)  # empty paths: rate inf, never shared
     rates[frozen] = np.inf
     # spare: capacity less the rates of frozen flows; cut: the fill level at which a
-    # link saturates, spare / (unfrozen flows on it). Only links touched by newly
+    # link saturates, spare / (unfrozen flows' shares on it). Only links touched by newly
     # frozen flows change, so a round costs two O(links) scans plus O(touched).
     spare = np.append(np.asarray(capacity, dtype=float), np.inf)
     cut = np.full(num_links + 1, np.inf)
+    fill = _Fill(hops, share, link_ptr, link_flows, count, load, spare, cut, frozen, rates)
     with np.errstate(divide="ignore", invalid="ignore"):
-        _update_cut(cut, spare, count, np.flatnonzero(count[:num_links]))
-        _fill_rounds(hops, link_ptr, link_flows, count, spare, cut, frozen, rates)
+        fill.update_cut(np.flatnonzero(count[:num_links]))
+        fill.rounds()
     return rates
 
 
-def _fill_rounds(
-    hops: np.ndarray,
-    link_ptr: np.ndarray,
-    link_flows: np.ndarray,
-    count: np.ndarray,
-    spare: np.ndarray,
-    cut: np.ndarray,
-    frozen: np.ndarray,
-    rates: np.ndarray,
-) -> None:
-    """The water-filling rounds; updates every array argument in place."""
-    level = 0.0
-    while True:
-        s = float(cut.min())
-        if not np.isfinite(s):  # no flow left, or only on infinite-capacity links
-            rates[~frozen] = np.inf
-            return
-        level = max(level, s)  # rounding must not make a later level lower
-        tight = np.flatnonzero(cut <= level * (1.0 + SHARE_RTOL))
-        if tight.size == 1:  # the common case: a link's flow list has no repeats
-            flows = link_flows[link_ptr[tight[0]] : link_ptr[tight[0] + 1]]
-        else:
-            flows = np.unique(_gather(link_ptr, link_flows, tight))
-        flows = flows[~frozen[flows]]
-        frozen[flows] = True
-        rates[flows] = level
-        touched = hops[flows].ravel()
-        np.subtract.at(count, touched, 1)
-        np.subtract.at(spare, touched, level)
-        _update_cut(cut, spare, count, touched)
+class _Fill:
+    """The water-filling state; every array is updated in place."""
 
+    def __init__(self, hops: np.ndarray, share: np.ndarray | None, link_ptr: np.ndarray,
+                 link_flows: np.ndarray, count: np.ndarray, load: np.ndarray, spare: np.ndarray,
+                 cut: np.ndarray, frozen: np.ndarray, rates: np.ndarray) -> None:  # fmt: skip
+        self.hops, self.share = hops, share
+        self.link_ptr, self.link_flows = link_ptr, link_flows
+        self.count, self.load, self.spare, self.cut = count, load, spare, cut
+        self.frozen, self.rates = frozen, rates
 
-def _update_cut(cut: np.ndarray, spare: np.ndarray, count: np.ndarray, links: np.ndarray) -> None:
-    """Recompute the saturation level of ``links`` (repeats allowed) in place.
+    def update_cut(self, links: np.ndarray) -> None:
+        """Recompute the saturation level of ``links`` (repeats allowed): ``inf`` where no
+        unfrozen flow is left; the caller silences the 0-division."""
+        level = self.spare[links] / self.load[links]
+        level[self.count[links] == 0] = np.inf
+        self.cut[links] = level
 
-    ``inf`` where no unfrozen flow is left; the caller silences the 0-division.
-    """
-    n = count[links]
-    level = spare[links] / n
-    level[n == 0] = np.inf
-    cut[links] = level
+    def rounds(self) -> None:
+        """Raise every unfrozen flow's rate until a link saturates; freeze; repeat."""
+        level = 0.0
+        cut, frozen = self.cut, self.frozen
+        while True:
+            s = float(cut.min())
+            if not np.isfinite(s):  # no flow left, or only on infinite-capacity links
+                self.rates[~frozen] = np.inf
+                return
+            level = max(level, s)  # rounding must not make a later level lower
+            tight = np.flatnonzero(cut <= level * (1.0 + SHARE_RTOL))
+            if tight.size == 1:  # the common case: a link's flow list has no repeats
+                flows = self.link_flows[self.link_ptr[tight[0]] : self.link_ptr[tight[0] + 1]]
+            else:
+                flows = np.unique(_gather(self.link_ptr, self.link_flows, tight))
+            flows = flows[~frozen[flows]]
+            frozen[flows] = True
+            self.rates[flows] = level
+            touched = self.hops[flows].ravel()
+            shares = 1.0 if self.share is None else self.share[flows].ravel()
+            np.subtract.at(self.count, touched, 1)
+            np.subtract.at(self.load, touched, shares)
+            np.subtract.at(self.spare, touched, level * shares)
+            self.update_cut(touched)
 
 
 def _link_index(hops: np.ndarray, num_links: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -236,7 +259,13 @@ def maxmin_rates(paths: Paths, capacity: np.ndarray) -> np.ndarray:
     return progressive_fill(pad_paths(paths, cap.size), cap)
 
 
-def check_maxmin(paths: Paths, capacity: np.ndarray, rates: np.ndarray, rtol: float = 1e-9) -> None:
+def check_maxmin(
+    paths: Paths,
+    capacity: np.ndarray,
+    rates: np.ndarray,
+    rtol: float = 1e-9,
+    weights: Sequence[Sequence[float]] | None = None,
+) -> None:
     """Raise AssertionError, with the reason, unless ``rates`` are max-min fair.
 
     Checks, written independently of the solver (plain loops over flows): no link
@@ -256,6 +285,9 @@ def check_maxmin(paths: Paths, capacity: np.ndarray, rates: np.ndarray, rtol: fl
         Flow rates to check, bytes/s.
     rtol : float
         Relative tolerance.
+    weights : sequence of sequences of float, optional
+        Share of each flow's bytes on each link of its path (default 1): a link then
+        carries ``share * rate`` of the flow.
 
     Examples
     --------
@@ -277,8 +309,9 @@ def check_maxmin(paths: Paths, capacity: np.ndarray, rates: np.ndarray, rtol: fl
             assert rate[f] == float("inf"), f"flow {f} has an empty path but rate {rate[f]}"
             continue
         assert 0.0 <= rate[f] < float("inf"), f"flow {f} has rate {rate[f]}"
-        for link in links:
-            load[link] = load.get(link, 0.0) + rate[f]
+        shares = [1.0] * len(links) if weights is None else [float(w) for w in weights[f]]
+        for link, share in zip(links, shares, strict=True):
+            load[link] = load.get(link, 0.0) + rate[f] * share
             top[link] = max(top.get(link, 0.0), rate[f])
     for link, x in load.items():
         assert x <= caps[link] * (1 + rtol), f"link {link} over capacity: {x} > {caps[link]}"

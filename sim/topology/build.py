@@ -225,6 +225,9 @@ def build_topology(spec: TopologySpec, *, seed: int = 0, source: str | None = No
         net_link = _kind(str(spec.network.link), "network.link", source)
         add_fabric(g, spec.network, nics, links.nic, net_link, source)
     check_connected(g, tuple(all_gpus), spec.name)
+    net = spec.network
+    transport = links.nic.transport if links.nic is not None else "pcie"
+    routing = net.routing or ("adaptive" if transport == "ib" else "ecmp")
     return Topology(
         name=spec.name,
         graph=g,
@@ -234,4 +237,8 @@ def build_topology(spec: TopologySpec, *, seed: int = 0, source: str | None = No
         gpus_per_node=spec.node.gpus,
         seed=seed,
         description=spec.description,
+        routing=routing,
+        qps=net.qps_per_connection,
+        pxn=net.pxn,
+        congestion_loss=net.congestion_loss,
     )

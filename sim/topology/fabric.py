@@ -4,9 +4,10 @@ Servers are grouped in *units* of ``nodes_per_leaf``. In a rail-optimized fabric
 has one leaf per rail (NIC index) and NIC ``r`` of each server goes to the rail-``r``
 leaf; otherwise a unit has one top-of-rack leaf holding all its servers' NICs. Leaf
 uplinks follow the design rule *uplink capacity = downlink capacity / oversubscription*:
-a leaf's downlink capacity is (ports down) x (NIC rate) and each leaf-spine edge,
-standing for the bundle of cables between the two switches, carries
-``downlink / (oversubscription x spines)``. ``network.link`` sets the kind and per-hop
+a leaf's downlink capacity is (ports down) x (NIC rate), and the bundle between a leaf and
+a spine carries ``downlink / (oversubscription x spines)`` over as many cables of the
+switch link's line rate as that takes; each cable is a link of its own, an equal-cost
+choice for ECMP (flows may collide on one cable while another idles). ``network.link`` sets the kind and per-hop
 latency of switch-to-switch edges. A three-tier fat-tree groups units into pods with
 their own spines; spine ``j`` of every pod joins the ``cores_per_plane`` cores of plane
 ``j``, with ``spine downlink / core_oversubscription`` spread over them.
@@ -26,28 +27,41 @@ __all__ = ["add_fabric", "add_link"]
 
 
 def add_link(
-    g: nx.DiGraph, u: str, v: str, link: LinkSpec, capacity_Bps: float | None = None
+    g: nx.DiGraph,
+    u: str,
+    v: str,
+    link: LinkSpec,
+    capacity_Bps: float | None = None,
+    cables: int = 1,
 ) -> None:
-    """Add one physical link as two directed edges ``u -> v`` and ``v -> u``.
+    """Add one physical link (or ``cables`` parallel ones) as directed edges both ways.
 
     Parameters
     ----------
     g : networkx.DiGraph
         The graph to extend.
     u, v : str
-        Endpoint node names.
+        Endpoint node names. When ``u`` is a NIC the link kind's per-message overhead is
+        added to the ``u -> v`` latency (charged once per transfer, at the sending NIC).
     link : LinkSpec
-        Catalog kind: sets ``kind``, ``scope``, ``latency_s`` and, by default, capacity.
+        Catalog kind: sets ``kind``, ``scope``, ``transport``, ``latency_s`` and, by
+        default, capacity.
     capacity_Bps : float, optional
-        Capacity per direction in bytes/s (default: the kind's line rate).
+        Capacity per direction of each cable in bytes/s (default: the kind's line rate).
+    cables : int
+        Parallel cables between ``u`` and ``v``: each becomes a link of its own
+        (:class:`~sim.topology.model.Topology` expands ``cables``), so ECMP can collide.
     """
     cap = link.bandwidth_Bps if capacity_Bps is None else float(capacity_Bps)
     if not cap > 0:
         raise TopologyError(f"link {u}<->{v} ({link.name}): bandwidth must be > 0 (got {cap!r})")
+    sender_nic = g.nodes[u].get("kind") == "nic" if u in g else False
     for a, b in ((u, v), (v, u)):
+        lat = link.latency_s + (link.overhead_s if sender_nic and a == u else 0.0)
         g.add_edge(
-            a, b, capacity_Bps=cap, latency_s=link.latency_s, kind=link.name, scope=link.scope
-        )
+            a, b, capacity_Bps=cap, latency_s=lat, kind=link.name, scope=link.scope,
+            transport=link.transport, cables=cables,
+        )  # fmt: skip
 
 
 def _uses_rails(net: NetworkSpec) -> bool:
@@ -74,7 +88,7 @@ def _add_leaves(
         leaves.append(names)
     for k, server in enumerate(nics):
         for j, name in enumerate(server):
-            add_link(g, name, leaves[k // per][j if rails else 0], nic)
+            add_link(g, name, leaves[k // per][j if rails else 0], nic)  # NIC first: overhead
     return leaves
 
 
@@ -127,12 +141,18 @@ def add_fabric(
 def _connect_all(
     g: nx.DiGraph, lower: list[str], upper: list[str], kind: str, cap_Bps: float, link: LinkSpec
 ) -> None:
-    """Link every node of ``lower`` to every node of ``upper`` (new, of ``kind``)."""
+    """Link every node of ``lower`` to every node of ``upper`` (new, of ``kind``).
+
+    ``cap_Bps`` is the capacity each lower node has toward each upper node; it is laid as
+    ``ceil(cap_Bps / line rate)`` cables of equal capacity (at most the link kind's line
+    rate each), every cable a link of its own.
+    """
+    cables = max(1, math.ceil(cap_Bps / link.bandwidth_Bps * (1 - 1e-9)))
     for name in upper:
         g.add_node(name, kind=kind)
     for a in lower:
         for b in upper:
-            add_link(g, a, b, link, cap_Bps)
+            add_link(g, a, b, link, cap_Bps / cables, cables)
 
 
 def _three_tier(
@@ -169,4 +189,5 @@ def _three_tier(
             for c in range(cores):
                 core = f"core{j:0{sw}d}.{c:0{cw}d}"
                 g.add_node(core, kind="core")
-                add_link(g, spine, core, link, core_cap)
+                n = max(1, math.ceil(core_cap / link.bandwidth_Bps * (1 - 1e-9)))
+                add_link(g, spine, core, link, core_cap / n, n)

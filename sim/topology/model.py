@@ -9,7 +9,17 @@ Routes are shortest paths in hops that never pass *through* a GPU; where several
 equal-cost next hops exist (ECMP) one is chosen by a hash of (salt, src, dst, hop) with
 the salt drawn once from the seeded ``numpy.random.Generator``: deterministic for a seed.
 Among equal-hop paths only the widest (largest bottleneck capacity) are candidates, so
-NVLink wins a tie with PCIe.
+NVLink wins a tie with PCIe. An edge with ``cables=k`` (parallel cables between two
+switches) becomes ``k`` links, each an equal-cost choice of its own, so ECMP flows can
+collide on one cable while its neighbours idle.
+
+:meth:`Topology.path` gives what a transfer crosses under the topology's ``routing``:
+``ecmp`` (one hashed path per queue pair; ``qps`` pairs per connection, each hashed
+independently, see :mod:`sim.topology.paths`) or ``adaptive`` (every switch spreads the
+transfer evenly over its equal-cost next hops). ``rail`` pins an inter-server route to
+NIC number ``rail`` at both ends, as NCCL pins each ring channel to one NIC; with
+``pxn`` a GPU reaches that NIC through the NIC's own GPU over NVLink instead of crossing
+the host (NCCL's PXN).
 
 Clusters of servers joined by a switch fabric are routed by
 :class:`sim.topology.routing.ServerRouter` (per-server templates plus a switch-level
@@ -29,6 +39,8 @@ import numpy as np
 
 from sim.catalog import GpuSpec
 from sim.errors import TopologyError
+from sim.topology.congestion import link_loss
+from sim.topology.paths import Path, merge
 from sim.topology.routing import ServerRouter, build_router
 
 __all__ = ["Topology"]
@@ -62,6 +74,15 @@ class Topology:
         GPUs per server.
     seed : int
         Seed of the ECMP salt.
+    routing : str
+        ``"ecmp"`` or ``"adaptive"`` (see the module docstring).
+    qps : int
+        Queue pairs per connection, each hashed independently (ECMP only).
+    pxn : bool
+        Reach a rail's NIC through its own GPU over NVLink (NCCL's PXN).
+    congestion_loss : float or None
+        Incast goodput loss of the Ethernet links (:mod:`sim.topology.congestion`);
+        None: the per-transport default.
     """
 
     name: str
@@ -72,14 +93,22 @@ class Topology:
     gpus_per_node: int
     seed: int = 0
     description: str = ""
+    routing: str = "ecmp"
+    qps: int = 1
+    pxn: bool = True
+    congestion_loss: float | None = None
     links: tuple[tuple[str, str], ...] = field(init=False)
+    link_loss: np.ndarray = field(init=False)
     link_index: dict[tuple[str, str], int] = field(init=False)
+    link_ids: dict[tuple[str, str], tuple[int, ...]] = field(init=False)
+    link_transport: tuple[str, ...] = field(init=False)
     capacity_Bps: np.ndarray = field(init=False)
     latency_s: np.ndarray = field(init=False)
     link_scope: tuple[str, ...] = field(init=False)
     link_kind: tuple[str, ...] = field(init=False)
     _salt: int = field(init=False)
-    _routes: dict[tuple[str, str], tuple[int, ...]] = field(init=False)
+    _routes: dict[tuple[str, str, int, int], tuple[int, ...]] = field(init=False)
+    _paths: dict[tuple[str, str, int], Path] = field(init=False)
     _dist: dict[str, dict[str, int]] = field(init=False)
     _width: dict[str, dict[str, float]] = field(init=False)
     _router: ServerRouter | None = field(init=False)
@@ -87,18 +116,33 @@ class Topology:
     _nics: dict[int, int] | None = field(init=False)
 
     def __post_init__(self) -> None:
-        self.links = tuple(self.graph.edges())
-        self.link_index = {e: i for i, e in enumerate(self.links)}
-        data = [self.graph.edges[e] for e in self.links]
+        if self.routing not in ("ecmp", "adaptive"):
+            raise TopologyError(f"routing {self.routing!r}: allowed: ecmp, adaptive")
+        if self.qps < 1:
+            raise TopologyError(f"qps_per_connection {self.qps!r}: must be >= 1")
+        links: list[tuple[str, str]] = []
+        ids: dict[tuple[str, str], tuple[int, ...]] = {}
+        data = []
+        for u, v, d in self.graph.edges(data=True):
+            k = int(d.get("cables", 1))
+            ids[(u, v)] = tuple(range(len(links), len(links) + k))
+            links += [(u, v)] * k
+            data += [d] * k
+        self.links = tuple(links)
+        self.link_ids = ids
+        self.link_index = {e: i[0] for e, i in ids.items()}
         self.capacity_Bps = np.array([float(d["capacity_Bps"]) for d in data], dtype=float)
         self.latency_s = np.array([float(d["latency_s"]) for d in data], dtype=float)
         self.link_scope = tuple(str(d["scope"]) for d in data)
         self.link_kind = tuple(str(d["kind"]) for d in data)
+        self.link_transport = tuple(str(d.get("transport", d["scope"])) for d in data)
+        self.link_loss = link_loss(self.link_transport, self.congestion_loss)
         if len(self.links) and not (self.capacity_Bps > 0).all():
             bad = self.links[int(np.argmin(self.capacity_Bps))]
             raise TopologyError(f"link {bad[0]}->{bad[1]}: bandwidth must be > 0")
         self._salt = int(np.random.default_rng(self.seed).integers(0, 2**31 - 1))
         self._routes = {}
+        self._paths = {}
         self._dist = {}
         self._width = {}
         self._router = None
@@ -121,25 +165,58 @@ class Topology:
                 return str(v)
         return None
 
-    def route(self, src: str, dst: str) -> tuple[int, ...]:
-        """Link indices from ``src`` to ``dst`` (empty when ``src == dst``); cached."""
-        key = (src, dst)
+    def route(self, src: str, dst: str, rail: int = -1, qp: int = 0) -> tuple[int, ...]:
+        """Link indices of one hashed path ``src -> dst`` (empty when ``src == dst``).
+
+        ``rail`` >= 0 pins an inter-server route to NIC number ``rail`` of both servers;
+        ``qp`` selects the queue pair whose hash picks among equal-cost choices. Cached.
+        """
+        key = (src, dst, rail, qp)
         r = self._routes.get(key)
         if r is None:
             if src == dst:
                 return ()
             router = self._server_router()
-            fast = router.route(src, dst) if router is not None else None
-            r = self._compute_route(src, dst) if fast is None else fast
+            fast = router.route(src, dst, rail, qp) if router is not None else None
+            r = self._compute_route(src, dst, qp) if fast is None else fast
             self._routes[key] = r
         return r
+
+    def path(self, src: str, dst: str, rail: int = -1) -> Path:
+        """What a transfer ``src -> dst`` crosses, with the share of its bytes on each link,
+        under this topology's ``routing`` and ``qps`` (see :mod:`sim.topology.paths`)."""
+        key = (src, dst, rail)
+        p = self._paths.get(key)
+        if p is None:
+            if self.routing == "adaptive":
+                p = self._adaptive_path(src, dst, rail)
+            elif self.qps > 1:
+                p = merge(
+                    [(self.route(src, dst, rail, q), 1.0 / self.qps) for q in range(self.qps)]
+                )
+            else:
+                p = Path(np.asarray(self.route(src, dst, rail), dtype=np.intp))
+            self._paths[key] = p
+        return p
+
+    def _adaptive_path(self, src: str, dst: str, rail: int) -> Path:
+        """Fixed in-server segments and an even split over every shortest fabric path."""
+        router = self._server_router()
+        parts = router.route_parts(src, dst, rail) if router is not None and src != dst else None
+        if parts is None:
+            return merge([(self.route(src, dst, rail), 1.0)])
+        head, (fa, fb), mid, tail = parts
+        if fa < 0:
+            return merge([(head + mid + tail, 1.0)])
+        spread = [((li,), share) for li, share in router.spread(fa, fb)]  # type: ignore[union-attr]
+        return merge([(head + tail, 1.0), *spread])
 
     def _pick(self, src: str, dst: str, hop: int, n: int) -> int:
         return ecmp_pick(self._salt, src, dst, hop, n)
 
     def _server_router(self) -> ServerRouter | None:
         if not self._router_built:
-            self._router = build_router(self.graph, self.link_index, self._pick)
+            self._router = build_router(self.graph, self.link_ids, self._pick, self.pxn)
             self._router_built = True
         return self._router
 
@@ -189,7 +266,7 @@ class Topology:
             self._width[dst] = w
         return w
 
-    def _compute_route(self, src: str, dst: str) -> tuple[int, ...]:
+    def _compute_route(self, src: str, dst: str, qp: int = 0) -> tuple[int, ...]:
         if src == dst:
             return ()
         for n in (src, dst):
@@ -199,6 +276,7 @@ class Topology:
         if src not in dist:
             raise TopologyError(f"topology {self.name!r} is disconnected: no route {src} -> {dst}")
         width = self._width_to(dst)
+        key = f"{src}#{qp}" if qp else src
         path: list[int] = []
         u, hop = src, 0
         while u != dst:
@@ -210,28 +288,33 @@ class Topology:
                 and (v == dst or self.graph.nodes[v]["kind"] not in NO_TRANSIT_KINDS)
             )
             cands = [v for v in cands if min(self._cap(u, v), width[v]) == width[u]]
-            v = (
-                cands[ecmp_pick(self._salt, src, dst, hop, len(cands))]
-                if len(cands) > 1
-                else cands[0]
+            choices = [li for v in cands for li in self.link_ids[(u, v)]]
+            li = (
+                choices[ecmp_pick(self._salt, key, dst, hop, len(choices))]
+                if len(choices) > 1
+                else choices[0]
             )
-            path.append(self.link_index[(u, v)])
-            u, hop = v, hop + 1
+            path.append(li)
+            u, hop = self.links[li][1], hop + 1
         return tuple(path)
 
-    def scaled(self, factors: Mapping[str, float]) -> Topology:
-        """A copy whose link capacities are multiplied per scope or link kind.
+    def scaled(self, factors: Mapping[str, float] | np.ndarray) -> Topology:
+        """A copy whose link capacities are multiplied per scope, link kind or link.
 
         ``factors`` maps a scope (``nvlink``/``pcie``/``net``) or a link kind name to a
-        factor in (0, 1]; a kind entry wins over its scope. Routes and graph are shared.
+        factor in (0, 1] (a kind entry wins over its scope), or is an array with one
+        factor per link. Routes and graph are shared.
         """
-        scale = np.array(
-            [
-                factors.get(k, factors.get(s, 1.0))
-                for k, s in zip(self.link_kind, self.link_scope, strict=True)
-            ],
-            dtype=float,
-        )
+        if isinstance(factors, np.ndarray):
+            scale = factors
+        else:
+            scale = np.array(
+                [
+                    factors.get(k, factors.get(s, 1.0))
+                    for k, s in zip(self.link_kind, self.link_scope, strict=True)
+                ],
+                dtype=float,
+            )
         self._server_router()  # build once, so both copies share it
         new = copy.copy(self)  # shares graph, link arrays, route caches and router
         new.capacity_Bps = self.capacity_Bps * scale

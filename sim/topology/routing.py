@@ -42,22 +42,29 @@ Pick = Callable[[str, str, int, int], int]
 class _Template:
     """Shortest paths inside one server structure (local node indices)."""
 
-    def __init__(self, kinds: tuple[str, ...], edges: frozenset[tuple[int, int, float]]) -> None:
+    def __init__(
+        self, kinds: tuple[str, ...], edges: frozenset[tuple[int, int, float, str]]
+    ) -> None:
         self.n = len(kinds)
+        self.kinds = kinds
+        self.host = kinds.index("host") if "host" in kinds else None
         self.is_gpu = [k == "gpu" for k in kinds]
         self.succ: list[list[int]] = [[] for _ in range(self.n)]
         self.pred: list[list[int]] = [[] for _ in range(self.n)]
         self.cap: dict[tuple[int, int], float] = {}
-        for u, v, c in sorted(edges):
+        self.link_scope: dict[tuple[int, int], str] = {}
+        for u, v, c, scope in sorted(edges):
             self.succ[u].append(v)
             self.pred[v].append(u)
             self.cap[(u, v)] = c
+            self.link_scope[(u, v)] = scope
         gpus = [i for i in range(self.n) if self.is_gpu[i]]
         self.gpu_rank = {g: r for r, g in enumerate(gpus)}
         self._dist: dict[int, list[float]] = {}
         self._width: dict[int, list[float]] = {}
         self._next: dict[tuple[int, int], tuple[int, ...]] = {}
         self._fixed: dict[tuple[int, int], tuple[tuple[int, int], ...] | None] = {}
+        self._pxn: dict[tuple[int, int], int | None] = {}
 
     def dist_to(self, t: int) -> list[float]:
         """Hops from every local node to ``t`` without passing through a GPU."""
@@ -119,6 +126,31 @@ class _Template:
             self._fixed[key] = tuple(path) if path is not None else None
         return self._fixed[key]
 
+    def pxn_peer(self, s: int, port: int) -> int | None:
+        """The GPU through which ``s`` should reach NIC ``port`` (NCCL's PXN), or None.
+
+        PXN applies when the shortest PCIe path from ``s`` to the port crosses the host
+        (another PCIe switch) while some GPU sits at the port's own PCIe switch and is one
+        NVLink hop from ``s`` (through the NVSwitch or directly).
+        """
+        key = (s, port)
+        if key not in self._pxn:
+            peer = None
+            if self.host is not None and self.dist_to(port)[s] > 2:
+                near = [
+                    g for g in self.gpu_rank
+                    if g != s and self.dist_to(port)[g] == 2 and self._nvlink_hop(s, g)
+                ]  # fmt: skip
+                peer = min(near) if near else None
+            self._pxn[key] = peer
+        return self._pxn[key]
+
+    def _nvlink_hop(self, a: int, b: int) -> bool:
+        """``a`` reaches GPU ``b`` over NVLink: directly or through one NVSwitch."""
+        if b in self.succ[a] and self.link_scope[(a, b)] == "nvlink":
+            return True
+        return any(self.kinds[v] == "nvswitch" and b in self.succ[v] for v in self.succ[a])
+
     def preferred(self, s: int, ports: tuple[int, ...], toward: bool) -> int | None:
         """The port of local node ``s``: ``k``-th GPU takes the ``k mod n``-th nearest."""
         dist = [self.dist_to(p)[s] if toward else self.dist_to(s)[p] for p in ports]
@@ -140,8 +172,13 @@ class _Server:
         self.links = links
         # (port local index, fabric node index, link up, link down), sorted.
         self.attach: list[tuple[int, int, int, int]] = []
+        self.rails: dict[int, int] = {}  # port local index -> NIC number in the server
         self.cls = -1  # same template and attachments (port, fabric node)
         self.pcls = -1  # same template and ports
+
+    def rail_of(self, attach_index: int) -> int:
+        """NIC number (rail) of attachment ``attach_index`` (-1 for other ports)."""
+        return self.rails.get(self.attach[attach_index][0], -1)
 
 
 class ServerRouter:
@@ -154,8 +191,10 @@ class ServerRouter:
         fabric: list[str],
         fadj: list[list[tuple[int, int]]],
         pick: Pick,
+        pxn: bool = True,
     ) -> None:
         self.servers = servers
+        self.pxn = pxn
         self.where = where
         self.fabric = fabric
         self.fadj = fadj
@@ -172,30 +211,71 @@ class ServerRouter:
         self._choice: dict[tuple[int, ...], tuple[tuple[int, int], ...]] = {}
         self._mcache: dict[tuple[int, int], tuple[tuple[float, ...], ...]] = {}
         self._interned: dict[tuple[tuple[float, ...], ...], tuple[tuple[float, ...], ...]] = {}
+        self._spread: dict[tuple[int, int], tuple[tuple[int, float], ...]] = {}
 
-    def route(self, src: str, dst: str) -> tuple[int, ...] | None:
-        """Link indices ``src -> dst``, or None when an endpoint is not a server part."""
+    def route(self, src: str, dst: str, rail: int = -1, qp: int = 0) -> tuple[int, ...] | None:
+        """Link indices ``src -> dst``, or None when an endpoint is not a server part.
+
+        ``rail`` (>= 0): leave and enter the servers through NIC number ``rail`` (NCCL
+        pins each ring channel to one NIC); ``qp`` salts the equal-cost choices (one
+        independently hashed flow per queue pair).
+        """
+        parts = self.route_parts(src, dst, rail, qp)
+        if parts is None:
+            return None
+        head, _, fabric, tail = parts
+        return head + fabric + tail
+
+    def route_parts(
+        self, src: str, dst: str, rail: int = -1, qp: int = 0
+    ) -> tuple[tuple[int, ...], tuple[int, int], tuple[int, ...], tuple[int, ...]] | None:
+        """(links to and out of the exit port, (fabric switch left from, fabric switch
+        entered at), links through the fabric, links from the entry port): a route split
+        where adaptive routing spreads the middle part (-1 switches inside one server)."""
         a, b = self.where.get(src), self.where.get(dst)
         if a is None or b is None:
             return None
         sa, sb = self.servers[a[0]], self.servers[b[0]]
-        out: list[int] = []
+        key = f"{src}#{qp}" if qp else src
         if a[0] == b[0]:
-            if self._inside(sa, a[1], b[1], src, dst, 0, out) < 0:
+            out: list[int] = []
+            if self._inside(sa, a[1], b[1], key, dst, 0, out) < 0:
                 return None
-            return tuple(out)
+            return (), (-1, -1), tuple(out), ()
         pairs = self._pairs(sa, sb, a[1], b[1])
+        if rail >= 0:
+            pinned = [x for x in pairs if sa.rail_of(x[0]) == rail and sb.rail_of(x[1]) == rail]
+            pairs = tuple(pinned) or self._rail_pairs(sa, sb, rail) or pairs
         if not pairs:
             return None
-        i, j = pairs[self.pick(src, dst, -1, len(pairs))] if len(pairs) > 1 else pairs[0]
+        i, j = pairs[self.pick(key, dst, -1, len(pairs))] if len(pairs) > 1 else pairs[0]
         pa, fa, up, _ = sa.attach[i]
         pb, fb, _, down = sb.attach[j]
-        hop = self._inside(sa, a[1], pa, src, dst, 0, out)
-        out.append(up)
-        hop = self._through_fabric(fa, fb, src, dst, hop + 1, out)
-        out.append(down)
-        self._inside(sb, pb, b[1], src, dst, hop + 1, out)
-        return tuple(out)
+        head: list[int] = []
+        hop = self._to_port(sa, a[1], pa, key, dst, head)
+        head.append(up)
+        mid: list[int] = []
+        hop = self._through_fabric(fa, fb, key, dst, hop + 1, mid)
+        tail = [down]
+        self._inside(sb, pb, b[1], key, dst, hop + 1, tail)
+        return tuple(head), (fa, fb), tuple(mid), tuple(tail)
+
+    def _rail_pairs(self, sa: _Server, sb: _Server, rail: int) -> tuple[tuple[int, int], ...]:
+        """Attachment pairs on NIC ``rail`` of both servers, whatever their hop count."""
+        ia = [i for i in range(len(sa.attach)) if sa.rail_of(i) == rail]
+        ib = [j for j in range(len(sb.attach)) if sb.rail_of(j) == rail]
+        return tuple((i, j) for i in ia for j in ib)
+
+    def _to_port(self, srv: _Server, s: int, port: int, src: str, dst: str, out: list[int]) -> int:
+        """In-server path from ``s`` to NIC ``port``, through a peer GPU (PXN) when the
+        direct PCIe path would cross the host while a GPU next to the NIC is an NVLink
+        hop away (NCCL's PXN: "PCI + NVLink", GPU -> NIC direction only)."""
+        tmpl = srv.tmpl
+        owner = tmpl.pxn_peer(s, port) if self.pxn else None
+        if owner is None:
+            return self._inside(srv, s, port, src, dst, 0, out)
+        hop = self._inside(srv, s, owner, src, dst, 0, out)
+        return self._inside(srv, owner, port, src, dst, hop, out)
 
     def _inside(
         self, srv: _Server, s: int, t: int, src: str, dst: str, hop: int, out: list[int]
@@ -248,6 +328,27 @@ class ServerRouter:
             out.append(li)
             u, hop = v, hop + 1
         return hop
+
+    def spread(self, u: int, w: int) -> tuple[tuple[int, float], ...]:
+        """Fabric links of every shortest path ``u -> w`` with the share of the traffic each
+        carries when every switch splits evenly over its equal-cost next hops (adaptive
+        routing / packet spraying), as (link index, share) pairs; cached."""
+        key = (u, w)
+        hit = self._spread.get(key)
+        if hit is None:
+            out: dict[int, float] = {}
+            layer = {u: 1.0}
+            while layer and set(layer) != {w}:
+                nxt: dict[int, float] = {}
+                for node, share in layer.items():
+                    c = self._fnext.get((node, w)) or self._fabric_next(node, w)
+                    part = share / len(c)
+                    for v, li in c:
+                        out[li] = out.get(li, 0.0) + part
+                        nxt[v] = nxt.get(v, 0.0) + part
+                layer = nxt
+            hit = self._spread[key] = tuple(sorted(out.items()))
+        return hit
 
     def _pairs(self, sa: _Server, sb: _Server, s: int, t: int) -> tuple[tuple[int, int], ...]:
         """Best (exit attachment, entry attachment) index pairs for ``s -> t``; cached.
@@ -314,24 +415,29 @@ def _split(graph: nx.DiGraph) -> tuple[dict[int, list[str]], list[str]] | None:
 
 
 def build_router(
-    graph: nx.DiGraph, link_index: dict[tuple[str, str], int], pick: Pick
-) -> ServerRouter | None:
+    graph: nx.DiGraph, link_ids: dict[tuple[str, str], tuple[int, ...]], pick: Pick,
+    pxn: bool = True,
+) -> ServerRouter | None:  # fmt: skip
     """A :class:`ServerRouter` for ``graph``, or None where its shape does not fit.
 
     Parameters
     ----------
     graph : networkx.DiGraph
         The topology graph (see :mod:`sim.topology.model`).
-    link_index : dict[tuple[str, str], int]
-        Directed edge -> link index.
+    link_ids : dict[tuple[str, str], tuple[int, ...]]
+        Directed edge -> link indices, one per parallel cable (fabric edges may have
+        several: each is an equal-cost choice of its own).
     pick : Callable[[str, str, int, int], int]
         ``pick(src, dst, hop, n)`` chooses among ``n`` equal-cost options (seeded hash).
+    pxn : bool
+        Let a GPU reach a rail's NIC through the NIC's peer GPU over NVLink (NCCL's PXN).
 
     Returns
     -------
     ServerRouter or None
-        None when an edge joins two servers directly, a GPU is outside every server, or
-        an intra-server route could be shorter through the fabric.
+        None when an edge joins two servers directly, a GPU is outside every server, an
+        edge inside a server has parallel cables, or an intra-server route could be
+        shorter through the fabric.
     """
     split = _split(graph)
     if split is None:
@@ -342,22 +448,25 @@ def build_router(
     fadj: list[list[tuple[int, int]]] = [[] for _ in fabric]
     local: dict[int, list[tuple[int, int, int]]] = {k: [] for k in members}
     ports: dict[int, list[tuple[int, int, int, int]]] = {k: [] for k in members}
-    for (u, v), li in link_index.items():
+    for (u, v), ids in link_ids.items():
         wu, wv = where.get(u), where.get(v)
         if wu is None and wv is None:
-            fadj[findex[u]].append((findex[v], li))
+            fadj[findex[u]].extend((findex[v], li) for li in ids)
+        elif len(ids) != 1:
+            return None
         elif wu is not None and wv is not None:
             if wu[0] != wv[0]:
                 return None
-            local[wu[0]].append((wu[1], wv[1], li))
+            local[wu[0]].append((wu[1], wv[1], ids[0]))
         elif wu is not None:
-            ports[wu[0]].append((wu[1], findex[v], li, link_index.get((v, u), -1)))
+            back = link_ids.get((v, u), (-1,))
+            ports[wu[0]].append((wu[1], findex[v], ids[0], back[0]))
     for adj in fadj:
-        adj.sort(key=lambda x: fabric[x[0]])
+        adj.sort(key=lambda x: (fabric[x[0]], x[1]))
     servers = _servers(graph, members, local, ports)
     if servers is None:
         return None
-    return ServerRouter(servers, where, fabric, fadj, pick)
+    return ServerRouter(servers, where, fabric, fadj, pick, pxn)
 
 
 def _servers(
@@ -373,16 +482,20 @@ def _servers(
     servers: dict[int, _Server] = {}
     for k, names in members.items():
         kinds = tuple(str(graph.nodes[v].get("kind")) for v in names)
-        cap = graph.edges
+        e = graph.edges
         edges = frozenset(
-            (a, b, float(cap[names[a], names[b]]["capacity_Bps"])) for a, b, _ in local[k]
-        )
+            (a, b, float(e[names[a], names[b]]["capacity_Bps"]),
+             str(e[names[a], names[b]].get("scope", "")))
+            for a, b, _ in local[k]
+        )  # fmt: skip
         sig = (kinds, edges)
         tmpl = templates.get(sig)
         if tmpl is None:
             tmpl = templates[sig] = _Template(kinds, edges)
         srv = _Server(names, tmpl, {(a, b): li for a, b, li in local[k]})
         srv.attach = sorted(ports[k])
+        nics = [i for i, kind in enumerate(kinds) if kind == "nic"]
+        srv.rails = {p: r for r, p in enumerate(nics)}
         if any(down < 0 for *_, down in srv.attach):
             return None
         ckey = (id(tmpl), tuple((p, f) for p, f, _, _ in srv.attach))

@@ -22,6 +22,10 @@ A topology file (YAML) describes a cluster parametrically::
       oversubscription: 1.0   # leaf downlink : uplink bandwidth, >= 1
       nodes_per_leaf: 32      # servers under one leaf (per rail when rail-optimized)
       spines: null            # 2-tier: spine count (default: leaf downlink ports)
+      routing: null           # ecmp | adaptive (default: adaptive on InfiniBand, else ecmp)
+      qps_per_connection: 1   # NCCL_IB_QPS_PER_CONNECTION: flows per connection, each hashed
+      pxn: true               # NCCL PXN: reach a rail's NIC over NVLink through its own GPU
+      congestion_loss: null   # Ethernet incast loss (sim.network.congestion); null: default
 
 Three-tier fat-trees add ``nodes_per_pod``, ``spines_per_pod``, ``cores_per_plane``,
 ``core_oversubscription`` and ``rails``. Unknown keys are rejected, naming the key.
@@ -70,6 +74,10 @@ class NetworkSpec(BaseModel):
     spines_per_pod: int | None = Field(default=None, ge=1)
     cores_per_plane: int = Field(default=2, ge=1)
     core_oversubscription: float = Field(default=1.0, ge=1.0)
+    routing: Literal["ecmp", "adaptive"] | None = None
+    qps_per_connection: int = Field(default=1, ge=1, le=128)
+    pxn: bool = True
+    congestion_loss: float | None = Field(default=None, ge=0.0, lt=1.0)
 
 
 class TopologySpec(BaseModel):

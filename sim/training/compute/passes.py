@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from sim.collectives.links import scaled_for
 from sim.collectives.params import CollectiveParams
 from sim.collectives.schedule import Schedule
 from sim.collectives.simulate import CollectiveSetup, simulate_collective
@@ -26,7 +27,7 @@ class CollectiveTimer:
     """Time collectives on GPU groups, cached by (group, op, bytes)."""
 
     def __init__(self, topology: Topology, params: CollectiveParams, network: str) -> None:
-        self.topology = topology.scaled(params.link_efficiency)
+        self.topology = scaled_for(topology, params)
         self.params = params
         self.network = network
         self._setups: dict[tuple[str, ...], CollectiveSetup] = {}

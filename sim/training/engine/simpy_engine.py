@@ -164,8 +164,9 @@ class _Run:
                 sched, proto = self.timer.plan(group, op, nbytes)
                 cs = self.timer.setup(group)
                 body = run_schedule(
-                    self.env, self.net, sched, cs.endpoints(sched), cs.routes, cs.params, proto
-                )
+                    self.env, self.net, sched, cs.endpoints(sched), cs.routes, cs.params, proto,
+                    nccl_channels=cs.nccl_channels(sched.algorithm, proto, nbytes),
+                )  # fmt: skip
                 procs.append(self.env.process(body))
             yield self.env.all_of(procs)
             line.comm.append((f"dp_{op}", start, self.env.now))

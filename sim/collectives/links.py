@@ -1,0 +1,72 @@
+"""What fraction of each link's line rate collectives achieve, from the parameters.
+
+NVLink and PCIe links take their scope's ``link_efficiency``; network links take their
+transport's parameters (:class:`~sim.collectives.params.TransportParams`: efficiency and,
+for NCCL's CPU-bound socket transport, threads x sockets x rate per socket), falling
+back to ``link_efficiency["net"]`` for a transport the parameters do not list.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.collectives.params import CollectiveParams
+from sim.topology.model import Topology
+
+__all__ = ["LinkKey", "link_class", "link_factors", "link_keys", "scaled_for"]
+
+
+LinkKey = tuple[str, str, float, bool]  # (scope, transport, line rate B/s, at a NIC)
+
+
+def link_keys(topology: Topology) -> tuple[list[LinkKey], np.ndarray]:
+    """The distinct link classes the parameters can tell apart, and each link's class.
+
+    A class is (scope, transport, line rate in bytes/s, touches a NIC): links of one class
+    always get the same :func:`link_factors` whatever the parameters.
+
+    >>> from sim.topology.presets import load_topology
+    >>> keys, index = link_keys(load_topology("dgx-h100"))
+    >>> sorted({k[:2] for k in keys})
+    [('nvlink', 'nvlink'), ('pcie', 'pcie')]
+    """
+    nodes = topology.graph.nodes
+    keys: dict[LinkKey, int] = {}
+    index = np.empty(len(topology.links), dtype=np.intp)
+    for i, (u, v) in enumerate(topology.links):
+        at_nic = nodes[u].get("kind") == "nic" or nodes[v].get("kind") == "nic"
+        key = (
+            topology.link_scope[i],
+            topology.link_transport[i],
+            float(topology.capacity_Bps[i]),
+            at_nic,
+        )
+        index[i] = keys.setdefault(key, len(keys))
+    return list(keys), index
+
+
+def link_factors(topology: Topology, params: CollectiveParams) -> np.ndarray:
+    """Per-link fraction of line rate (array aligned with ``topology.capacity_Bps``).
+
+    >>> from sim.collectives.params import default_params
+    >>> from sim.topology.presets import load_topology
+    >>> t = load_topology("h100-tcp-100g", nodes=2)
+    >>> sorted({round(float(f), 3) for f in link_factors(t, default_params())})
+    [0.36, 0.8, 0.822, 0.9]
+    """
+    keys, index = link_keys(topology)
+    return np.array([params.link_factor(*k) for k in keys], dtype=float)[index]
+
+
+def scaled_for(topology: Topology, params: CollectiveParams) -> Topology:
+    """``topology`` with every capacity times its :func:`link_factors`."""
+    return topology.scaled(link_factors(topology, params))
+
+
+def link_class(scope: str, transport: str) -> str:
+    """The parameter class of a link: its transport for network links, else its scope.
+
+    >>> link_class("net", "ib"), link_class("nvlink", "nvlink")
+    ('ib', 'nvlink')
+    """
+    return transport if scope == "net" else scope

@@ -1,0 +1,68 @@
+"""A transfer's path: the links it crosses and the share of its bytes on each.
+
+With ECMP and one queue pair a transfer follows one hashed path: every link carries all of
+its bytes. With ``qps_per_connection = q`` (NCCL_IB_QPS_PER_CONNECTION) its messages
+rotate over ``q`` queue pairs, each hashed independently: a link carries the share of
+the ``q`` paths that cross it. With adaptive routing (InfiniBand AR, packet spraying)
+every switch splits the transfer evenly over its equal-cost next hops. Both are
+approximated as ONE flow whose bytes are split over its links in fixed shares (the flow
+moves at the pace of its most loaded link); independent per-QP flows that could finish
+at different times are not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Path", "merge"]
+
+
+@dataclass(frozen=True)
+class Path:
+    """Links of a transfer (distinct indices) and the share of its bytes on each.
+
+    Attributes
+    ----------
+    links : numpy.ndarray
+        Link indices (``intp``), each once.
+    weights : numpy.ndarray or None
+        Share in (0, 1] of the transfer's bytes on each link; None when every link
+        carries all of them (one path).
+    """
+
+    links: np.ndarray
+    weights: np.ndarray | None = None
+
+    @property
+    def shares(self) -> np.ndarray:
+        """``weights``, or ones for a single path."""
+        return np.ones(len(self.links)) if self.weights is None else self.weights
+
+    def latency_s(self, latency: np.ndarray) -> float:
+        """Route latency (s): the sum of per-hop latencies weighted by share (every equal-cost
+        path has the same hop count, so a single path's sum when latencies match)."""
+        if not len(self.links):
+            return 0.0
+        return float(np.dot(latency[self.links], self.shares))
+
+
+def merge(parts: list[tuple[tuple[int, ...] | list[int], float]]) -> Path:
+    """One :class:`Path` from routes with their shares (shares of a link add up).
+
+    >>> p = merge([((0, 1), 0.5), ((0, 2), 0.5)])
+    >>> p.links.tolist(), p.weights.tolist()
+    ([0, 1, 2], [1.0, 0.5, 0.5])
+    >>> merge([((3, 4), 1.0)]).weights is None
+    True
+    """
+    acc: dict[int, float] = {}
+    for links, share in parts:
+        for li in links:
+            acc[li] = acc.get(li, 0.0) + share
+    order = sorted(acc)
+    w = np.array([acc[i] for i in order])
+    return Path(
+        np.array(order, dtype=np.intp), None if np.allclose(w, 1.0, rtol=0, atol=1e-12) else w
+    )

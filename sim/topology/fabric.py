@@ -37,7 +37,8 @@ def add_link(
     u, v : str
         Endpoint node names.
     link : LinkSpec
-        Catalog kind: sets ``kind``, ``scope``, ``latency_s`` and, by default, capacity.
+        Link kind: sets ``kind``, ``scope``, ``transport``, ``latency_s`` and, by default,
+        capacity.
     capacity_Bps : float, optional
         Capacity per direction in bytes/s (default: the kind's line rate).
     """
@@ -46,7 +47,13 @@ def add_link(
         raise TopologyError(f"link {u}<->{v} ({link.name}): bandwidth must be > 0 (got {cap!r})")
     for a, b in ((u, v), (v, u)):
         g.add_edge(
-            a, b, capacity_Bps=cap, latency_s=link.latency_s, kind=link.name, scope=link.scope
+            a,
+            b,
+            capacity_Bps=cap,
+            latency_s=link.latency_s,
+            kind=link.name,
+            scope=link.scope,
+            transport=link.transport,
         )
 
 
@@ -64,7 +71,7 @@ def _add_leaves(
     """Add leaves and NIC<->leaf links; return the leaves of each unit."""
     per = net.nodes_per_leaf
     units = math.ceil(len(nics) / per)
-    rails_n = len(nics[0]) if rails else 1
+    rails_n = max(map(len, nics)) if rails else 1
     uw, rw = len(str(units - 1)), len(str(rails_n - 1))
     leaves: list[list[str]] = []
     for u in range(units):
@@ -107,7 +114,7 @@ def add_fabric(
     leaves = _add_leaves(g, net, nics, nic, rails)
     # A leaf's uplinks are sized for its design port count, however many servers are
     # attached: a 2-server slice of a fat-tree still has full-rate spine links.
-    ports = net.nodes_per_leaf * (1 if rails else len(nics[0]))
+    ports = net.nodes_per_leaf * (1 if rails else max(map(len, nics)))
     down_Bps = ports * nic.bandwidth_Bps
     if net.kind == "fat-tree-3tier":
         _three_tier(g, net, leaves, down_Bps, ports, link, source)

@@ -45,7 +45,7 @@ def topology_for(name: str, measurements: Sequence[Measurements], nodes: int | N
     need = nodes or 1
     for m in measurements:
         ranks = max((r.n_ranks for r in m.collectives), default=1)
-        gpn = m.meta.gpus_per_node or gpus or spec.node.gpus
+        gpn = m.meta.gpus_per_node or gpus or spec.gpus_per_node
         need = max(need, m.meta.nodes or nodes or math.ceil(ranks / gpn))
     return load_topology(name, nodes=need)
 

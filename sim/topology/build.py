@@ -1,141 +1,37 @@
 """Build a validated :class:`TopologySpec` into a :class:`Topology` graph.
 
-Servers
-    Server ``k``'s parts are named ``n<k>.gpu<i>``, ``n<k>.nvswitch``, ``n<k>.pcie<j>``,
-    ``n<k>.host``, ``n<k>.nic<j>`` (indices zero-padded, so names sort in rank order)
-    and carry ``node=k``. A ``nvswitch`` fabric is one logical non-blocking switch per
-    NVLink domain; each GPU links to it at its aggregate NVLink rate. A ``mesh`` fabric
-    links every GPU pair directly (e.g. MI300X xGMI). GPUs and NICs spread evenly over
-    ``pcie_switches`` PCIe switches under the host (DGX H100: 4 switches, 2 GPUs + 2
-    NICs each); with ``p2p: false`` GPUs sit on host root ports so that GPU<->GPU PCIe
-    traffic crosses the host. For rack-scale systems (GB200 NVL72) a "server" is the
-    whole NVLink domain: ``gpus_per_node = 72``.
+In order: the servers (:mod:`sim.topology.server`), the scale-out fabric when
+``network.kind`` is not ``none`` (:mod:`sim.topology.fabric`), the explicit ``graph``
+(:mod:`sim.topology.graph`), then the ``overrides`` (:mod:`sim.topology.overrides`);
+last, every GPU must reach every other.
 
-Scale-out fabric (see :mod:`sim.topology.fabric`)
+Scale-out fabric
     ``rail-optimized``: NIC ``r`` of every server in a unit of ``nodes_per_leaf`` servers
     goes to that unit's rail-``r`` leaf; leaves to spines. ``leaf-spine``: all NICs of a
     server go to its unit's (top-of-rack) leaf. ``fat-tree-3tier``: leaves and spines in
-    pods, spines to cores by plane.
+    pods, spines to cores by plane. Where servers differ (``servers``), leaf ports and
+    uplinks are sized for the fastest NIC and each NIC<->leaf link runs at its own NIC's
+    rate; rails number up to the largest NIC count.
 """
 
 from __future__ import annotations
-
-import dataclasses
-from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from sim.catalog import LinkSpec, gpu_spec, link_spec
+from sim.catalog import GpuSpec, LinkSpec, gpu_spec
 from sim.errors import TopologyError
 from sim.topology.fabric import add_fabric, add_link
+from sim.topology.graph import add_graph
+from sim.topology.links import link_from_ref
 from sim.topology.model import Topology
-from sim.topology.spec import TopologySpec
-from sim.units import parse_bandwidth
+from sim.topology.overrides import apply_overrides
+from sim.topology.server import ServerLinks, add_server, server_links
+from sim.topology.spec import NodeSpec, TopologySpec
 
 __all__ = ["build_topology", "check_connected"]
-
-
-@dataclass(frozen=True)
-class _Links:
-    """The catalog link kinds one server uses (None where unused)."""
-
-    nvlink: LinkSpec | None
-    pcie: LinkSpec
-    bridge: LinkSpec | None
-    nic: LinkSpec | None
-
-
-def _kind(name: str, key: str, source: str) -> LinkSpec:
-    try:
-        spec = link_spec(name)
-    except TopologyError as e:
-        raise TopologyError(f"{source}: {key}: {e}") from None
-    if spec.bandwidth_Bps <= 0:
-        raise TopologyError(f"{source}: {key}: link {name!r} has bandwidth <= 0")
-    return spec
-
-
-def _server_links(spec: TopologySpec, source: str) -> _Links:
-    gpu = gpu_spec(spec.gpu)
-    node = spec.node
-    nvlink = None
-    if node.fabric in ("nvswitch", "mesh"):
-        name = node.nvlink or gpu.nvlink
-        if name is None:
-            raise TopologyError(
-                f"{source}: node.nvlink: GPU {gpu.name!r} has no NVLink; set node.nvlink or "
-                "use node.fabric pcie"
-            )
-        nvlink = _kind(name, "node.nvlink", source)
-    return _Links(
-        nvlink=nvlink,
-        pcie=_kind(node.pcie or gpu.pcie, "node.pcie", source),
-        bridge=_kind(node.nvlink_bridges, "node.nvlink_bridges", source)
-        if node.nvlink_bridges
-        else None,
-        nic=_nic(node.nic, node.nic_bandwidth, source) if node.nic else None,
-    )
-
-
-def _nic(name: str, bandwidth: str | float | None, source: str) -> LinkSpec:
-    """The NIC link kind, with its line rate overridden by ``node.nic_bandwidth``."""
-    kind = _kind(name, "node.nic", source)
-    if bandwidth is None:
-        return kind
-    rate = parse_bandwidth(bandwidth, f"{source}: node.nic_bandwidth")
-    sources = {**kind.sources, "bandwidth_Bps": f"node.nic_bandwidth in {source}"}
-    return dataclasses.replace(kind, bandwidth_Bps=rate, sources=sources)
-
-
-def _pad(n: int) -> int:
-    return len(str(max(n - 1, 0)))
-
-
-def _add_server(
-    g: nx.DiGraph, k: int, spec: TopologySpec, links: _Links, width: int
-) -> tuple[list[str], list[str]]:
-    """Add server ``k``; return its GPU names (rank order) and NIC names (rail order)."""
-    node = spec.node
-    p = f"n{k:0{width}d}"
-    host = f"{p}.host"
-    g.add_node(host, kind="host", node=k)
-    switches = [f"{p}.pcie{j:0{_pad(node.pcie_switches)}d}" for j in range(node.pcie_switches)]
-    for sw in switches:
-        g.add_node(sw, kind="pcie_switch", node=k)
-        add_link(g, sw, host, links.pcie)
-    gpus = [f"{p}.gpu{i:0{_pad(node.gpus)}d}" for i in range(node.gpus)]
-    for i, name in enumerate(gpus):
-        g.add_node(name, kind="gpu", node=k)
-        up = switches[i * len(switches) // node.gpus] if switches and node.p2p else host
-        add_link(g, name, up, links.pcie)
-    _add_gpu_fabric(g, p, k, gpus, links)
-    nics = [f"{p}.nic{j:0{_pad(node.nics)}d}" for j in range(node.nics)]
-    for j, name in enumerate(nics):
-        g.add_node(name, kind="nic", node=k)
-        add_link(
-            g, name, switches[j * len(switches) // node.nics] if switches else host, links.pcie
-        )
-    return gpus, nics
-
-
-def _add_gpu_fabric(g: nx.DiGraph, p: str, k: int, gpus: list[str], links: _Links) -> None:
-    """NVSwitch, all-to-all mesh or NVLink bridges between the server's GPUs."""
-    if links.nvlink is not None and len(gpus) > 1:
-        if g.graph["fabric"] == "nvswitch":
-            nvs = f"{p}.nvswitch"
-            g.add_node(nvs, kind="nvswitch", node=k)
-            for name in gpus:
-                add_link(g, name, nvs, links.nvlink)
-        else:
-            for i, a in enumerate(gpus):
-                for b in gpus[i + 1 :]:
-                    add_link(g, a, b, links.nvlink)
-    if links.bridge is not None:
-        for a, b in zip(gpus[::2], gpus[1::2], strict=True):
-            add_link(g, a, b, links.bridge)
 
 
 def check_connected(g: nx.DiGraph, gpus: tuple[str, ...], name: str) -> None:
@@ -177,6 +73,53 @@ def check_connected(g: nx.DiGraph, gpus: tuple[str, ...], name: str) -> None:
                 raise TopologyError(f"topology {name!r} is disconnected: no route {u} -> {v}")
 
 
+def _servers(
+    g: nx.DiGraph, servers: list[tuple[str, NodeSpec]], gpu: GpuSpec, source: str
+) -> tuple[list[str], list[list[str]], list[LinkSpec | None]]:
+    """Add the servers built from ``node``/``servers``; return GPUs, NICs, NIC links."""
+    resolved: dict[int, ServerLinks] = {}
+    width = len(str(max(len(servers) - 1, 0)))
+    gpus: list[str] = []
+    nics: list[list[str]] = []
+    nic_links: list[LinkSpec | None] = []
+    for k, (key, node) in enumerate(servers):
+        links = resolved.get(id(node))
+        if links is None:
+            links = resolved[id(node)] = server_links(node, gpu, key, source)
+        server_gpus, server_nics = add_server(g, k, node, links, width)
+        gpus.extend(server_gpus)
+        nics.append(server_nics)
+        nic_links.append(links.nic)
+    return gpus, nics, nic_links
+
+
+def _scale_out(
+    g: nx.DiGraph,
+    spec: TopologySpec,
+    nics: list[list[str]],
+    nic_links: list[LinkSpec | None],
+    source: str,
+) -> None:
+    """Add the parametric fabric; NIC<->leaf links at each server's own NIC rate."""
+    assert spec.network.link is not None  # parse_spec checked it
+    fastest = max((x for x in nic_links if x is not None), key=lambda x: x.bandwidth_Bps)
+    net_link = link_from_ref(spec.network.link, "network.link", source)
+    add_fabric(g, spec.network, nics, fastest, net_link, source)
+    for server, link in zip(nics, nic_links, strict=True):
+        if link is None or link == fastest:
+            continue
+        for nic in server:
+            for leaf in list(g.successors(nic)):
+                if g.nodes[leaf].get("node") is None:
+                    add_link(g, nic, leaf, link)
+
+
+def _explicit_gpus(g: nx.DiGraph) -> list[str]:
+    """GPUs of an explicit graph in rank order: by server, then as listed."""
+    found = [(d["node"], i, v) for i, (v, d) in enumerate(g.nodes(data=True)) if d["kind"] == "gpu"]
+    return [v for _, _, v in sorted(found)]
+
+
 def build_topology(spec: TopologySpec, *, seed: int = 0, source: str | None = None) -> Topology:
     """Build the cluster graph described by ``spec``.
 
@@ -197,7 +140,7 @@ def build_topology(spec: TopologySpec, *, seed: int = 0, source: str | None = No
     Raises
     ------
     TopologyError
-        Unknown GPU or link kind, or a disconnected result.
+        Unknown GPU or link kind, a bad graph or override, or a disconnected result.
 
     Examples
     --------
@@ -211,34 +154,36 @@ def build_topology(spec: TopologySpec, *, seed: int = 0, source: str | None = No
         gpu = gpu_spec(spec.gpu)
     except TopologyError as e:
         raise TopologyError(f"{source}: gpu: {e}") from None
-    links = _server_links(spec, source)
-    g = nx.DiGraph(fabric=spec.node.fabric, p2p=spec.node.p2p)
-    width = _pad(spec.nodes)
-    all_gpus: list[str] = []
-    nics: list[list[str]] = []
-    for k in range(spec.nodes):
-        gpus, server_nics = _add_server(g, k, spec, links, width)
-        all_gpus.extend(gpus)
-        nics.append(server_nics)
+    servers = spec.server_nodes()
+    first: NodeSpec | None = servers[0][1] if servers else None
+    g = nx.DiGraph(fabric=first.fabric if first else "graph", p2p=first.p2p if first else True)
+    gpus, nics, nic_links = _servers(g, servers, gpu, source)
     if spec.network.kind != "none":
-        assert links.nic is not None  # parse_spec checked node.nic
-        net_link = _kind(str(spec.network.link), "network.link", source)
-        add_fabric(g, spec.network, nics, links.nic, net_link, source)
-    check_connected(g, tuple(all_gpus), spec.name)
+        _scale_out(g, spec, nics, nic_links, source)
+    if spec.graph is not None:
+        add_graph(g, spec.graph, source)
+        gpus = gpus or _explicit_gpus(g)
+    apply_overrides(g, spec.overrides, source)
+    check_connected(g, tuple(gpus), spec.name)
     net = spec.network
-    transport = links.nic.transport if links.nic is not None else "pcie"
-    routing = net.routing or ("adaptive" if transport == "ib" else "ecmp")
     return Topology(
         name=spec.name,
         graph=g,
-        gpus=tuple(all_gpus),
+        gpus=tuple(gpus),
         gpu=gpu,
         nodes=spec.nodes,
-        gpus_per_node=spec.node.gpus,
+        gpus_per_node=len(gpus) // spec.nodes,
         seed=seed,
         description=spec.description,
-        routing=routing,
+        routing=net.routing or _default_routing(g),
         qps=net.qps_per_connection,
         pxn=net.pxn,
         congestion_loss=net.congestion_loss,
     )
+
+
+def _default_routing(g: nx.DiGraph) -> str:
+    """``adaptive`` when every network link is InfiniBand (NCCL enables IB adaptive
+    routing by default: NCCL_IB_AR_THRESHOLD), else ``ecmp``."""
+    transports = {d.get("transport") for _, _, d in g.edges(data=True) if d.get("scope") == "net"}
+    return "adaptive" if transports == {"ib"} else "ecmp"

@@ -78,7 +78,7 @@ def _add_leaves(
     """Add leaves and NIC<->leaf links; return the leaves of each unit."""
     per = net.nodes_per_leaf
     units = math.ceil(len(nics) / per)
-    rails_n = len(nics[0]) if rails else 1
+    rails_n = max(map(len, nics)) if rails else 1
     uw, rw = len(str(units - 1)), len(str(rails_n - 1))
     leaves: list[list[str]] = []
     for u in range(units):
@@ -121,7 +121,7 @@ def add_fabric(
     leaves = _add_leaves(g, net, nics, nic, rails)
     # A leaf's uplinks are sized for its design port count, however many servers are
     # attached: a 2-server slice of a fat-tree still has full-rate spine links.
-    ports = net.nodes_per_leaf * (1 if rails else len(nics[0]))
+    ports = net.nodes_per_leaf * (1 if rails else max(map(len, nics)))
     down_Bps = ports * nic.bandwidth_Bps
     if net.kind == "fat-tree-3tier":
         _three_tier(g, net, leaves, down_Bps, ports, link, source)

@@ -96,9 +96,12 @@ def load_spec(name_or_path: str, *, nodes: int | None = None) -> TopologySpec:
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
         raise TopologyError(f"nodes: must be an integer >= 1 (got {nodes!r})")
     if not spec.multi_node:
+        what = "a single-server topology (network.kind none)"
+        if spec.servers is not None or spec.graph is not None:
+            what = f"written server by server ({'servers' if spec.servers else 'graph'})"
         raise TopologyError(
-            f"nodes: {source!r} is a single-server topology (network.kind none); "
-            "--nodes applies only to multi-node topologies"
+            f"nodes: {source!r} is {what}; --nodes applies only to node/nodes with a "
+            "parametric network"
         )
     return spec.model_copy(update={"nodes": nodes})
 

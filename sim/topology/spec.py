@@ -16,6 +16,7 @@ A topology file (YAML) describes a cluster parametrically::
       nvlink_bridges: null    # link kind joining GPU pairs (0,1),(2,3),... (fabric pcie)
       nics: 8
       nic: ib-ndr
+      nic_affinity: null      # where each NIC sits: pcie<j> | gpu<i> | host (one per NIC)
     network:                  # omitted or kind none: a single server
       kind: rail-optimized    # rail-optimized | leaf-spine | fat-tree-3tier | none
       link: ib-ndr            # switch-to-switch link kind
@@ -29,17 +30,30 @@ A topology file (YAML) describes a cluster parametrically::
 
 Three-tier fat-trees add ``nodes_per_pod``, ``spines_per_pod``, ``cores_per_plane``,
 ``core_oversubscription`` and ``rails``. Unknown keys are rejected, naming the key.
+
+Every link field takes a catalog name or an inline link (:mod:`sim.topology.links`).
+Servers that differ are ``servers: [{count: 16, node: {...}}, ...]`` in place of
+``nodes``/``node`` (same GPU count in each; the fabric's switch ports are sized for the
+fastest NIC). ``graph`` writes nodes and edges out (:mod:`sim.topology.graph`) and
+``overrides`` change chosen links after the build (:mod:`sim.topology.overrides`).
+docs/topology-format.md describes every form with examples.
 """
 
 from __future__ import annotations
 
+import re
+import types
+import typing
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sim.errors import TopologyError
+from sim.topology.graph import GraphSpec, check_nodes
+from sim.topology.links import UNION_TAGS, LinkRef
+from sim.topology.overrides import Override, check_overrides
 
-__all__ = ["NetworkSpec", "NodeSpec", "TopologySpec", "parse_spec"]
+__all__ = ["NetworkSpec", "NodeSpec", "ServerGroup", "TopologySpec", "parse_spec"]
 
 _STRICT = ConfigDict(extra="forbid", strict=False, frozen=True)
 
@@ -50,14 +64,23 @@ class NodeSpec(BaseModel):
     model_config = _STRICT
     gpus: int = Field(ge=1)
     fabric: Literal["nvswitch", "mesh", "pcie"] = "pcie"
-    nvlink: str | None = None
-    pcie: str | None = None
+    nvlink: LinkRef | None = None
+    pcie: LinkRef | None = None
     pcie_switches: int = Field(default=0, ge=0)
     p2p: bool = True
-    nvlink_bridges: str | None = None
+    nvlink_bridges: LinkRef | None = None
     nics: int = Field(default=0, ge=0)
-    nic: str | None = None
+    nic: LinkRef | None = None
     nic_bandwidth: str | float | None = None
+    nic_affinity: list[str] | None = None
+
+
+class ServerGroup(BaseModel):
+    """``count`` identical servers, one entry of ``servers``."""
+
+    model_config = _STRICT
+    count: int = Field(ge=1)
+    node: NodeSpec
 
 
 class NetworkSpec(BaseModel):
@@ -65,7 +88,7 @@ class NetworkSpec(BaseModel):
 
     model_config = _STRICT
     kind: Literal["rail-optimized", "leaf-spine", "fat-tree-3tier", "none"] = "none"
-    link: str | None = None
+    link: LinkRef | None = None
     oversubscription: float = Field(default=1.0, ge=1.0)
     nodes_per_leaf: int = Field(default=32, ge=1)
     spines: int | None = Field(default=None, ge=1)
@@ -81,32 +104,60 @@ class NetworkSpec(BaseModel):
 
 
 class TopologySpec(BaseModel):
-    """A whole cluster description (one topology YAML file)."""
+    """A whole cluster description (one topology YAML file).
+
+    After :func:`parse_spec`, ``nodes`` is the server count of every form.
+    """
 
     model_config = _STRICT
     name: str
     description: str = ""
     gpu: str
     nodes: int = Field(default=1, ge=1)
-    node: NodeSpec
+    node: NodeSpec | None = None
+    servers: list[ServerGroup] | None = Field(default=None, min_length=1)
     network: NetworkSpec = NetworkSpec()
+    graph: GraphSpec | None = None
+    overrides: list[Override] = []
 
     @property
     def multi_node(self) -> bool:
         """True when the file describes a scale-out fabric (``nodes`` may be overridden)."""
-        return self.network.kind != "none"
+        return self.network.kind != "none" and self.servers is None and self.graph is None
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs in each server (the same in every one), whichever form the file uses."""
+        if self.node is not None:
+            return self.node.gpus
+        if self.servers is not None:
+            return self.servers[0].node.gpus
+        assert self.graph is not None  # parse_spec checked one form is given
+        return sum(n.kind == "gpu" for n in self.graph.nodes) // self.nodes
+
+    def server_nodes(self) -> list[tuple[str, NodeSpec]]:
+        """(file key, description) of each server built from ``node`` or ``servers``."""
+        if self.servers is not None:
+            return [(f"servers[{i}].node", s.node) for i, s in enumerate(self.servers)
+                    for _ in range(s.count)]  # fmt: skip
+        return [("node", self.node)] * self.nodes if self.node is not None else []
 
 
 def _where(loc: tuple[int | str, ...]) -> str:
     # pydantic appends the literal/union branch to the location; keep only field names.
-    return ".".join(str(p) for p in loc if not str(p).startswith(("literal[", "function-")))
+    parts = [p for p in loc if not str(p).startswith(("literal[", "function-"))]
+    parts = [p for p in parts if p not in UNION_TAGS]
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else f".{p}"
+    return out.lstrip(".")
 
 
 def _one_line(err: ValidationError, source: str) -> TopologyError:
     e = err.errors()[0]
     key = _where(tuple(e["loc"])) or "(top level)"
     if e["type"] == "extra_forbidden":
-        allowed = _allowed_keys(tuple(e["loc"])[:-1])
+        allowed = ", ".join(_model_at(tuple(e["loc"])[:-1]).model_fields)
         return TopologyError(f"{source}: unknown key {key!r}; allowed: {allowed}")
     if e["type"] == "missing":
         return TopologyError(f"{source}: missing required key {key!r}")
@@ -114,13 +165,29 @@ def _one_line(err: ValidationError, source: str) -> TopologyError:
     return TopologyError(f"{source}: {key}: {e['msg']} (got {got!r})")
 
 
-def _allowed_keys(parent: tuple[int | str, ...]) -> str:
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside a field annotation (through Optional, list, union)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _model_in(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType, list):
+        for arg in typing.get_args(annotation):
+            found = _model_in(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _model_at(parent: tuple[int | str, ...]) -> type[BaseModel]:
+    """The model holding the key at ``parent + (key,)``."""
     model: type[BaseModel] = TopologySpec
-    if parent and parent[0] == "node":
-        model = NodeSpec
-    elif parent and parent[0] == "network":
-        model = NetworkSpec
-    return ", ".join(model.model_fields)
+    for p in parent:
+        field = model.model_fields.get(str(p))
+        inner = _model_in(field.annotation) if field is not None else None
+        model = inner or model
+    return model
 
 
 def _check_network(spec: TopologySpec, source: str) -> None:
@@ -129,10 +196,12 @@ def _check_network(spec: TopologySpec, source: str) -> None:
         return
     if net.link is None:
         raise TopologyError(f"{source}: network.link: required for network.kind {net.kind!r}")
-    if spec.node.nics < 1 or spec.node.nic is None:
-        raise TopologyError(
-            f"{source}: network.kind {net.kind!r} needs node.nics >= 1 and node.nic (a link kind)"
-        )
+    for key, node in dict(spec.server_nodes()).items():
+        if node.nics < 1 or node.nic is None:
+            raise TopologyError(
+                f"{source}: network.kind {net.kind!r} needs {key}.nics >= 1 and {key}.nic "
+                "(a link kind)"
+            )
     three = net.kind == "fat-tree-3tier"
     only3 = ("rails", "nodes_per_pod", "spines_per_pod")
     wrong = [k for k in only3 if not three and getattr(net, k) is not None]
@@ -144,19 +213,78 @@ def _check_network(spec: TopologySpec, source: str) -> None:
         )
 
 
-def _check_node(spec: TopologySpec, source: str) -> None:
-    node = spec.node
+def _check_node(node: NodeSpec, key: str, source: str) -> None:
     if node.fabric == "nvswitch" and node.gpus < 2:
         raise TopologyError(
-            f"{source}: node.fabric: nvswitch needs node.gpus >= 2 (got {node.gpus})"
+            f"{source}: {key}.fabric: nvswitch needs {key}.gpus >= 2 (got {node.gpus})"
         )
     if node.nvlink_bridges is not None and (node.fabric != "pcie" or node.gpus % 2):
         raise TopologyError(
-            f"{source}: node.nvlink_bridges: needs node.fabric pcie and an even node.gpus "
+            f"{source}: {key}.nvlink_bridges: needs fabric pcie and an even gpus "
             f"(got fabric {node.fabric!r}, gpus {node.gpus})"
         )
     if node.nics and node.nic is None:
-        raise TopologyError(f"{source}: node.nic: required when node.nics > 0 (a link kind)")
+        raise TopologyError(f"{source}: {key}.nic: required when nics > 0 (a link kind)")
+    if node.nic_bandwidth is not None and getattr(node.nic, "bandwidth", None) is not None:
+        raise TopologyError(
+            f"{source}: {key}.nic_bandwidth: {key}.nic gives a bandwidth already; give one"
+        )
+    if node.nic_affinity is not None:
+        _check_affinity(node, key, source)
+
+
+def _check_affinity(node: NodeSpec, key: str, source: str) -> None:
+    assert node.nic_affinity is not None
+    if len(node.nic_affinity) != node.nics:
+        raise TopologyError(
+            f"{source}: {key}.nic_affinity: one entry per NIC ({node.nics}), "
+            f"got {len(node.nic_affinity)}"
+        )
+    allowed = ["host", f"gpu0..gpu{node.gpus - 1}"]
+    if node.pcie_switches:
+        allowed.append(f"pcie0..pcie{node.pcie_switches - 1}")
+    for j, place in enumerate(node.nic_affinity):
+        m = re.fullmatch(r"host|pcie(\d+)|gpu(\d+)", place)
+        ok = m is not None and (
+            (m.group(1) is None or int(m.group(1)) < node.pcie_switches)
+            and (m.group(2) is None or int(m.group(2)) < node.gpus)
+        )
+        if not ok:
+            raise TopologyError(
+                f"{source}: {key}.nic_affinity[{j}]: {place!r} not allowed; "
+                f"allowed: {', '.join(allowed)}"
+            )
+
+
+def _check_servers(data: dict[str, Any], spec: TopologySpec, source: str) -> TopologySpec:
+    """Check which of node / servers / graph are given; return ``spec`` with ``nodes`` set."""
+    if spec.node is not None and spec.servers is not None:
+        raise TopologyError(f"{source}: servers: give node (with nodes) or servers, not both")
+    built = spec.node is not None or spec.servers is not None
+    in_graph = check_nodes(spec.graph, built, source) if spec.graph is not None else 0
+    if spec.node is not None:
+        return spec
+    if spec.servers is not None:
+        gpus = [s.node.gpus for s in spec.servers]
+        odd = next((i for i, n in enumerate(gpus) if n != gpus[0]), None)
+        if odd is not None:
+            raise TopologyError(
+                f"{source}: servers[{odd}].node.gpus: every server needs the same GPU count "
+                f"(servers[0] has {gpus[0]}, got {gpus[odd]})"
+            )
+        count = sum(s.count for s in spec.servers)
+    elif spec.graph is None:
+        raise TopologyError(f"{source}: missing required key 'node' (or servers, or graph)")
+    elif in_graph == 0:
+        raise TopologyError(f"{source}: graph.nodes: no GPU (give GPUs with a server index)")
+    else:
+        count = in_graph
+    if "nodes" in data and data["nodes"] != count:
+        raise TopologyError(
+            f"{source}: nodes: {data['nodes']!r} but the file describes {count} servers; "
+            "leave nodes out"
+        )
+    return spec.model_copy(update={"nodes": count})
 
 
 def parse_spec(data: Any, source: str = "topology") -> TopologySpec:
@@ -172,6 +300,7 @@ def parse_spec(data: Any, source: str = "topology") -> TopologySpec:
     Returns
     -------
     TopologySpec
+        With ``nodes`` the server count, whichever form the file uses.
 
     Raises
     ------
@@ -191,6 +320,9 @@ def parse_spec(data: Any, source: str = "topology") -> TopologySpec:
         spec = TopologySpec.model_validate(data)
     except ValidationError as e:
         raise _one_line(e, source) from None
-    _check_node(spec, source)
+    spec = _check_servers(data, spec, source)
+    for key, node in dict(spec.server_nodes()).items():
+        _check_node(node, key, source)
     _check_network(spec, source)
+    check_overrides(spec.overrides, source)
     return spec

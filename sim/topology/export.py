@@ -1,0 +1,86 @@
+"""Write a built topology out as an explicit graph: a starting point for a design review.
+
+:func:`graph_document` turns any :class:`Topology` (a preset at some size, a user
+file) into the ``graph`` form of a topology file (:mod:`sim.topology.graph`): every
+node and every link, in build order. Loading the document builds the same parts, links,
+capacities, latencies and routes. A link with its kind's catalog values (per cable) is
+written as that kind with ``cables``; any other is an inline link with its values in SI
+units (bare numbers: bytes/s and seconds).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sim.catalog import link_names, link_spec
+from sim.topology.model import Topology
+
+__all__ = ["graph_document"]
+
+_NODE_ATTRS = (("node", "server"), ("rail", "rail"), ("unit", "unit"), ("pod", "pod"))
+
+
+def _node(name: str, data: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "kind": data["kind"]}
+    out.update({key: int(data[attr]) for attr, key in _NODE_ATTRS if attr in data})
+    return out
+
+
+def _link(data: dict[str, Any], catalog: frozenset[str]) -> tuple[Any, int]:
+    """The ``link`` value and cable count of one edge's attributes."""
+    cap, kind = float(data["capacity_Bps"]), str(data["kind"])
+    cables = int(data.get("cables", 1))
+    lat = float(data["latency_s"])
+    if kind in catalog:
+        spec = link_spec(kind)
+        same = (spec.scope, spec.transport, spec.bandwidth_Bps) == (
+            data["scope"],
+            data.get("transport", spec.transport),
+            cap,
+        ) and lat in (spec.latency_s, spec.latency_s + spec.overhead_s)
+        if same:
+            return kind, cables
+    inline: dict[str, Any] = {"kind": kind} if kind in catalog else {}
+    inline.update(bandwidth=cap, latency=lat, scope=data["scope"])
+    if "transport" in data:  # graphs made by hand in code may lack it
+        inline["transport"] = str(data["transport"])
+    return inline, cables
+
+
+def graph_document(topology: Topology) -> dict[str, Any]:
+    """A topology file mapping (``graph`` form) that rebuilds ``topology``.
+
+    Parameters
+    ----------
+    topology : Topology
+        Any built topology.
+
+    Returns
+    -------
+    dict
+        ``name``, ``description``, ``gpu`` and ``graph`` (``nodes`` and ``edges``), ready
+        for ``yaml.safe_dump`` or :func:`sim.topology.spec.parse_spec`.
+
+    Examples
+    --------
+    >>> from sim.topology.presets import load_topology
+    >>> doc = graph_document(load_topology("dgx-h100"))
+    >>> len(doc["graph"]["nodes"]), doc["graph"]["edges"][0]
+    (22, {'a': 'n0.host', 'b': 'n0.pcie0', 'link': 'pcie-gen5'})
+    """
+    g = topology.graph
+    catalog = frozenset(link_names())
+    edges: list[dict[str, Any]] = []
+    done: set[tuple[str, str]] = set()
+    for u, v, data in g.edges(data=True):
+        if (v, u) in done:
+            continue
+        done.add((u, v))
+        link, cables = _link(data, catalog)
+        edges.append({"a": u, "b": v, "link": link, **({"cables": cables} if cables > 1 else {})})
+    return {
+        "name": topology.name,
+        "description": topology.description,
+        "gpu": topology.gpu.name,
+        "graph": {"nodes": [_node(v, d) for v, d in g.nodes(data=True)], "edges": edges},
+    }

@@ -1,0 +1,1 @@
+"""Example topology files: forms beyond the presets (explicit graphs, mixed servers)."""

@@ -375,7 +375,7 @@ class FastModel:
         chan = self.src_payload / rate[self.cand_of_transfer]
         busy = np.maximum(link, chan)
         if softness > 0:
-            busy = _soft_max(np.stack([link, chan], axis=1), busy, softness)
+            busy = _soft_max2(link, chan, busy, softness)
         val = self.latency_s + busy
         steps = np.maximum.reduceat(val, self.starts)
         if softness > 0:  # a step's slowest transfer, smoothed the same way
@@ -398,6 +398,14 @@ def _soft_max(x: np.ndarray, m: np.ndarray, tau: float) -> np.ndarray:
     safe = np.where(m > 0, m, 1.0)
     w = np.exp((x / safe[:, None] - 1.0) / tau)
     return np.sum(w * x, axis=1) / np.sum(w, axis=1)
+
+
+def _soft_max2(a: np.ndarray, b: np.ndarray, m: np.ndarray, tau: float) -> np.ndarray:
+    """:func:`_soft_max` of two columns without stacking them (``m`` their maxima)."""
+    safe = np.where(m > 0, m, 1.0)
+    wa = np.exp((a / safe - 1.0) / tau)
+    wb = np.exp(np.where(np.isfinite(b), b / safe - 1.0, -np.inf) / tau)
+    return (wa * a + np.where(wb > 0, wb * b, 0.0)) / (wa + wb)
 
 
 def _soft_segment_max(

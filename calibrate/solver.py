@@ -54,6 +54,8 @@ __all__ = ["FTOL", "GTOL", "Solution", "robust_cost", "solve"]
 #: Stopping tolerances of every local stage (L-BFGS-B: relative cost change, gradient).
 FTOL = 1e-12
 GTOL = 1e-9
+#: Relative cost change at which a local run of the global stage stops.
+COARSE_FTOL = 1e-7
 
 
 @dataclass(frozen=True)
@@ -109,8 +111,8 @@ def solve(
     f_scale: float = 0.05,
     prior_width: float | np.ndarray = 0.25,
     softness: tuple[float, ...] = (0.3, 0.1, 0.03),
-    screen_log2: int = 7,
-    refine: int = 3,
+    screen_log2: int = 8,
+    refine: int = 6,
     seed: int = 0,
     max_nfev: int | None = None,
     tie_rtol: float = 1e-9,
@@ -167,7 +169,7 @@ def solve(
     if start_jitter:
         rng = np.random.default_rng(seed)
         starts = [np.clip(s + rng.uniform(-start_jitter, start_jitter, d), 0, 1) for s in starts]
-    runs = [_local(first, s, budget) for s in starts]
+    runs = [_local(first, s, budget, coarse=True) for s in starts]
     nfev = sum(int(r.nfev) for r in runs)
     best_i = _pick([float(r.fun) for r in runs], tie_rtol)
     best = runs[best_i]
@@ -188,11 +190,15 @@ def _pick(costs: list[float], tie_rtol: float) -> int:
     return next(i for i, c in enumerate(costs) if c <= low * (1 + tie_rtol))
 
 
-def _local(cost: Callable[[np.ndarray], float], start: np.ndarray, budget: int) -> OptimizeResult:
-    """L-BFGS-B from ``start`` in the unit box (finite-difference gradient)."""
+def _local(cost: Callable[[np.ndarray], float], start: np.ndarray, budget: int,
+           coarse: bool = False) -> OptimizeResult:  # fmt: skip
+    """L-BFGS-B from ``start`` in the unit box (finite-difference gradient). ``coarse``
+    (the global stage, which only has to find the basins) stops at ``COARSE_FTOL``; the
+    later stages refine to ``FTOL``/``GTOL``."""
+    ftol, gtol = (COARSE_FTOL, COARSE_FTOL * 10) if coarse else (FTOL, GTOL)
     return minimize(
         cost, np.clip(start, 0.0, 1.0), method="L-BFGS-B", bounds=[(0.0, 1.0)] * len(start),
-        options={"maxfun": budget, "maxiter": budget, "ftol": FTOL, "gtol": GTOL},
+        options={"maxfun": budget, "maxiter": budget, "ftol": ftol, "gtol": gtol},
     )  # fmt: skip
 
 

@@ -96,13 +96,22 @@ def test_every_link_is_sourced_and_classified(name: str) -> None:
     assert {"bandwidth", "latency"} <= set(s.sources)
 
 
-def test_tcp_has_the_line_rate_of_roce_but_far_higher_latency() -> None:
-    """Same Ethernet, different stack: TCP adds tens of microseconds end to end."""
+def test_tcp_has_the_line_rate_of_roce_but_a_higher_message_overhead() -> None:
+    """Same Ethernet and switches (same per-hop latency), a different stack: the kernel's
+    TCP path costs several times RDMA's per-message overhead."""
     for rate in ("100g", "200g", "400g", "800g"):
         roce, tcp = link_spec(f"roce-{rate}"), link_spec(f"tcp-{rate}")
-        assert tcp.bandwidth_Bps == roce.bandwidth_Bps
-        assert tcp.latency_s >= 10 * roce.latency_s
+        assert tcp.bandwidth_Bps == roce.bandwidth_Bps and tcp.latency_s == roce.latency_s
+        assert tcp.overhead_s >= 3 * roce.overhead_s
         assert (roce.transport, tcp.transport, tcp.scope) == ("roce", "tcp", "net")
+
+
+def test_every_network_kind_names_its_overhead_source() -> None:
+    """Per-message overheads are measured values like the rest: each carries a source."""
+    for name in link_names():
+        spec = link_spec(name)
+        if spec.scope == "net":
+            assert spec.overhead_s > 0 and "overhead" in spec.sources, name
 
 
 def test_unknown_gpu_names_it_and_lists_known() -> None:

@@ -139,7 +139,9 @@ class CollectiveParams:
     raw: Mapping[str, Any]
 
     @classmethod
-    def from_dict(cls, tree: Mapping[str, Any], where: str = "collectives") -> CollectiveParams:
+    def from_dict(
+        cls, tree: Mapping[str, Any], where: str = "collectives", *, owned: bool = False
+    ) -> CollectiveParams:
         """Validate a parameter tree shaped like ``defaults.yaml``; errors name the key."""
         _known(
             tree,
@@ -186,7 +188,7 @@ class CollectiveParams:
         }
         return cls(
             link, proto_eff, algos, chunk, max_chunks, min_chunks, channels, transports,
-            copy.deepcopy(dict(tree)),
+            dict(tree) if owned else copy.deepcopy(dict(tree)),
         )  # fmt: skip
 
     def link_factor(
@@ -202,8 +204,14 @@ class CollectiveParams:
     def merged(
         self, override: Mapping[str, Any], where: str = "profile.collectives"
     ) -> CollectiveParams:
-        """These parameters with ``override`` (same shape, any subset) laid on top."""
-        return CollectiveParams.from_dict(_deep_merge(self.raw, override, where), where)
+        """These parameters with ``override`` (same shape, any subset) laid on top.
+
+        The merge copies the mappings on the override's paths and shares the rest with
+        ``self.raw`` (never mutated), so a fit can merge thousands of times cheaply; the
+        override's own leaves are copied.
+        """
+        tree = _deep_merge(self.raw, copy.deepcopy(dict(override)), where)
+        return CollectiveParams.from_dict(tree, where, owned=True)
 
     def algorithm(self, name: str) -> AlgorithmParams:
         """Parameters of algorithm ``name``; ConfigError if it has none."""

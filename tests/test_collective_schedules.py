@@ -26,12 +26,13 @@ NBYTES = 3.0 * 2**20
 
 def layouts(name: str, n: int) -> Iterator[Layout]:
     """Layouts on which ``name`` applies for ``n`` ranks (server-major and interleaved)."""
-    if name in ("hierarchical", "nvls_tree"):
-        nv = name == "nvls_tree"
-        for nodes in (2, 4):
-            if n % nodes == 0 and n >= nodes:
-                yield Layout.grid(nodes, n // nodes, node_nvswitch=nv)
-                yield Layout(tuple(r % nodes for r in range(n)), node_nvswitch=nv)
+    if name in ("hierarchical", "nvls_tree", "collnet"):
+        for nv in (True, False) if name == "collnet" else (name == "nvls_tree",):
+            for nodes in (2, 4):
+                if n % nodes == 0 and n >= nodes:
+                    sharp = name == "collnet"
+                    yield Layout.grid(nodes, n // nodes, node_nvswitch=nv, sharp=sharp)
+                    yield Layout(tuple(r % nodes for r in range(n)), node_nvswitch=nv, sharp=sharp)
     else:
         yield Layout.flat(n, nvswitch=name == "nvls")
         if n == 8:  # servers interleaved: ring/tree order is not rank order
@@ -355,7 +356,7 @@ def test_checker_catches_disagreeing_copies_and_reduce_in_gathers() -> None:
 @pytest.mark.parametrize("op", OPS)
 def test_unsupported_ops_raise_naming_op_and_algorithm(name: str, op: str) -> None:
     """An op outside SUPPORTED raises one line naming the op, the algorithm and the list."""
-    lay = Layout.grid(2, 1, nvswitch=True, node_nvswitch=True)  # every algorithm can handle it
+    lay = Layout.grid(2, 1, nvswitch=True, node_nvswitch=True, sharp=True)  # every one can
     if op in SUPPORTED[name]:
         assert applicable(name, op, lay)
         return
@@ -372,6 +373,7 @@ def test_unsupported_ops_raise_naming_op_and_algorithm(name: str, op: str) -> No
         ("hierarchical", "all_reduce", Layout.flat(4), "2 nodes"),
         ("hierarchical", "all_gather", Layout((0, 0, 1)), "equal ranks"),
         ("nvls", "all_reduce", Layout.flat(4), "nvswitch"),
+        ("collnet", "all_reduce", Layout.flat(4, nvswitch=True), "two servers"),
         ("direct", "send_recv", Layout.flat(3), "n == 2"),
     ],
 )

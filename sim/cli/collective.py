@@ -48,9 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-bytes", "-e", default="1G", help="largest size, e.g. 16G")
     p.add_argument("--step-factor", "-f", type=float, default=2.0, help="size multiplier per row")
     p.add_argument(
-        "--algo", default="auto", help="auto, ring, tree, rhd, hierarchical, nvls, direct"
+        "--algo",
+        default="auto",
+        help="auto (NCCL's algorithms), a name, or an NCCL_ALGO-style list: ring,tree or ^nvls "
+        "(ring, tree, nvls, nvls_tree, collnet, direct; rhd and hierarchical only by name)",
     )
-    p.add_argument("--protocol", default="auto", help="auto, ll, ll128, simple")
+    p.add_argument("--protocol", default="auto", help="auto, ll, ll128, simple, or a list: ^ll")
     p.add_argument(
         "--nodes", type=int, help="override the number of servers of a multi-node preset"
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sim.collectives import direct, hierarchical, nvls, nvls_tree, rhd, ring, tree
+from sim.collectives import collnet, direct, hierarchical, nvls, nvls_tree, rhd, ring, tree
 from sim.collectives.layout import Layout
 from sim.collectives.schedule import Schedule
 from sim.errors import UnsupportedCollectiveError
@@ -43,6 +43,7 @@ ALGORITHMS: dict[str, Algorithm] = {
     "hierarchical": hierarchical.hierarchical,
     "nvls": nvls.nvls,
     "nvls_tree": nvls_tree.nvls_tree,
+    "collnet": collnet.collnet,
     "direct": direct.direct,
 }
 
@@ -53,6 +54,7 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
     "hierarchical": hierarchical.SUPPORTS,
     "nvls": nvls.SUPPORTS,
     "nvls_tree": nvls_tree.SUPPORTS,
+    "collnet": collnet.SUPPORTS,
     "direct": direct.SUPPORTS,
 }
 
@@ -84,4 +86,6 @@ def applicable(name: str, op: str, layout: Layout) -> bool:
         return layout.nvswitch
     if name == "nvls_tree":
         return nvls_tree.nvls_tree_shape(layout) is None
+    if name == "collnet":
+        return layout.sharp and collnet.collnet_shape(layout) is None
     return op != "send_recv" or layout.n == 2

@@ -31,6 +31,8 @@ class Layout:
     node_nvswitch : bool
         Every server's ranks share that server's NVSwitch (NVLS inside each server, as
         NCCL's NVLS-tree uses across servers).
+    sharp : bool
+        The network switches reduce in-network (InfiniBand SHARP: NCCL's CollNet).
 
     Examples
     --------
@@ -41,26 +43,33 @@ class Layout:
     node_of: tuple[int, ...]
     nvswitch: bool = False
     node_nvswitch: bool = False
+    sharp: bool = False
 
     @classmethod
     def flat(cls, n: int, nvswitch: bool = False) -> Layout:
         """``n`` ranks on one server.
 
         >>> Layout.flat(3)
-        Layout(node_of=(0, 0, 0), nvswitch=False, node_nvswitch=False)
+        Layout(node_of=(0, 0, 0), nvswitch=False, node_nvswitch=False, sharp=False)
         """
         return cls((0,) * n, nvswitch)
 
     @classmethod
     def grid(
-        cls, nodes: int, per_node: int, nvswitch: bool = False, node_nvswitch: bool = False
+        cls,
+        nodes: int,
+        per_node: int,
+        nvswitch: bool = False,
+        node_nvswitch: bool = False,
+        sharp: bool = False,
     ) -> Layout:
         """``nodes`` servers of ``per_node`` ranks each, ranks numbered server by server.
 
         >>> Layout.grid(3, 1).node_of
         (0, 1, 2)
         """
-        return cls(tuple(r // per_node for r in range(nodes * per_node)), nvswitch, node_nvswitch)
+        node_of = tuple(r // per_node for r in range(nodes * per_node))
+        return cls(node_of, nvswitch, node_nvswitch, sharp)
 
     @property
     def n(self) -> int:

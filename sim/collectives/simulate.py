@@ -21,6 +21,8 @@ from sim.collectives.engine import RouteCache, predict_step_sync, run_schedule, 
 from sim.collectives.links import scaled_for
 from sim.collectives.params import PROTOCOLS, CollectiveParams, default_params
 from sim.collectives.schedule import OPS, Schedule, busbw_factor
+from sim.collectives.selection import allowed_algorithms, allowed_protocols
+from sim.collectives.sharp import aggregation_switches
 from sim.errors import ConfigError
 from sim.network import make_network
 from sim.topology.model import Topology
@@ -47,7 +49,7 @@ NVLS_NVLINK = ("nvlink4", "nvlink5")
 # point-to-point ("direct"). Recursive halving-doubling and the plain hierarchical
 # composition are not NCCL algorithms: they run only when asked for by name.
 NCCL_ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "all_reduce": ("ring", "tree", "nvls", "nvls_tree"),
+    "all_reduce": ("ring", "tree", "nvls", "nvls_tree", "collnet"),
     "all_gather": ("ring", "nvls"),
     "reduce_scatter": ("ring", "nvls"),
     "broadcast": ("ring",),
@@ -61,7 +63,7 @@ NCCL_ALGORITHMS: dict[str, tuple[str, ...]] = {
 # by size made the calibrated DGX H100 hold-out miss by 17% at 4 MiB. Tree, NVLS-tree and
 # ring chains keep the size-derived depth (tuning theirs too worsened the 2-node IB
 # hold-out, max 22%).
-PIPELINED = ("nvls", "nvls_tree")
+PIPELINED = ("nvls", "nvls_tree", "collnet")
 
 # Cap on pipeline depth x base steps of one schedule (see CollectiveSetup.schedule).
 PIPELINE_WORK = 512
@@ -140,8 +142,12 @@ class CollectiveSetup:
             per_node.setdefault(first[node], set()).add(sw)
         node_nvswitch = all(len(s) == 1 and None not in s for s in per_node.values())
         self.layout = Layout(
-            node_of=tuple(first[n] for n in nodes), nvswitch=nvswitch, node_nvswitch=node_nvswitch
+            node_of=tuple(first[n] for n in nodes),
+            nvswitch=nvswitch,
+            node_nvswitch=node_nvswitch,
+            sharp=topology.sharp and len(first) > 1,
         )
+        self._sharp_switches: list[str] | None = None
         self.reducer = switch_of[0] if nvswitch else None
         self.node_switches = (
             [next(iter(per_node[k])) for k in sorted(per_node)] if node_nvswitch else []
@@ -167,6 +173,13 @@ class CollectiveSetup:
         return channel_count(
             self.params.channels, algorithm, protocol, size_bytes, self.n, self.max_nccl_channels
         )
+
+    def sharp_switches(self) -> list[str]:
+        """The SHARP aggregation switch of each local rank (:mod:`sim.collectives.sharp`)."""
+        if self._sharp_switches is None:
+            per = len(self.layout.nodes[0])
+            self._sharp_switches = aggregation_switches(self.topology, self.group, per)
+        return self._sharp_switches
 
     def pipeline_chunks(self, size_bytes: float) -> int:
         """Pipelined pieces for ``size_bytes``: size / chunk_bytes, clamped to [1, max_chunks]."""
@@ -235,6 +248,9 @@ class CollectiveSetup:
         """Graph node per participant: the group's GPUs, then in-network reducers."""
         if not sched.reducers:
             return list(self.group)
+        if sched.algorithm == "collnet":
+            servers = [str(s) for s in self.node_switches] if self.layout.node_nvswitch else []
+            return [*self.group, *servers, *self.sharp_switches()]
         if sched.reducers == 1 and self.reducer is not None:
             return [*self.group, self.reducer]
         if sched.reducers == len(self.node_switches):
@@ -242,26 +258,17 @@ class CollectiveSetup:
         raise ConfigError(f"algorithm {sched.algorithm!r} needs an NVSwitch in every server")
 
     def candidates(self, op: str, algorithm: str, protocol: str) -> list[tuple[str, str]]:
-        """(algorithm, protocol) pairs to consider; ConfigError when none applies."""
-        algos = (
-            [algorithm]
-            if algorithm != "auto"
-            else [a for a in NCCL_ALGORITHMS.get(op, ()) if applicable(a, op, self.layout)]
-        )
-        if algorithm != "auto" and algorithm not in ALGORITHMS:
-            raise ConfigError(
-                f"--algo {algorithm!r} is unknown; allowed: auto, {', '.join(ALGORITHMS)}"
-            )
-        if protocol != "auto" and protocol not in PROTOCOLS:
-            raise ConfigError(
-                f"--protocol {protocol!r} is unknown; allowed: auto, {', '.join(PROTOCOLS)}"
-            )
-        pairs = [
-            (a, p)
-            for a in algos
-            for p in self.params.algorithm(a).protocols
-            if protocol in ("auto", p)
-        ]
+        """(algorithm, protocol) pairs to consider; ConfigError when none applies.
+
+        ``algorithm`` and ``protocol`` are ``auto``, one name, or NCCL_ALGO/NCCL_PROTO-style
+        lists (``ring,tree``; ``^nvls``): see :mod:`sim.collectives.selection`.
+        """
+        algos = allowed_algorithms(
+            algorithm, NCCL_ALGORITHMS.get(op, ()), list(ALGORITHMS),
+            lambda a: applicable(a, op, self.layout),
+        )  # fmt: skip
+        protos = allowed_protocols(protocol, PROTOCOLS)
+        pairs = [(a, p) for a in algos for p in self.params.algorithm(a).protocols if p in protos]
         if not pairs:
             raise ConfigError(
                 f"no algorithm/protocol implements {op} here (algo={algorithm}, protocol={protocol})"

@@ -179,6 +179,7 @@ def build_topology(spec: TopologySpec, *, seed: int = 0, source: str | None = No
         qps=net.qps_per_connection,
         pxn=net.pxn,
         congestion_loss=net.congestion_loss,
+        sharp=net.sharp,
     )
 
 

@@ -96,6 +96,8 @@ class Topology:
     congestion_loss : float or None
         Incast goodput loss of the Ethernet links (:mod:`sim.topology.congestion`);
         None: the per-transport default.
+    sharp : bool
+        The network switches reduce in-network (SHARP): NCCL's CollNet may run.
     """
 
     name: str
@@ -110,6 +112,7 @@ class Topology:
     qps: int = 1
     pxn: bool = True
     congestion_loss: float | None = None
+    sharp: bool = False
     links: tuple[tuple[str, str], ...] = field(init=False)
     link_loss: np.ndarray = field(init=False)
     link_index: dict[tuple[str, str], int] = field(init=False)

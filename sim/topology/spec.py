@@ -26,7 +26,8 @@ A topology file (YAML) describes a cluster parametrically::
       routing: null           # ecmp | adaptive (default: adaptive on InfiniBand, else ecmp)
       qps_per_connection: 1   # NCCL_IB_QPS_PER_CONNECTION: flows per connection, each hashed
       pxn: true               # NCCL PXN: reach a rail's NIC over NVLink through its own GPU
-      congestion_loss: null   # Ethernet incast loss (sim.network.congestion); null: default
+      congestion_loss: null   # Ethernet incast loss (sim.topology.congestion); null: default
+      sharp: false            # switches reduce in-network (InfiniBand SHARP: NCCL CollNet)
 
 Three-tier fat-trees add ``nodes_per_pod``, ``spines_per_pod``, ``cores_per_plane``,
 ``core_oversubscription`` and ``rails``. Unknown keys are rejected, naming the key.
@@ -101,6 +102,7 @@ class NetworkSpec(BaseModel):
     qps_per_connection: int = Field(default=1, ge=1, le=128)
     pxn: bool = True
     congestion_loss: float | None = Field(default=None, ge=0.0, lt=1.0)
+    sharp: bool = False
 
 
 class TopologySpec(BaseModel):

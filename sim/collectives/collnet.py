@@ -25,6 +25,8 @@ Steps (``pipeline_chunks = C`` streams ``C`` pieces through them):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sim.collectives.layout import Layout, check_args
 from sim.collectives.pipeline import pipeline
 from sim.collectives.ring import Ring, ring_phase
@@ -53,12 +55,11 @@ def collnet_shape(layout: Layout) -> str | None:
 
 
 def _intra(
-    layout: Layout, nvls: bool, column: object
+    layout: Layout, nvls: bool, col: Callable[[int], tuple[int, ...]]
 ) -> tuple[tuple[Phase, ...], tuple[Phase, ...]]:
     """(phases reducing each server into columns, phases spreading them back)."""
     nodes, n = layout.nodes, layout.n
     big, g = len(nodes), len(nodes[0])
-    col = column  # callable: column(i) -> chunk ids
 
     if nvls:
         everything = tuple(range(g * big))
@@ -69,12 +70,12 @@ def _intra(
         def give(_k: int) -> list[Transfer]:
             return [
                 Transfer(n + k, r, col(i)) for k, rs in enumerate(nodes) for i, r in enumerate(rs)
-            ]  # type: ignore[operator]
+            ]
 
         def store(_k: int) -> list[Transfer]:
             return [
                 Transfer(r, n + k, col(i)) for k, rs in enumerate(nodes) for i, r in enumerate(rs)
-            ]  # type: ignore[operator]
+            ]
 
         def multicast(_k: int) -> list[Transfer]:
             return [Transfer(n + k, r, everything) for k, rs in enumerate(nodes) for r in rs]
@@ -87,7 +88,11 @@ def _intra(
         )  # fmt: skip
     if g == 1:
         return (), ()
-    rings = [Ring(tuple(rs), lambda r, rs=rs: col(rs.index(r))) for rs in nodes]  # type: ignore[misc, operator]
+
+    def owned(rs: tuple[int, ...]) -> Callable[[int], tuple[int, ...]]:
+        return lambda r: col(rs.index(r))
+
+    rings = [Ring(tuple(rs), owned(rs)) for rs in nodes]
     return (ring_phase(rings, "reduce_scatter", "server reduce-scatter"),), (
         ring_phase(rings, "all_gather", "server all-gather"),
     )

@@ -65,11 +65,8 @@ def allowed_algorithms(
     if spec.strip().lower() in ("", "auto"):
         return [a for a in known if a in nccl and can_run(a)]
     exclude, names = parse_list(spec, known, "--algo/nccl_algo")
-    if exclude:
-        chosen = [a for a in known if a in nccl and a not in names]
-    else:
-        chosen = [a for a in known if a in names]
-    chosen = [a for a in chosen if can_run(a)]
+    keep = (lambda a: a in nccl and a not in names) if exclude else (lambda a: a in names)
+    chosen = [a for a in known if keep(a) and can_run(a)]
     if not chosen and "ring" in nccl and can_run("ring"):
         return ["ring"]
     return chosen

@@ -34,6 +34,8 @@ SHIPPED = {
     "h100-ib-2node": ("h100-2node-16gpu-ib-all_reduce.txt", "h100-ib-ndr", 2, 8),
     "l40s-tcp": ("l40s-2node-2gpu-tcp-all_reduce.txt", "l40s-pcie", 2, 1),
     "rtx4090-pcie": ("rtx4090-1node-2gpu-pcie-all_reduce.txt", "rtx4090-pcie", None, 2),
+    "a100-efa-2node": ("a100-2node-16gpu-efa-all_reduce.txt", "aws-p4d-efa", 2, 8),
+    "h100-tcpxo-2node": ("h100-2node-16gpu-tcpxo-all_gather.txt", "gcp-a3-mega-tcpxo", 2, 8),
 }
 
 

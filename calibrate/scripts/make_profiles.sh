@@ -14,3 +14,9 @@ clustersim calibrate fit $T/l40s.json --topology l40s-pcie --nodes 2 --gpus 1 --
 clustersim calibrate import-nccl-tests $D/rtx4090-1node-2gpu-pcie-all_reduce.txt --created $C --out $T/rtx.json
 clustersim calibrate fit $T/rtx.json --topology rtx4090-pcie --gpus 2 --created $C --out calibrate/profiles/rtx4090-pcie.yaml \
   --note "2 RTX 4090 of rtx4090-pcie (no P2P: staged through host memory); the fitted pcie efficiency (~2.2 GB/s busbw) reflects host staging, not PCIe line rate"
+clustersim calibrate import-nccl-tests $D/a100-2node-16gpu-efa-all_reduce.txt --created $C --out $T/efa.json
+clustersim calibrate fit $T/efa.json --topology aws-p4d-efa --nodes 2 --gpus 8 --created $C --out calibrate/profiles/a100-efa-2node.yaml \
+  --note "2 AWS p4de instances x 8 A100 on aws-p4d-efa (4x 100G EFA per instance, SRD); fits the EFA transport's efficiency and the network step latencies"
+clustersim calibrate import-nccl-tests $D/h100-2node-16gpu-tcpxo-all_gather.txt --created $C --out $T/tcpxo.json
+clustersim calibrate fit $T/tcpxo.json --topology gcp-a3-mega-tcpxo --nodes 2 --gpus 8 --created $C --out calibrate/profiles/h100-tcpxo-2node.yaml \
+  --note "2 GCP A3 Mega VMs x 8 H100 on gcp-a3-mega-tcpxo (8x 200G, GPUDirect-TCPXO); all_gather 8 MiB-8 GiB only: fits the TCPXO transport's efficiency"

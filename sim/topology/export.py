@@ -10,6 +10,7 @@ units (bare numbers: bytes/s and seconds).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from sim.catalog import link_names, link_spec
@@ -26,22 +27,29 @@ def _node(name: str, data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _link(data: dict[str, Any], catalog: frozenset[str]) -> tuple[Any, int]:
-    """The ``link`` value and cable count of one edge's attributes."""
+def _link(
+    data: dict[str, Any], back: dict[str, Any], at_nic: bool, catalog: frozenset[str]
+) -> tuple[Any, int]:
+    """The ``link`` value and cable count of one link, from both directions' attributes
+    (the direction out of a NIC carries the per-message overhead on top of the latency)."""
     cap, kind = float(data["capacity_Bps"]), str(data["kind"])
     cables = int(data.get("cables", 1))
-    lat = float(data["latency_s"])
+    lat = min(float(data["latency_s"]), float(back["latency_s"]))
+    over = max(float(data["latency_s"]), float(back["latency_s"])) - lat
     if kind in catalog:
         spec = link_spec(kind)
-        same = (spec.scope, spec.transport, spec.bandwidth_Bps) == (
+        same = (spec.scope, spec.transport, spec.bandwidth_Bps, spec.latency_s) == (
             data["scope"],
             data.get("transport", spec.transport),
             cap,
-        ) and lat in (spec.latency_s, spec.latency_s + spec.overhead_s)
+            lat,
+        ) and math.isclose(over, spec.overhead_s if at_nic else 0.0, abs_tol=1e-15)
         if same:
             return kind, cables
     inline: dict[str, Any] = {"kind": kind} if kind in catalog else {}
     inline.update(bandwidth=cap, latency=lat, scope=data["scope"])
+    if at_nic or over > 0:
+        inline["overhead"] = over
     if "transport" in data:  # graphs made by hand in code may lack it
         inline["transport"] = str(data["transport"])
     return inline, cables
@@ -76,7 +84,8 @@ def graph_document(topology: Topology) -> dict[str, Any]:
         if (v, u) in done:
             continue
         done.add((u, v))
-        link, cables = _link(data, catalog)
+        at_nic = "nic" in (g.nodes[u].get("kind"), g.nodes[v].get("kind"))
+        link, cables = _link(data, g.edges[v, u], at_nic, catalog)
         edges.append({"a": u, "b": v, "link": link, **({"cables": cables} if cables > 1 else {})})
     return {
         "name": topology.name,

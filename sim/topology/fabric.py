@@ -41,8 +41,8 @@ def add_link(
     g : networkx.DiGraph
         The graph to extend.
     u, v : str
-        Endpoint node names. When ``u`` is a NIC the link kind's per-message overhead is
-        added to the ``u -> v`` latency (charged once per transfer, at the sending NIC).
+        Endpoint node names. The direction leaving a NIC also carries the link kind's
+        per-message overhead (charged once per transfer, at the sending NIC).
     link : LinkSpec
         Catalog kind: sets ``kind``, ``scope``, ``transport``, ``latency_s`` and, by
         default, capacity.
@@ -55,9 +55,9 @@ def add_link(
     cap = link.bandwidth_Bps if capacity_Bps is None else float(capacity_Bps)
     if not cap > 0:
         raise TopologyError(f"link {u}<->{v} ({link.name}): bandwidth must be > 0 (got {cap!r})")
-    sender_nic = g.nodes[u].get("kind") == "nic" if u in g else False
     for a, b in ((u, v), (v, u)):
-        lat = link.latency_s + (link.overhead_s if sender_nic and a == u else 0.0)
+        sender_nic = a in g and g.nodes[a].get("kind") == "nic"
+        lat = link.latency_s + (link.overhead_s if sender_nic else 0.0)
         g.add_edge(
             a, b, capacity_Bps=cap, latency_s=lat, kind=link.name, scope=link.scope,
             transport=link.transport, cables=cables,

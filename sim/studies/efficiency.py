@@ -30,9 +30,10 @@ def _ok(row: Mapping[str, Any]) -> bool:
 
 
 def gpu_count_keys(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[str]:
-    """The swept keys that set the GPU count: every value of theirs has one GPU count.
+    """The swept keys that set the GPU count: each value goes with its own GPU count.
 
-    A key with a single value sets nothing (it agrees everywhere anyway).
+    A key with a single value sets nothing (it agrees everywhere anyway), nor does one
+    whose values share a GPU count (a micro-batch size swept at one cluster size).
     """
     ok = [r for r in rows if _ok(r)]
     out = []
@@ -40,7 +41,8 @@ def gpu_count_keys(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> li
         counts: dict[str, set[int]] = {}
         for r in ok:
             counts.setdefault(_key(r.get(key)), set()).add(int(r["gpus"]))
-        if len(counts) > 1 and all(len(c) == 1 for c in counts.values()):
+        sizes = [next(iter(c)) for c in counts.values() if len(c) == 1]
+        if len(counts) > 1 and len(sizes) == len(counts) == len(set(sizes)):
             out.append(key)
     return out
 

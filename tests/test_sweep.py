@@ -137,7 +137,7 @@ def test_resuming_another_sweeps_file_is_refused(tmp_path: Path) -> None:
         ["cluster.topology=h100-ib-ndr,h100-tcp-100g", "cluster.nodes=1,2,4,8"],
         SETS,
     )
-    with pytest.raises(ConfigError, match="point 2 has cluster.nodes=3"):
+    with pytest.raises(ConfigError, match=r"point 2 has cluster\.nodes=3"):
         run_sweep(other, out, resume=True, progress=False)
 
 

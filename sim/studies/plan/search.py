@@ -4,10 +4,11 @@ The search (:func:`plan`) runs the simulator as a user would, a scenario per lay
 the analytical network, and prunes three ways before simulating:
 
 1. layouts that do not divide evenly are never built (:mod:`.space`, counted by reason);
-2. memory is checked before simulating (:mod:`.memory`): each layout gets the least
-   recompute that fits, and layouts that fit with none are rejected with their overflow;
-3. layouts are simulated in order of a lower bound on their step time (:mod:`.bounds`),
-   and the search stops when the next bound exceeds the K-th best time found.
+2. layouts are taken in order of a lower bound on their step time (:mod:`.bounds`), and
+   the search stops when the next bound exceeds the K-th best time found;
+3. memory is checked before simulating (:mod:`.memory`): each layout gets the least
+   recompute that fits, and layouts that fit with none are rejected with their overflow
+   (so the rejected layouts listed are the most promising ones: those reached before the cut).
 
 The finalists are then run with each overlap switch off too (the search assumes overlap
 never slows a step; the finalists check it). Ties break on cost per step, then on the
@@ -192,16 +193,30 @@ class _Search:
             return None
         return Candidate(layout, r)
 
-    def run(self, pool: Sequence[tuple[Layout, float]]) -> tuple[list[Candidate], int]:
-        """Simulate in bound order until the bound passes the top-th best time."""
+    def run(self, candidates: Sequence[Layout]) -> tuple[list[Candidate], int]:
+        """Go through the layouts in bound order: check memory, simulate, stop at the cut.
+
+        The bound of a layout without recompute is below that of any recompute, so the
+        order is sound; memory is checked only for layouts reached before the cut.
+        """
         found: list[Candidate] = []
         pruned = 0
-        order = sorted(pool, key=lambda x: (x[1], x[0]))
-        for i, (lay, lb) in enumerate(order):
-            if len(found) >= self.top and lb > found[self.top - 1].result.step_time_s:
-                pruned = len(order) - i
+        order = sorted(((self.bound(lay), lay) for lay in candidates), key=lambda x: (x[0], x[1]))
+
+        def cut(bound: float) -> bool:
+            return len(found) >= self.top and bound > found[self.top - 1].result.step_time_s
+
+        for i, (lb, lay) in enumerate(order):
+            if cut(lb):
+                pruned += len(order) - i
                 break
-            c = self.simulate(lay)
+            fitted = self.fit(lay)
+            if fitted is None:
+                continue
+            if cut(fitted[1]):
+                pruned += 1
+                continue
+            c = self.simulate(fitted[0])
             if c is not None:
                 found.append(c)
                 found.sort(key=_rank_key)
@@ -258,8 +273,7 @@ def plan(scenario: Scenario, gpus: int | None = None, top: int = 10) -> PlanResu
         found_layouts, skipped = layouts(
             model, search.gpus, search.per_node, scenario.training.global_batch
         )
-        pool = [f for f in (search.fit(lay) for lay in found_layouts) if f is not None]
-        found, pruned = search.run(pool)
+        found, pruned = search.run(found_layouts)
         ranked = search.refine(found)[:top]
     rejected = sorted(search.rejected, key=lambda r: (r.bound_s, r.layout))
     notes.append(

@@ -136,7 +136,8 @@ def test_report_command_renders_run_plan_and_sweep_files(tmp_path: Path) -> None
     run_json.write_text(cli("run", "llama3-8b-dgx", "--json").stdout)
     plan_json.write_text(cli("plan", "llama3-8b-dgx", "--top", "3", "--json").stdout)
     p = cli("sweep", "llama3-8b-dgx", "--grid", "cluster.nodes=1,2,4", "--set", "cluster.topology=h100-ib-ndr",
-            "--set", "parallel.dp=null", "--network", "analytical", "--no-progress", "--out", str(sweep_csv))  # fmt: skip
+            "--set", "parallel.dp=null", "--network", "analytical", "--no-progress",
+            "--out", str(sweep_csv))  # fmt: skip
     assert p.returncode == 0, p.stderr
     out = tmp_path / "report.html"
     p = cli("report", str(run_json), str(plan_json), str(sweep_csv), "--out", str(out))

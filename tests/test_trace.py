@@ -13,7 +13,7 @@ from sim.training.trace import MAX_GPU_PROCESSES, TRACKS, chrome_trace
 
 
 def _doc(name: str, sets: list[str], network: str = "flow") -> dict:
-    result, run, setup = run_step(load_scenario(name, sets), network, record=network == "flow")
+    _, run, setup = run_step(load_scenario(name, sets), network, record=network == "flow")
     return chrome_trace(setup, run)
 
 

@@ -82,10 +82,16 @@ def _gpu_counts(scenario: Any, gpus: int | None, budget: float | None) -> list[i
 
 def run(args: argparse.Namespace) -> int:
     """Search, then print the ranking (or JSON)."""
+    from sim.errors import ConfigError
     from sim.studies.plan.search import merge, plan
-    from sim.training.scenario import load_scenario
+    from sim.training.layers import LayerScenario, load_any_scenario
 
-    scenario = load_scenario(args.scenario, args.sets)
+    scenario = load_any_scenario(args.scenario, args.sets)
+    if isinstance(scenario, LayerScenario):
+        raise ConfigError(
+            f"plan: {scenario.model.name} is a layer-list model, which runs data-parallel only: "
+            "sweep parallel.micro_batch or the cluster instead"
+        )
     results = [
         plan(scenario, n, args.top) for n in _gpu_counts(scenario, args.gpus, args.max_usd_per_hour)
     ]

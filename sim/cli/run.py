@@ -59,20 +59,26 @@ def _write_atomic(path: str, text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Simulate and print a summary (or JSON or CSV); write the trace and figure if asked."""
     from sim.cli.outputs import link_rows, plot
-    from sim.training.scenario import load_scenario
+    from sim.training.layers import LayerScenario, load_any_scenario, simulate_layer_step
     from sim.training.step import run_step
     from sim.training.trace import trace_json
 
     if args.network is not None and args.network not in ("flow", "analytical"):
         raise ConfigError(f"--network {args.network!r} is unknown; allowed: flow, analytical")
-    scenario = load_scenario(args.scenario, args.sets)
-    result, pipeline, setup = run_step(scenario, args.network, record=bool(args.trace))
-    if args.trace:
-        _write_atomic(args.trace, trace_json(setup, pipeline))
-    record = result.to_dict()
-    links = link_rows(setup.topology, pipeline.network, result.step_time_s)
-    if links:
-        record["links"] = links
+    scenario = load_any_scenario(args.scenario, args.sets)
+    if isinstance(scenario, LayerScenario):
+        if args.trace:
+            raise ConfigError("--trace: not available for layer-list models (no per-pass timeline)")
+        result = simulate_layer_step(scenario, args.network)
+        record = result.to_dict()
+    else:
+        result, pipeline, setup = run_step(scenario, args.network, record=bool(args.trace))
+        if args.trace:
+            _write_atomic(args.trace, trace_json(setup, pipeline))
+        record = result.to_dict()
+        links = link_rows(setup.topology, pipeline.network, result.step_time_s)
+        if links:
+            record["links"] = links
     if args.json:
         print(json.dumps(record, indent=1, sort_keys=True))
     elif args.csv:

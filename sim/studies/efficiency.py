@@ -48,13 +48,19 @@ def gpu_count_keys(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> li
 
 
 def scaling_efficiency(
-    rows: Sequence[Mapping[str, Any]], keys: Sequence[str]
+    rows: Sequence[Mapping[str, Any]], keys: Sequence[str], moving: Sequence[str] = ()
 ) -> list[float | None]:
     """Per row: ``(tokens_per_s / gpus) / (reference tokens_per_s / reference gpus)``.
 
+    ``moving``: keys that move together (a study's ``cases``); when their combined values
+    set the GPU count (each case has its own), they are treated like the keys that set it.
     None for rows that were not simulated or have no fitting reference.
     """
     scale = set(gpu_count_keys(rows, keys))
+    if moving:
+        joined = [{**r, "\0cases": [r.get(k) for k in moving]} for r in rows]
+        if gpu_count_keys(joined, ["\0cases"]):
+            scale |= set(moving)
     others = [k for k in keys if k not in scale]
     refs: dict[str, Mapping[str, Any]] = {}
     for r in rows:

@@ -59,7 +59,7 @@ def results_frame(results: Iterable[Any]) -> Any:
     >>> from sim import load_scenario, simulate_step
     >>> s = load_scenario("gpt2-1gpu")
     >>> df = results_frame([simulate_step(s, network="analytical")])
-    >>> len(df), df.loc[0, "gpus"]
+    >>> len(df), int(df.loc[0, "gpus"])
     (1, 1)
     """
     try:

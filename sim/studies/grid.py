@@ -57,6 +57,8 @@ class SweepSpec:
         Points whose keys move together; ``({},)`` when there are none.
     description : str
         From the study file, if any.
+    folder : Path or None
+        Folder of the scenario's file (files it names relatively are found there).
     """
 
     raw: dict[str, Any]
@@ -64,6 +66,15 @@ class SweepSpec:
     grid: tuple[tuple[str, tuple[Any, ...]], ...]
     cases: tuple[dict[str, Any], ...] = ({},)
     description: str = ""
+    folder: Path | None = None
+
+    @property
+    def case_keys(self) -> list[str]:
+        """Keys set by ``cases`` (they move together, with the GPU count in scaling studies)."""
+        out: dict[str, None] = {}
+        for case in self.cases:
+            out.update(dict.fromkeys(case))
+        return list(out)
 
     @property
     def keys(self) -> list[str]:
@@ -165,17 +176,24 @@ def study_names() -> list[str]:
     )
 
 
-def _study_scenario(doc: Mapping[str, Any], folder: Path | None, source: str) -> tuple[dict, str]:
+def _study_scenario(
+    doc: Mapping[str, Any], folder: Path | None, source: str
+) -> tuple[dict, str, Path | None]:
     base = doc["scenario"]
     name = Path(source).stem
     if isinstance(base, dict):
-        return base, name
+        return base, name, folder
     if not isinstance(base, str):
         raise ConfigError(f"{source}: scenario: expected a preset name, a file or a mapping")
     candidate = folder / base if folder is not None else None
     if candidate is not None and candidate.is_file():
-        return read_raw(candidate)
-    return read_raw(base)
+        return (*read_raw(candidate), candidate.parent)
+    return (*read_raw(base), _folder_of(base))
+
+
+def _folder_of(source: str) -> Path | None:
+    path = Path(source)
+    return path.parent if path.is_file() else None
 
 
 def _study_grid(doc: Mapping[str, Any], source: str) -> list[tuple[str, tuple[Any, ...]]]:
@@ -211,23 +229,24 @@ def sweep_spec(source: str, grid: Sequence[str] = (), sets: Sequence[str] = ()) 
     description = ""
     if study is None:
         raw, name = read_raw(source)
+        folder = _folder_of(source)
         base_grid: list[tuple[str, tuple[Any, ...]]] = []
         cases: tuple[dict[str, Any], ...] = ({},)
     else:
-        doc, folder = study
+        doc, study_folder = study
         unknown = sorted(set(doc) - set(STUDY_KEYS))
         if unknown:
             raise ConfigError(
                 f"{source}: {unknown[0]}: unknown key; allowed: {', '.join(STUDY_KEYS)}"
             )
-        raw, name = _study_scenario(doc, folder, source)
+        raw, name, folder = _study_scenario(doc, study_folder, source)
         base_grid, cases = _study_grid(doc, source), _study_cases(doc, source)
         description = str(doc.get("description") or "").strip()
     raw = apply_overrides(raw, sets)
     given = parse_grid(grid)
     merged = dict(base_grid)
     merged.update(dict(given))
-    spec = SweepSpec(raw, name, tuple(merged.items()), cases, description)
+    spec = SweepSpec(raw, name, tuple(merged.items()), cases, description, folder)
     if len(spec) == 0 or not spec.keys:
         raise ConfigError("sweep: nothing to sweep; give --grid KEY=V1,V2,...")
     for key in spec.keys:  # unknown keys fail here, once, not in every point

@@ -1,7 +1,7 @@
 """One sweep point: the scenario with the point's overrides in, one flat row out.
 
-The point runs through the simulator's public entry points only (``scenario_from_dict``
-and :func:`sim.simulate_step`), as a user would. A point whose scenario is invalid (a
+The point runs through the simulator's entry points only (a scenario of either kind in,
+:func:`sim.training.layers.simulate_any`, a StepResult out), as a user would. A point whose scenario is invalid (a
 plan that does not divide, an unknown preset) becomes a row with a ``reason``; a plan
 that does not fit in memory is simulated and flagged ``fits = False``.
 """
@@ -9,12 +9,13 @@ that does not fit in memory is simulated and flagged ``fits = False``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from sim.errors import ClusterSimError
 from sim.studies.grid import override_items
 from sim.training.result import StepResult
-from sim.training.scenario import apply_overrides, scenario_from_dict
+from sim.training.scenario import apply_overrides
 
 __all__ = ["METRICS", "evaluate_point", "metrics_of"]
 
@@ -55,7 +56,11 @@ def _gpus_of(raw: Mapping[str, Any]) -> int | None:
 
 
 def evaluate_point(
-    raw: Mapping[str, Any], name: str, point: Mapping[str, Any], network: str | None = None
+    raw: Mapping[str, Any],
+    name: str,
+    point: Mapping[str, Any],
+    network: str | None = None,
+    folder: Path | None = None,
 ) -> dict[str, Any]:
     """Simulate ``raw`` with ``point``'s overrides; return its row (point keys, then metrics).
 
@@ -69,6 +74,8 @@ def evaluate_point(
         Scenario key -> value.
     network : str, optional
         Network backend for every point (default: the scenario's).
+    folder : Path, optional
+        Where files the scenario names relatively (a layer list) are found.
 
     Examples
     --------
@@ -76,14 +83,14 @@ def evaluate_point(
     >>> raw, name = read_raw("gpt2-1gpu")
     >>> row = evaluate_point(raw, name, {"parallel.micro_batch": 3}, "analytical")
     >>> row["reason"]
-    'training.global_batch: 8 must be a multiple of parallel.micro_batch x parallel.dp = 3 x 1 = 3'
+    'training.global_batch: 64 must be a multiple of parallel.micro_batch x parallel.dp = 3 x 1 = 3'
     """
-    from sim.training.step import simulate_step
+    from sim.training.layers import any_scenario_from_dict, simulate_any
 
     row: dict[str, Any] = dict(point)
     scenario_raw = apply_overrides(raw, override_items(point))
     try:
-        result = simulate_step(scenario_from_dict(scenario_raw, name), network)
+        result = simulate_any(any_scenario_from_dict(scenario_raw, name, folder), network)
     except ClusterSimError as e:
         empty = dict.fromkeys(METRICS)
         return {**row, **empty, "gpus": _gpus_of(scenario_raw), "reason": str(e)}

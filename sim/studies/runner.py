@@ -39,12 +39,13 @@ def _local(spec: SweepSpec, todo: Sequence[int], jobs: int, network: str | None)
     points = list(spec.points())
     if jobs <= 1 or len(todo) <= 1:
         for i in todo:
-            yield i, evaluate_point(spec.raw, spec.name, points[i], network)
+            yield i, evaluate_point(spec.raw, spec.name, points[i], network, spec.folder)
         return
     # spawn: workers start clean (no inherited threads or caches), the same on every OS.
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
         pending: dict[Future[dict[str, Any]], int] = {
-            pool.submit(evaluate_point, spec.raw, spec.name, points[i], network): i for i in todo
+            pool.submit(evaluate_point, spec.raw, spec.name, points[i], network, spec.folder): i
+            for i in todo
         }
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -68,7 +69,9 @@ def _ray(spec: SweepSpec, todo: Sequence[int], jobs: int, network: str | None) -
             ray.init(num_cpus=max(1, jobs), **options)
     try:
         remote = ray.remote(evaluate_point)
-        refs = {remote.remote(spec.raw, spec.name, points[i], network): i for i in todo}
+        refs = {
+            remote.remote(spec.raw, spec.name, points[i], network, spec.folder): i for i in todo
+        }
         while refs:
             ready, _ = ray.wait(list(refs), num_returns=1)
             for ref in ready:
@@ -173,7 +176,7 @@ def run_sweep(
         if sink is not None:
             sink.close()
     rows = [done[i] for i in range(len(points))]
-    for row, eff in zip(rows, scaling_efficiency(rows, spec.keys), strict=True):
+    for row, eff in zip(rows, scaling_efficiency(rows, spec.keys, spec.case_keys), strict=True):
         row["scaling_efficiency"] = eff
     if sink is not None:
         sink.finish(rows)

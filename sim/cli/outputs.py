@@ -5,11 +5,12 @@ Only the standard library at import time (the commands' ``--help`` stays fast).
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["link_rows", "plot"]
+__all__ = ["add_set_option", "link_rows", "plot"]
 
 
 def link_rows(topology: Any, network: Any, step_time_s: float) -> list[dict[str, Any]]:
@@ -44,3 +45,15 @@ def plot(records: Sequence[Mapping[str, Any]], kind: str | None, path: str) -> N
 
     written = plot_for(list(records), kind, path)
     print(f"figure written to {written}", file=sys.stderr)
+
+
+def add_set_option(p: argparse.ArgumentParser, what: str = "override a scenario field") -> None:
+    """The repeatable ``--set KEY=VALUE`` option of the commands that take a scenario."""
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"{what}, e.g. parallel.tp=4 (repeatable)",
+    )

@@ -9,6 +9,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from sim.cli.outputs import add_set_option
+
 if TYPE_CHECKING:
     from sim.studies.plan.search import PlanResult
 
@@ -31,14 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "scenario", help="scenario preset or YAML file (its parallel section is replaced)"
     )
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a scenario field first (repeatable)",
-    )
+    add_set_option(p, "override a scenario field first")
     p.add_argument("--gpus", type=int, help="plan for N GPUs of the scenario's topology")
     p.add_argument(
         "--max-usd-per-hour",

@@ -12,6 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from sim.cli.outputs import add_set_option
 from sim.errors import ConfigError
 
 
@@ -19,14 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``run`` subcommand."""
     p = sub.add_parser("run", help="simulate one training step of a scenario")
     p.add_argument("scenario", help="scenario preset name or YAML file")
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a scenario field, e.g. parallel.tp=4 (repeatable)",
-    )
+    add_set_option(p)
     p.add_argument("--network", choices=None, help="flow or analytical (default: the scenario's)")
     out = p.add_mutually_exclusive_group()
     out.add_argument(

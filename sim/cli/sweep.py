@@ -11,6 +11,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sim.cli.outputs import add_set_option
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``sweep`` subcommand."""
@@ -29,14 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=V1,V2,...",
         help="a scenario key and its values, e.g. cluster.nodes=1,2,4 (repeatable)",
     )
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a scenario field for every point (repeatable)",
-    )
+    add_set_option(p, "override a scenario field for every point")
     p.add_argument("--jobs", "-j", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--backend", default="local", help="local (process pool) or ray")
     p.add_argument("--out", metavar="FILE", help="append rows to FILE (.csv, .jsonl, .parquet)")

@@ -13,24 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ClusterSimError
+from sim.report.records import SWEEP_METRICS
 from sim.studies.grid import override_items
 from sim.training.result import StepResult
 from sim.training.scenario import apply_overrides
 
 __all__ = ["METRICS", "evaluate_point", "metrics_of"]
 
-METRICS = (
-    "gpus",
-    "step_time_s",
-    "tokens_per_s",
-    "tflops_per_gpu",
-    "mfu",
-    "memory_per_gpu_bytes",
-    "fits",
-    "cost_per_step_usd",
-    "scaling_efficiency",
-    "reason",
-)
+METRICS = tuple(k for k in SWEEP_METRICS if k != "point")
 """The columns after the grid keys, in order (``scaling_efficiency`` is filled at the end)."""
 
 

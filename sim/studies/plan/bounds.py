@@ -2,13 +2,14 @@
 
 The compute of one micro-batch through the whole model depends on TP, SP, EP, the
 micro-batch size and recompute only (the *shape*), not on PP, DP or ZeRO. So the planner
-simulates, once per shape, a one-micro-batch step of the same model on one server with
-PP = 1 and reads its compute time ``t`` (``breakdown["compute"]``, communication
-excluded). A pipeline of ``p`` stages with ``v`` chunks each and ``m`` micro-batches
-then needs at least ``(m + (p - 1) / v) * t / p``: every stage averages ``t / p`` per
-micro-batch, the slowest at least as much, and the fill and drain add ``p - 1`` chunk
-times. A layout whose bound exceeds the best step times found so far cannot enter the
-ranking and is not simulated.
+simulates, once per shape, a one-micro-batch step of the same model on one server (or
+the few servers one EP group needs) with PP = 1 and reads its compute time ``t``
+(``breakdown["compute"]``, communication excluded). A pipeline of ``p`` stages with
+``v`` chunks each and ``m`` micro-batches then needs at least
+``(m + (p - 1) / v) * t / p``: every stage averages ``t / p`` per micro-batch, the
+slowest at least as much, and the fill and drain add ``p - 1`` chunk times. A layout
+whose bound exceeds the best step times found so far cannot enter the ranking and is
+not simulated.
 """
 
 from __future__ import annotations
@@ -63,7 +64,10 @@ class ShapeTimes:
         from sim.training.step import simulate_step
 
         tp, sp, ep, mb, recompute = shape
-        dp = self.gpus_per_node // tp
+        nodes = -(-tp * ep // self.gpus_per_node)  # enough servers for one EP group
+        if nodes > 1 and self.cluster.nodes is None:
+            return 0.0  # a single-server topology: no bound
+        dp = nodes * self.gpus_per_node // tp
         if dp < 1 or dp % ep:
             return 0.0
         sc = self.scenario
@@ -72,7 +76,8 @@ class ShapeTimes:
             schedule="1f1b", virtual_stages=1, recompute=recompute,
         )  # fmt: skip
         training = dataclasses.replace(sc.training, global_batch=mb * dp)
-        probe = dataclasses.replace(sc, cluster=self.cluster, parallel=par, training=training)
+        cluster = dataclasses.replace(self.cluster, nodes=nodes) if nodes > 1 else self.cluster
+        probe = dataclasses.replace(sc, cluster=cluster, parallel=par, training=training)
         try:
             result = simulate_step(probe, "analytical")
         except ClusterSimError:

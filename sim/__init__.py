@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     )
     from sim.errors import CalibrationError, ClusterSimError, ConfigError, TopologyError
     from sim.profile import Profile, load_profile
+    from sim.studies.frame import results_frame
     from sim.topology.model import Topology
     from sim.topology.presets import load_topology, preset_names
     from sim.training.result import StepResult
@@ -40,6 +41,7 @@ _HOMES = {
     ),
     "sim.errors": ("CalibrationError", "ClusterSimError", "ConfigError", "TopologyError"),
     "sim.profile": ("Profile", "load_profile"),
+    "sim.studies.frame": ("results_frame",),
     "sim.topology.model": ("Topology",),
     "sim.topology.presets": ("load_topology", "preset_names"),
     "sim.training.result": ("StepResult",),
@@ -63,6 +65,7 @@ __all__ = [
     "load_scenario",
     "load_topology",
     "preset_names",
+    "results_frame",
     "scenario_names",
     "simulate_collective",
     "simulate_step",

@@ -10,7 +10,7 @@ import sim
 PINNED = [
     "CalibrationError", "ClusterSimError", "CollectiveResult", "CollectiveSetup", "ConfigError", "Profile",
     "Scenario", "StepResult", "Topology", "TopologyError", "load_profile", "load_scenario", "load_topology",
-    "preset_names", "scenario_names", "simulate_collective", "simulate_step", "sweep_sizes",
+    "preset_names", "results_frame", "scenario_names", "simulate_collective", "simulate_step", "sweep_sizes",
 ]  # fmt: skip
 
 

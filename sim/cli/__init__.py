@@ -23,20 +23,22 @@ from sim.errors import ClusterSimError
 __all__ = ["main"]
 
 COMMAND_GROUP = "clustersim.commands"
-BUILTIN_COMMANDS = ("collective", "topologies", "run")
+BUILTIN_COMMANDS = ("collective", "topologies", "run", "sweep", "plan", "report")
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    from sim.cli import collective, run, topologies
+    from sim import __version__
+    from sim.cli import collective, plan, report, run, sweep, topologies
 
     parser = argparse.ArgumentParser(
         prog="clustersim",
         description="Simulate multi-GPU training clusters, calibrated against real runs.",
     )
+    parser.add_argument("--version", action="version", version=f"clustersim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (collective, topologies, run):
+    for module in (collective, topologies, run, sweep, plan, report):
         module.register(sub)
     if not argv or argv[0] not in BUILTIN_COMMANDS:
         _register_plugins(sub)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING
 
 from sim.collectives.schedule import OPS
@@ -15,7 +16,7 @@ from sim.errors import ConfigError
 from sim.units import parse_bytes
 
 if TYPE_CHECKING:
-    from sim.collectives.simulate import CollectiveSetup
+    from sim.collectives.simulate import CollectiveResult, CollectiveSetup
 
 DTYPE_BYTES = {
     "float": 4,
@@ -63,7 +64,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--root", type=int, default=0, help="root rank of broadcast/reduce")
     p.add_argument("--profile", help="calibrated profile (name or YAML file)")
     p.add_argument("--seed", type=int, default=0, help="seed of ECMP hashing")
-    p.add_argument("--json", action="store_true", help="print a JSON list of records")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print a JSON list of records")
+    out.add_argument("--csv", action="store_true", help="print records as CSV, a row per size")
+    p.add_argument("--plot", metavar="FILE", help="draw busbw by size (.png or .svg; [plot] extra)")
     p.set_defaults(handler=run)
 
 
@@ -71,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the sweep and print a table (or JSON)."""
     from sim.collectives.simulate import CollectiveSetup, simulate_collective, sweep_sizes
     from sim.profile import load_profile
+    from sim.studies.files import csv_text
     from sim.topology.presets import load_topology
 
     op = _OP_ALIASES.get(args.op, args.op)
@@ -91,53 +96,70 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.root < setup.n:
         raise ConfigError(f"--root {args.root} is out of range; the group has {setup.n} ranks")
     elem = DTYPE_BYTES[args.dtype]
-    results = [
-        simulate_collective(
-            setup,
-            op,
-            s,
-            algorithm=args.algo,
-            protocol=args.protocol,
-            network=args.network,
+
+    def record(r: CollectiveResult) -> dict[str, object]:
+        rec = r.record()
+        rec.update(count=int(r.size_bytes // elem), dtype=args.dtype, topology=topo.name)
+        if args.csv:  # one flat row of fixed columns: per-scope wire bytes stay in --json
+            rec.pop("wire_bytes_by_scope", None)
+        return rec
+
+    results: list[CollectiveResult] = []
+    emit = _Table(topo.name, op, setup, args, elem) if not (args.json or args.csv) else None
+    for s in sizes:  # each row is printed as soon as it is computed
+        r = simulate_collective(
+            setup, op, s, algorithm=args.algo, protocol=args.protocol, network=args.network,
             root=args.root,
-        )
-        for s in sizes
-    ]
+        )  # fmt: skip
+        results.append(r)
+        if emit is not None:
+            emit.row(r)
+        elif args.csv:
+            rec = record(r)
+            sys.stdout.write(csv_text([rec], list(rec), header=len(results) == 1))
+            sys.stdout.flush()
+    if emit is not None:
+        emit.close(results)
     if args.json:
-        recs = []
-        for r in results:
-            rec = r.record()
-            rec["count"] = int(r.size_bytes // elem)
-            rec["dtype"] = args.dtype
-            rec["topology"] = topo.name
-            recs.append(rec)
-        print(json.dumps(recs, indent=1, sort_keys=True))
-        return 0
-    _print_table(topo.name, op, setup, args, results, elem)
+        print(json.dumps([record(r) for r in results], indent=1, sort_keys=True))
+    if args.plot:
+        from sim.cli.outputs import plot
+
+        plot([record(r) for r in results], None, args.plot)
     return 0
 
 
-def _print_table(
-    name: str, op: str, setup: CollectiveSetup, args: argparse.Namespace, results: list, elem: int
-) -> None:
-    nodes = len(set(setup.layout.node_of))
-    print(
-        f"# clustersim collective: {op} on {name}, {setup.n} GPUs ({nodes} server(s)), "
-        f"network {args.network}, algo {args.algo}, protocol {args.protocol}, profile {args.profile or 'defaults'}"
-    )
-    print(
-        f"# {'size':>10} {'count':>13} {'type':>9} {'redop':>7} {'root':>7} {'time':>10} "
-        f"{'algbw':>8} {'busbw':>8}  algorithm"
-    )
-    print(
-        f"# {'(B)':>10} {'(elements)':>13} {'':>9} {'':>7} {'':>7} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8}"
-    )
-    redop = "sum" if op in ("all_reduce", "reduce_scatter", "reduce") else "none"
-    root = args.root if op in ("broadcast", "reduce") else -1
-    for r in results:
+class _Table:
+    """The nccl-tests style table, printed a row at a time."""
+
+    def __init__(
+        self, name: str, op: str, setup: CollectiveSetup, args: argparse.Namespace, elem: int
+    ) -> None:
+        self.op, self.args, self.elem = op, args, elem
+        nodes = len(set(setup.layout.node_of))
         print(
-            f"  {int(r.size_bytes):>10} {int(r.size_bytes // elem):>13} {args.dtype:>9} {redop:>7} {root:>7} "
-            f"{r.time_s * 1e6:>10.2f} {r.algbw_Bps / 1e9:>8.2f} {r.busbw_Bps / 1e9:>8.2f}  {r.algorithm}/{r.protocol}"
+            f"# clustersim collective: {op} on {name}, {setup.n} GPUs ({nodes} server(s)), "
+            f"network {args.network}, algo {args.algo}, protocol {args.protocol}, profile {args.profile or 'defaults'}"
         )
-    avg = sum(r.busbw_Bps for r in results) / len(results) / 1e9
-    print(f"# Avg bus bandwidth    : {avg:.3f}")
+        print(
+            f"# {'size':>10} {'count':>13} {'type':>9} {'redop':>7} {'root':>7} {'time':>10} "
+            f"{'algbw':>8} {'busbw':>8}  algorithm"
+        )
+        print(
+            f"# {'(B)':>10} {'(elements)':>13} {'':>9} {'':>7} {'':>7} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8}",
+            flush=True,
+        )
+        self.redop = "sum" if op in ("all_reduce", "reduce_scatter", "reduce") else "none"
+        self.root = args.root if op in ("broadcast", "reduce") else -1
+
+    def row(self, r: CollectiveResult) -> None:
+        a, elem = self.args, self.elem
+        print(
+            f"  {int(r.size_bytes):>10} {int(r.size_bytes // elem):>13} {a.dtype:>9} {self.redop:>7} {self.root:>7} "
+            f"{r.time_s * 1e6:>10.2f} {r.algbw_Bps / 1e9:>8.2f} {r.busbw_Bps / 1e9:>8.2f}  {r.algorithm}/{r.protocol}",
+            flush=True,
+        )
+
+    def close(self, results: list[CollectiveResult]) -> None:
+        avg = sum(r.busbw_Bps for r in results) / len(results) / 1e9
+        print(f"# Avg bus bandwidth    : {avg:.3f}")

@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
+from sim.cli.outputs import add_set_option
 from sim.errors import ConfigError
 
 
@@ -18,17 +20,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``run`` subcommand."""
     p = sub.add_parser("run", help="simulate one training step of a scenario")
     p.add_argument("scenario", help="scenario preset name or YAML file")
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a scenario field, e.g. parallel.tp=4 (repeatable)",
-    )
+    add_set_option(p)
     p.add_argument("--network", choices=None, help="flow or analytical (default: the scenario's)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument(
+        "--json", action="store_true", help="print the result as JSON (with per-link rows on flow)"
+    )
+    out.add_argument("--csv", action="store_true", help="print the result as one flat CSV row")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the step")
+    p.add_argument(
+        "--plot", metavar="FILE", help="draw the step-time breakdown (.png or .svg; [plot] extra)"
+    )
     p.set_defaults(handler=run)
 
 
@@ -41,6 +43,7 @@ def _write_atomic(path: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a trace is meant to be opened elsewhere
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -48,21 +51,39 @@ def _write_atomic(path: str, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Simulate and print a summary (or JSON); write the trace if asked."""
-    from sim.training.scenario import load_scenario
+    """Simulate and print a summary (or JSON or CSV); write the trace and figure if asked."""
+    from sim.cli.outputs import link_rows, plot
+    from sim.training.layers import LayerScenario, load_any_scenario, simulate_layer_step
     from sim.training.step import run_step
     from sim.training.trace import trace_json
 
     if args.network is not None and args.network not in ("flow", "analytical"):
         raise ConfigError(f"--network {args.network!r} is unknown; allowed: flow, analytical")
-    scenario = load_scenario(args.scenario, args.sets)
-    result, pipeline, setup = run_step(scenario, args.network, record=bool(args.trace))
-    if args.trace:
-        _write_atomic(args.trace, trace_json(setup, pipeline))
+    scenario = load_any_scenario(args.scenario, args.sets)
+    if isinstance(scenario, LayerScenario):
+        if args.trace:
+            raise ConfigError("--trace: not available for layer-list models (no per-pass timeline)")
+        result = simulate_layer_step(scenario, args.network)
+        record = result.to_dict()
+    else:
+        result, pipeline, setup = run_step(scenario, args.network, record=bool(args.trace))
+        if args.trace:
+            _write_atomic(args.trace, trace_json(setup, pipeline))
+        record = result.to_dict()
+        links = link_rows(setup.topology, pipeline.network, result.step_time_s)
+        if links:
+            record["links"] = links
     if args.json:
-        print(json.dumps(result.to_dict(), indent=1, sort_keys=True))
+        print(json.dumps(record, indent=1, sort_keys=True))
+    elif args.csv:
+        from sim.studies.files import csv_text
+
+        flat = result.to_record()
+        sys.stdout.write(csv_text([flat], list(flat)))
     else:
         print(result.summary())
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
+    if args.plot:
+        plot([record], None, args.plot)
     return 0

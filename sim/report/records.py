@@ -135,6 +135,7 @@ class PlanRecord(RunRecord):
 
 
 SWEEP_METRICS = (
+    "point",
     "gpus",
     "step_time_s",
     "tokens_per_s",
@@ -159,8 +160,10 @@ class SweepRow(BaseModel):
 
     Attributes
     ----------
+    point : int or None
+        The point's index in the sweep (its order in the grid), when the file has it.
     gpus : int
-        GPUs of the point.
+        GPUs of the point (0 for a failed point whose cluster could not be built).
     step_time_s, tokens_per_s, tflops_per_gpu, mfu, memory_per_gpu_bytes : float or None
         As in :class:`RunRecord`.
     fits : bool or None
@@ -175,7 +178,8 @@ class SweepRow(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    gpus: int = Field(ge=1)
+    point: int | None = Field(default=None, ge=0)
+    gpus: int = Field(default=0, ge=0)
     step_time_s: float | None = Field(default=None, gt=0.0)
     tokens_per_s: float | None = Field(default=None, ge=0.0)
     tflops_per_gpu: float | None = Field(default=None, ge=0.0)
@@ -200,10 +204,17 @@ class SweepRow(BaseModel):
     def _nan_is_missing(cls, v: Any) -> Any:
         return None if isinstance(v, float) and not math.isfinite(v) else v
 
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _unknown_gpus(cls, v: Any) -> Any:
+        return 0 if v is None else v
+
     @model_validator(mode="after")
     def _metrics_or_reason(self) -> SweepRow:
         if self.reason:
             return self
+        if self.gpus < 1:
+            raise ValueError("gpus must be >= 1 for a simulated point")
         needed = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu")
         missing = [k for k in (*needed, "memory_per_gpu_bytes", "fits") if getattr(self, k) is None]
         if missing:

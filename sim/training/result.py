@@ -67,6 +67,22 @@ class StepResult:
         """JSON-ready dict (plain Python types)."""
         return asdict(self)
 
+    def to_record(self) -> dict[str, Any]:
+        """One flat row: scalars as they are, each dict field as ``field.key`` columns
+        (``plan.tp``, ``breakdown.compute``...), notes joined by ``"; "``.
+
+        For tables: CSV rows, data frames (:func:`sim.results_frame`).
+        """
+        out: dict[str, Any] = {}
+        for key, value in asdict(self).items():
+            if isinstance(value, dict):
+                out.update({f"{key}.{k}": v for k, v in value.items()})
+            elif isinstance(value, list):
+                out[key] = "; ".join(str(v) for v in value)
+            else:
+                out[key] = value
+        return out
+
     def summary(self) -> str:
         """A readable multi-line summary."""
         gib = 2**30

@@ -1,9 +1,19 @@
 """Chrome trace-event JSON of a simulated step (opens in Perfetto / chrome://tracing).
 
-A process per simulated GPU (each pipeline stage's GPU of DP replica 0, TP rank 0: the
-GPUs it stands for behave identically), a track per stream (compute, pipeline sends,
-DP reduction), and on the flow network a ``network`` process with link-utilisation
-counters per link class (carried rate / capacity, summed over the class's links).
+A process per GPU, each with four tracks: ``compute`` (forward and backward passes, the
+optimizer step), ``tp/sp comm`` (the pass's tensor-parallel collectives, and MoE
+all-to-alls), ``dp/zero comm`` (gradient buckets, ZeRO-3 parameter prefetch, the ZeRO-1/2
+parameter all-gather after the optimizer) and ``pp send`` (pipeline sends). The engine
+simulates DP replica 0 and lets it stand for its identical peers, so every GPU of a
+pipeline stage shows that stage's timeline. Past :data:`MAX_GPU_PROCESSES` GPUs only
+representative GPUs get a process (each TP rank of replica 0, or one GPU per stage when
+even those are too many), and the trace's ``otherData.note`` says which GPUs each stands for.
+
+Within a pass the TP collectives are drawn as one span of their summed time: at the end
+of the pass's compute when TP is not overlapped, from the pass's start when it is (the
+engine does not order kernels inside a pass). On the flow network a ``network`` process
+carries counters: utilisation per link class, and per link for the busiest
+:data:`MAX_LINK_COUNTERS` links (carried rate / capacity).
 """
 
 from __future__ import annotations
@@ -15,10 +25,14 @@ import numpy as np
 
 from sim.training.engine.setup import StepSetup
 from sim.training.engine.simpy_engine import PipelineRun
+from sim.training.engine.stage import PassRecord, StageTimeline
 
-__all__ = ["chrome_trace", "trace_json"]
+__all__ = ["MAX_GPU_PROCESSES", "MAX_LINK_COUNTERS", "TRACKS", "chrome_trace", "trace_json"]
 
-TRACKS = {"compute": 1, "pp_send": 2, "dp": 3}
+TRACKS = {"compute": 1, "tp/sp comm": 2, "dp/zero comm": 3, "pp send": 4}
+MAX_GPU_PROCESSES = 64
+MAX_LINK_COUNTERS = 32
+_NETWORK_PID = 0
 
 
 def _meta(pid: int, name: str, tid: int | None = None, thread: str | None = None) -> dict[str, Any]:
@@ -36,12 +50,90 @@ def _span(
         "pid": pid,
         "tid": tid,
         "ts": start_s * 1e6,
-        "dur": (end_s - start_s) * 1e6,
+        "dur": max(0.0, end_s - start_s) * 1e6,
         "args": args,
     }
 
 
-def _counters(setup: StepSetup, run: PipelineRun) -> list[dict[str, Any]]:
+def _pass_events(
+    setup: StepSetup, run: PipelineRun, pid: int, r: PassRecord
+) -> list[dict[str, Any]]:
+    """Compute, TP/EP and ZeRO-3 prefetch spans of one pass."""
+    plan = setup.plan
+    cost = run.costs[(r.chunk * plan.pp + r.stage, r.kind)]
+    label = f"{r.kind}{r.mb}" + (f" chunk {r.chunk}" if plan.virtual_stages > 1 else "")
+    start = r.start_s
+    out = [
+        _span(
+            pid,
+            TRACKS["compute"],
+            label,
+            start,
+            start + cost.compute_s,
+            microbatch=r.mb,
+            chunk=r.chunk,
+        )
+    ]
+    if cost.tp_s > 0:
+        tp_start = start if plan.overlap_tp else start + cost.compute_s
+        out.append(_span(pid, TRACKS["tp/sp comm"], f"{label} tp", tp_start, tp_start + cost.tp_s))
+    if cost.ep_s > 0:
+        ep_start = r.end_s - cost.ep_s
+        out.append(_span(pid, TRACKS["tp/sp comm"], f"{label} ep all_to_all", ep_start, r.end_s))
+    if cost.prefetch_s > 0:
+        out.append(
+            _span(
+                pid, TRACKS["dp/zero comm"], f"{label} zero3 gather", start, start + cost.prefetch_s
+            )
+        )
+    return out
+
+
+def _stage_events(
+    setup: StepSetup, run: PipelineRun, pid: int, line: StageTimeline
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for r in line.passes:
+        out += _pass_events(setup, run, pid, r)
+    for name, start, end in line.comm:
+        tid = TRACKS["pp send"] if name == "pp_send" else TRACKS["dp/zero comm"]
+        out.append(_span(pid, tid, name, start, end))
+    if line.optimizer_s:
+        t = line.dp_end_s
+        out.append(_span(pid, TRACKS["compute"], "optimizer", t, t + line.optimizer_s))
+    if line.param_gather_s:
+        t = line.dp_end_s + line.optimizer_s
+        out.append(
+            _span(pid, TRACKS["dp/zero comm"], "param all_gather", t, t + line.param_gather_s)
+        )
+    return out
+
+
+def _processes(setup: StepSetup) -> tuple[list[tuple[str, int, str]], str]:
+    """(GPU name, stage, label) per process, and the note on what they stand for."""
+    plan, stages = setup.plan, setup.stages
+    if setup.topology.num_gpus <= MAX_GPU_PROCESSES:
+        out = []
+        for s, st in enumerate(stages):
+            for t in range(plan.tp):
+                for replica in st.dp[t]:
+                    out.append((replica, s, f"{replica}: stage {s}, tp rank {t}"))
+        note = "a process per GPU; every data-parallel replica shows replica 0's simulated timeline"
+        return sorted(out, key=lambda x: setup.topology.gpus.index(x[0])), note
+    if plan.pp * plan.tp <= MAX_GPU_PROCESSES:
+        out = [(g, s, f"{g}: stage {s}, tp rank {t} (stands for {plan.dp} GPUs)")
+               for s, st in enumerate(stages) for t, g in enumerate(st.gpus)]  # fmt: skip
+        note = (
+            f"a process per GPU of data-parallel replica 0; each stands for its {plan.dp} replicas"
+        )
+        return out, note
+    out = [(st.gpus[0], s, f"{st.gpus[0]}: stage {s} (stands for {plan.tp * plan.dp} GPUs)")
+           for s, st in enumerate(stages)]  # fmt: skip
+    note = f"a process per pipeline stage (GPU of tp rank 0, replica 0): each stands for {plan.tp * plan.dp} GPUs"
+    return out, note
+
+
+def _counters(run: PipelineRun) -> list[dict[str, Any]]:
     net = run.network
     samples = getattr(net, "samples", None)
     if not samples:
@@ -49,56 +141,53 @@ def _counters(setup: StepSetup, run: PipelineRun) -> list[dict[str, Any]]:
     topo = net.topology  # type: ignore[union-attr]
     scopes = np.asarray(topo.link_scope)
     cap = {s: float(topo.capacity_Bps[scopes == s].sum()) for s in ("nvlink", "pcie", "net")}
-    out = [_meta(0, "network (link utilisation per class)")]
+    busiest = [int(i) for i in np.argsort(-net.link_bytes, kind="stable")[:MAX_LINK_COUNTERS]  # type: ignore[union-attr]
+               if net.link_bytes[i] > 0]  # type: ignore[union-attr]  # fmt: skip
+    out = [_meta(_NETWORK_PID, "network (link utilisation)")]
     for t, links, rates in samples:
         args = {}
         for s, c in cap.items():
             if c > 0:
                 args[s] = float(rates[scopes[links] == s].sum()) / c if len(links) else 0.0
+        ts = t * 1e6
         out.append(
-            {"name": "utilisation", "ph": "C", "pid": 0, "tid": 0, "ts": t * 1e6, "args": args}
+            {
+                "name": "utilisation per class",
+                "ph": "C",
+                "pid": _NETWORK_PID,
+                "tid": 0,
+                "ts": ts,
+                "args": args,
+            }
         )
+        rate_of = {int(i): float(r) for i, r in zip(links, rates, strict=True)}
+        for i in busiest:
+            u, v = topo.links[i]
+            out.append({"name": f"{u}->{v}", "ph": "C", "pid": _NETWORK_PID, "tid": 0, "ts": ts,
+                        "args": {"utilisation": rate_of.get(i, 0.0) / float(topo.capacity_Bps[i])}})  # fmt: skip
     return out
 
 
 def chrome_trace(setup: StepSetup, run: PipelineRun) -> dict[str, Any]:
     """Trace-event document of ``run`` (times in microseconds)."""
-    plan = setup.plan
     events: list[dict[str, Any]] = []
-    stands_for = plan.tp * plan.dp
-    for s, line in enumerate(run.lines):
-        pid = s + 1
-        gpu = setup.stages[s].gpus[0]
-        events.append(_meta(pid, f"{gpu}: stage {s} (stands for {stands_for} GPUs)"))
+    processes, note = _processes(setup)
+    per_stage = {s: _stage_events(setup, run, -1, line) for s, line in enumerate(run.lines)}
+    for pid, (_, s, label) in enumerate(processes, start=1):
+        events.append(_meta(pid, label))
+        events.append(
+            {
+                "name": "process_sort_index",
+                "ph": "M",
+                "pid": pid,
+                "tid": 0,
+                "args": {"sort_index": pid},
+            }
+        )
         for name, tid in TRACKS.items():
             events.append(_meta(pid, "", tid, name))
-        for r in line.passes:
-            label = f"{r.kind}{r.mb}" + (f" chunk {r.chunk}" if plan.virtual_stages > 1 else "")
-            events.append(
-                _span(
-                    pid,
-                    TRACKS["compute"],
-                    label,
-                    r.start_s,
-                    r.end_s,
-                    microbatch=r.mb,
-                    chunk=r.chunk,
-                )
-            )
-        for name, start, end in line.comm:
-            tid = TRACKS["pp_send"] if name == "pp_send" else TRACKS["dp"]
-            events.append(_span(pid, tid, name, start, end))
-        if line.optimizer_s:
-            events.append(
-                _span(
-                    pid,
-                    TRACKS["compute"],
-                    "optimizer",
-                    line.dp_end_s,
-                    line.dp_end_s + line.optimizer_s,
-                )
-            )
-    events += _counters(setup, run)
+        events += [{**e, "pid": pid} for e in per_stage[s]]
+    events += _counters(run)
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",
@@ -106,6 +195,8 @@ def chrome_trace(setup: StepSetup, run: PipelineRun) -> dict[str, Any]:
             "scenario": setup.scenario.name,
             "topology": setup.topology.name,
             "network": setup.network,
+            "gpus": setup.topology.num_gpus,
+            "note": note,
         },
     }
 

@@ -1,0 +1,36 @@
+"""``clustersim report``: one self-contained HTML page from result files.
+
+Reads what ``run --json``, ``plan --json``, ``sweep --out`` and ``collective --json``
+write (:mod:`sim.report.records`); needs the ``[plot]`` extra for the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``report`` subcommand."""
+    p = sub.add_parser(
+        "report",
+        help="render result files into one self-contained HTML report",
+        description="Figures (scaling with the ideal line, step-time breakdown, memory, "
+        "per-link utilisation, bus bandwidth) and tables of run, plan, sweep and collective "
+        "results, inline in one HTML file that fetches nothing.",
+    )
+    p.add_argument(
+        "results", nargs="+", metavar="RESULTS", help=".json, .jsonl or .csv result files"
+    )
+    p.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write")
+    p.add_argument("--title", default="clustersim report", help="page title")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load every file (each refused in one line if bad), render, say where it went."""
+    from sim.report import load_results, render_report
+
+    sets = [load_results(path) for path in args.results]
+    path = render_report(sets, args.out, args.title)
+    print(f"report written to {path} ({len(sets)} result file(s))")
+    return 0

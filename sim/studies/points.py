@@ -1,0 +1,87 @@
+"""One sweep point: the scenario with the point's overrides in, one flat row out.
+
+The point runs through the simulator's entry points only (a scenario of either kind in,
+:func:`sim.training.layers.simulate_any`, a StepResult out), as a user would. A point whose scenario is invalid (a
+plan that does not divide, an unknown preset) becomes a row with a ``reason``; a plan
+that does not fit in memory is simulated and flagged ``fits = False``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sim.errors import ClusterSimError
+from sim.report.records import SWEEP_METRICS
+from sim.studies.grid import override_items
+from sim.training.result import StepResult
+from sim.training.scenario import apply_overrides
+
+__all__ = ["METRICS", "evaluate_point", "metrics_of"]
+
+METRICS = tuple(k for k in SWEEP_METRICS if k != "point")
+"""The columns after the grid keys, in order (``scaling_efficiency`` is filled at the end)."""
+
+
+def metrics_of(result: StepResult) -> dict[str, Any]:
+    """The sweep columns of one simulated step (``scaling_efficiency`` left empty)."""
+    rec = result.to_dict()
+    out = {k: rec[k] for k in METRICS if k in rec}
+    out["scaling_efficiency"] = None
+    out["reason"] = None
+    return out
+
+
+def _gpus_of(raw: Mapping[str, Any]) -> int | None:
+    """GPU count of a scenario that failed validation, when its cluster still loads."""
+    from sim.topology.presets import load_topology
+
+    cluster = raw.get("cluster") or {}
+    try:
+        topo = load_topology(str(cluster.get("topology")), nodes=cluster.get("nodes"))
+    except (ClusterSimError, TypeError, ValueError):
+        return None
+    return int(topo.num_gpus)
+
+
+def evaluate_point(
+    raw: Mapping[str, Any],
+    name: str,
+    point: Mapping[str, Any],
+    network: str | None = None,
+    folder: Path | None = None,
+) -> dict[str, Any]:
+    """Simulate ``raw`` with ``point``'s overrides; return its row (point keys, then metrics).
+
+    Parameters
+    ----------
+    raw : mapping
+        The base scenario as parsed YAML.
+    name : str
+        Scenario name.
+    point : mapping
+        Scenario key -> value.
+    network : str, optional
+        Network backend for every point (default: the scenario's).
+    folder : Path, optional
+        Where files the scenario names relatively (a layer list) are found.
+
+    Examples
+    --------
+    >>> from sim.training.scenario import read_raw
+    >>> raw, name = read_raw("gpt2-1gpu")
+    >>> row = evaluate_point(raw, name, {"parallel.micro_batch": 3}, "analytical")
+    >>> row["reason"]
+    'training.global_batch: 64 must be a multiple of parallel.micro_batch x parallel.dp = 3 x 1 = 3'
+    """
+    from sim.training.layers import any_scenario_from_dict, simulate_any
+
+    row: dict[str, Any] = dict(point)
+    scenario_raw = apply_overrides(raw, override_items(point))
+    try:
+        result = simulate_any(any_scenario_from_dict(scenario_raw, name, folder), network)
+    except ClusterSimError as e:
+        empty = dict.fromkeys(METRICS)
+        return {**row, **empty, "gpus": _gpus_of(scenario_raw), "reason": str(e)}
+    return {**row, **metrics_of(result)}

@@ -1,0 +1,191 @@
+"""CNN presets as layer lists, built from the architecture tables of their papers.
+
+- ResNet-50 and ResNet-101: He et al., "Deep Residual Learning for Image Recognition"
+  (CVPR 2016), Table 1: bottleneck blocks [1x1, 3x3, 1x1] x (3, 4, 6, 3) and
+  x (3, 4, 23, 3), projection shortcuts where the shape changes, stride 2 in the first
+  1x1 of stages 3-5 (the paper's original placement; 3.8 and 7.6 GFLOPs multiply-adds).
+- VGG-16: Simonyan & Zisserman, "Very Deep Convolutional Networks for Large-Scale Image
+  Recognition" (ICLR 2015), Table 1 configuration D: 13 3x3 convolutions with biases, three
+  fully connected layers (4096, 4096, 1000).
+- Inception V3: Szegedy et al., "Rethinking the Inception Architecture for Computer Vision"
+  (CVPR 2016), Table 1 and Figures 5-7, 299x299 input, as implemented in torchvision's
+  ``Inception3`` (branch widths), without the auxiliary classifier.
+
+Every convolution carries batch normalisation (2 parameters per channel) except in VGG-16,
+which has biases. A layer is one convolution (with its norm and ReLU) or one fully
+connected layer; pooling is folded into the next layer's input. FLOPs count a multiply-add
+as 2. ``activation_bytes`` is what a layer keeps for backward per sample in fp32 (4 bytes):
+its output, and the normalised output where there is batch norm (2 tensors).
+
+>>> m = cnn_preset("resnet50")
+>>> round(m.params / 1e6, 1), round(m.flops_per_sample / 2e9, 2)
+(25.6, 3.86)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sim.errors import ConfigError
+from sim.training.layers.model import Layer, LayerModel
+
+__all__ = ["CNN_PRESETS", "cnn_preset"]
+
+ELEM = 4  # fp32 activations
+
+
+class _Net:
+    """Accumulates layers while tracking the feature map (channels, height, width)."""
+
+    def __init__(self, c: int, hw: int) -> None:
+        self.c, self.h, self.w = c, hw, hw
+        self.layers: list[Layer] = []
+
+    def conv(self, cout: int, k: int | tuple[int, int], stride: int = 1, pad: int | tuple[int, int] = 0,
+             name: str = "conv", bias: bool = False, cin: int | None = None,
+             hw: tuple[int, int] | None = None) -> tuple[int, int]:  # fmt: skip
+        """Add a convolution of the current (or given) input; return its output size."""
+        kh, kw = (k, k) if isinstance(k, int) else k
+        ph, pw = (pad, pad) if isinstance(pad, int) else pad
+        cin = self.c if cin is None else cin
+        h, w = (self.h, self.w) if hw is None else hw
+        oh, ow = (h + 2 * ph - kh) // stride + 1, (w + 2 * pw - kw) // stride + 1
+        params = kh * kw * cin * cout + (cout if bias else 2 * cout)
+        macs = kh * kw * cin * cout * oh * ow
+        kept = (1 if bias else 2) * cout * oh * ow * ELEM
+        self.layers.append(Layer(f"{name}_{len(self.layers)}", params, 2.0 * macs, float(kept)))
+        return oh, ow
+
+    def set(self, c: int, h: int, w: int | None = None) -> None:
+        self.c, self.h, self.w = c, h, h if w is None else w
+
+    def pool(self, k: int, stride: int, pad: int = 0) -> None:
+        self.h = (self.h + 2 * pad - k) // stride + 1
+        self.w = (self.w + 2 * pad - k) // stride + 1
+
+    def fc(self, cout: int, name: str = "fc") -> None:
+        cin = self.c * self.h * self.w
+        self.layers.append(Layer(f"{name}_{len(self.layers)}", cin * cout + cout, 2.0 * cin * cout,
+                                 float(cout * ELEM)))  # fmt: skip
+        self.set(cout, 1)
+
+
+def _resnet(blocks: tuple[int, int, int, int], name: str) -> LayerModel:
+    n = _Net(3, 224)
+    n.set(64, *n.conv(64, 7, 2, 3, "conv1"))
+    n.pool(3, 2, 1)
+    for stage, (count, width) in enumerate(zip(blocks, (64, 128, 256, 512), strict=True)):
+        for b in range(count):
+            stride = 2 if b == 0 and stage > 0 else 1
+            cin, hw = n.c, (n.h, n.w)
+            if b == 0:  # projection shortcut (1x1, stride) to 4 x width channels
+                n.conv(4 * width, 1, stride, 0, "shortcut", cin=cin, hw=hw)
+            n.set(width, *n.conv(width, 1, stride, 0, "reduce", cin=cin, hw=hw))
+            n.set(width, *n.conv(width, 3, 1, 1, "conv3x3"))
+            n.set(4 * width, *n.conv(4 * width, 1, 1, 0, "expand"))
+    n.set(n.c, 1)  # global average pool
+    n.fc(1000)
+    return LayerModel(name, tuple(n.layers), 3 * 224 * 224 * ELEM, "He et al. 2016, Table 1")
+
+
+def _vgg16() -> LayerModel:
+    n = _Net(3, 224)
+    for widths in ((64, 64), (128, 128), (256, 256, 256), (512, 512, 512), (512, 512, 512)):
+        for c in widths:
+            n.set(c, *n.conv(c, 3, 1, 1, "conv", bias=True))
+        n.pool(2, 2)
+    n.fc(4096)
+    n.fc(4096)
+    n.fc(1000)
+    return LayerModel("vgg16", tuple(n.layers), 3 * 224 * 224 * ELEM,
+                      "Simonyan & Zisserman 2015, Table 1 (D)")  # fmt: skip
+
+
+def _branches(n: _Net, cin: int, hw: tuple[int, int], paths: list[list[tuple]]) -> int:
+    """Parallel branches on one input; each path is a list of (cout, k, stride, pad);
+    ``("pool", k, s, p)`` pools first (no layer). Returns the concatenated channels."""
+    total = 0
+    for path in paths:
+        c, size = cin, hw
+        for step in path:
+            if step[0] == "pool":
+                _, k, s, p = step
+                size = ((size[0] + 2 * p - k) // s + 1, (size[1] + 2 * p - k) // s + 1)
+                continue
+            cout, k, s, p = step
+            size = n.conv(cout, k, s, p, "mixed", cin=c, hw=size)
+            c = cout
+        total += c
+        out = size
+    n.set(total, *out)
+    return total
+
+
+_SPLIT_3X3: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = (
+    ((1, 3), (0, 1)),
+    ((3, 1), (1, 0)),
+)
+
+
+def _inception_v3() -> LayerModel:
+    n = _Net(3, 299)
+    for cout, k, s, p in ((32, 3, 2, 0), (32, 3, 1, 0), (64, 3, 1, 1)):
+        n.set(cout, *n.conv(cout, k, s, p, "stem"))
+    n.pool(3, 2)
+    n.set(80, *n.conv(80, 1, 1, 0, "stem"))
+    n.set(192, *n.conv(192, 3, 1, 0, "stem"))
+    n.pool(3, 2)
+    for pool_c in (32, 64, 64):  # Inception A (Figure 5), 35x35
+        hw = (n.h, n.w)
+        _branches(n, n.c, hw, [[(64, 1, 1, 0)], [(48, 1, 1, 0), (64, 5, 1, 2)],
+                               [(64, 1, 1, 0), (96, 3, 1, 1), (96, 3, 1, 1)],
+                               [("pool", 3, 1, 1), (pool_c, 1, 1, 0)]])  # fmt: skip
+    _branches(n, n.c, (n.h, n.w), [[(384, 3, 2, 0)], [(64, 1, 1, 0), (96, 3, 1, 1), (96, 3, 2, 0)],
+                                    [("pool", 3, 2, 0)]])  # fmt: skip
+    for c7 in (128, 160, 160, 192):  # Inception C (Figure 6), 17x17, factorised 7x7
+        _branches(n, n.c, (n.h, n.w), [
+            [(192, 1, 1, 0)],
+            [(c7, 1, 1, 0), (c7, (1, 7), 1, (0, 3)), (192, (7, 1), 1, (3, 0))],
+            [(c7, 1, 1, 0), (c7, (7, 1), 1, (3, 0)), (c7, (1, 7), 1, (0, 3)), (c7, (7, 1), 1, (3, 0)),
+             (192, (1, 7), 1, (0, 3))],
+            [("pool", 3, 1, 1), (192, 1, 1, 0)],
+        ])  # fmt: skip
+    _branches(n, n.c, (n.h, n.w), [
+        [(192, 1, 1, 0), (320, 3, 2, 0)],
+        [(192, 1, 1, 0), (192, (1, 7), 1, (0, 3)), (192, (7, 1), 1, (3, 0)), (192, 3, 2, 0)],
+        [("pool", 3, 2, 0)],
+    ])  # fmt: skip
+    for _ in range(2):  # Inception E (Figure 7), 8x8, expanded filter banks
+        cin, hw = n.c, (n.h, n.w)
+        n.conv(320, 1, 1, 0, "mixed", cin=cin, hw=hw)
+        n.conv(384, 1, 1, 0, "mixed", cin=cin, hw=hw)
+        for kern, pad in _SPLIT_3X3:
+            n.conv(384, kern, 1, pad, "mixed", cin=384, hw=hw)
+        n.conv(448, 1, 1, 0, "mixed", cin=cin, hw=hw)
+        n.conv(384, 3, 1, 1, "mixed", cin=448, hw=hw)
+        for kern, pad in _SPLIT_3X3:
+            n.conv(384, kern, 1, pad, "mixed", cin=384, hw=hw)
+        n.conv(192, 1, 1, 0, "mixed", cin=cin, hw=hw)  # after a 3x3 average pool
+        n.set(320 + 768 + 768 + 192, *hw)
+    n.set(n.c, 1)
+    n.fc(1000)
+    return LayerModel("inception-v3", tuple(n.layers), 3 * 299 * 299 * ELEM,
+                      "Szegedy et al. 2016, Table 1 (torchvision Inception3 widths)")  # fmt: skip
+
+
+CNN_PRESETS: dict[str, Callable[[], LayerModel]] = {
+    "resnet50": lambda: _resnet((3, 4, 6, 3), "resnet50"),
+    "resnet101": lambda: _resnet((3, 4, 23, 3), "resnet101"),
+    "vgg16": _vgg16,
+    "inception-v3": _inception_v3,
+}
+
+
+def cnn_preset(name: str) -> LayerModel:
+    """The layer list of CNN preset ``name`` (ConfigError listing the known ones)."""
+    try:
+        return CNN_PRESETS[name]()
+    except KeyError:
+        raise ConfigError(
+            f"model.preset: unknown CNN {name!r}; known: {', '.join(CNN_PRESETS)}"
+        ) from None

@@ -1,0 +1,133 @@
+"""Models given as explicit layer lists: parameters, FLOPs and activation bytes per layer.
+
+For networks that are not decoder-only transformers (the CNN presets in :mod:`.cnn`, or
+a user's own model), a model is the list of its layers in forward order, each with
+
+- ``params``: trainable parameters;
+- ``flops``: forward FLOPs for one sample (a multiply-add counts 2);
+- ``activation_bytes``: bytes the layer keeps for its backward pass, for one sample.
+
+Backward costs twice the forward FLOPs (input and weight gradients), as for matmuls.
+A scenario gives one as ``model: {layer_list: [...]}`` (inline, or a path to a YAML file
+holding the list) or by preset name (``model: {preset: resnet50}``).
+
+>>> m = layer_model_from_list([{"name": "fc", "params": 10, "flops": 20, "activation_bytes": 8}])
+>>> m.params, m.flops_per_sample
+(10, 20.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sim.errors import ConfigError
+
+__all__ = ["LAYER_KEYS", "Layer", "LayerModel", "layer_model_from_list", "read_layer_list"]
+
+LAYER_KEYS = ("name", "params", "flops", "activation_bytes")
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer: parameters, forward FLOPs per sample, activation bytes kept per sample."""
+
+    name: str
+    params: int
+    flops: float
+    activation_bytes: float
+
+
+@dataclass(frozen=True)
+class LayerModel:
+    """A model as its layers in forward order.
+
+    Attributes
+    ----------
+    name : str
+        Label (the preset name, or ``"custom"``).
+    layers : tuple of Layer
+        Forward order.
+    input_bytes : float
+        Bytes of one input sample as the first layer reads it.
+    source : str
+        Where the layer list comes from (paper, or the user's file).
+    """
+
+    name: str
+    layers: tuple[Layer, ...]
+    input_bytes: float = 0.0
+    source: str = ""
+
+    @property
+    def params(self) -> int:
+        """All trainable parameters."""
+        return sum(lay.params for lay in self.layers)
+
+    @property
+    def flops_per_sample(self) -> float:
+        """Forward FLOPs of one sample."""
+        return float(sum(lay.flops for lay in self.layers))
+
+    @property
+    def activation_bytes_per_sample(self) -> float:
+        """Activation bytes kept for the backward pass of one sample."""
+        return float(sum(lay.activation_bytes for lay in self.layers))
+
+
+def _number(value: object, where: str, integer: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError(f"{where}: expected a number >= 0, got {value!r}")
+    if integer and value != int(value):
+        raise ConfigError(f"{where}: expected a whole number of parameters, got {value!r}")
+    return float(value)
+
+
+def layer_model_from_list(
+    items: Sequence[Any], name: str = "custom", source: str = ""
+) -> LayerModel:
+    """Validate a list of ``{name, params, flops, activation_bytes}`` mappings."""
+    if not isinstance(items, (list, tuple)) or not items:
+        raise ConfigError("model.layer_list: expected a non-empty list of layers")
+    layers = []
+    for i, item in enumerate(items):
+        where = f"model.layer_list[{i}]"
+        if not isinstance(item, dict):
+            raise ConfigError(f"{where}: expected a mapping with {', '.join(LAYER_KEYS)}")
+        unknown = sorted(set(item) - set(LAYER_KEYS))
+        if unknown:
+            raise ConfigError(
+                f"{where}.{unknown[0]}: unknown key; allowed: {', '.join(LAYER_KEYS)}"
+            )
+        for key in LAYER_KEYS[1:]:
+            if key not in item:
+                raise ConfigError(f"{where}.{key}: missing")
+        layers.append(
+            Layer(
+                name=str(item.get("name", f"layer{i}")),
+                params=int(_number(item["params"], f"{where}.params", integer=True)),
+                flops=_number(item["flops"], f"{where}.flops"),
+                activation_bytes=_number(item["activation_bytes"], f"{where}.activation_bytes"),
+            )
+        )
+    return LayerModel(name, tuple(layers), source=source)
+
+
+def read_layer_list(value: object, folder: Path | None = None) -> LayerModel:
+    """``model.layer_list`` as given: an inline list, or a YAML file path holding one."""
+    if isinstance(value, str):
+        path = Path(value)
+        if not path.is_absolute() and folder is not None and (folder / path).is_file():
+            path = folder / path
+        if not path.is_file():
+            raise ConfigError(f"model.layer_list: file not found: {value}")
+        try:
+            items = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError:
+            raise ConfigError(f"model.layer_list: {value} is not valid YAML") from None
+        return layer_model_from_list(items, path.stem, source=str(value))
+    return layer_model_from_list(value)  # type: ignore[arg-type]

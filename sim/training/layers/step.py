@@ -1,0 +1,216 @@
+"""One data-parallel training step of a layer-list model (Horovod/DDP style).
+
+Every GPU holds the whole model and ``global_batch / dp`` samples per step, in
+micro-batches of ``parallel.micro_batch`` (gradient accumulation). Per micro-batch the
+layers run forward in order, then backward in reverse at twice the forward FLOPs; each
+layer is one roofline op (:func:`sim.training.compute.roofline.op_time_s`: FLOPs at the
+GPU's peak for ``training.precision`` times the matmul efficiency, bytes at HBM bandwidth)
+reading its weights, its input and writing its output. During the last backward pass the
+gradients fill a contiguous buffer in reverse layer order, cut into buckets of exactly
+``parallel.bucket_bytes`` (Megatron-LM's DDP buffer; Horovod's Tensor Fusion and PyTorch
+DDP close a bucket at whole tensors, so theirs vary in size around that); a bucket is
+all-reduced over the data-parallel group as soon as it is full, while the backward goes
+on (``overlap_dp``), or after it, one bucket after another, each timed by
+:func:`sim.simulate_collective` on the real GPUs alone on the network. Then a momentum-SGD
+update, memory-bound: 5 element-sized accesses per parameter.
+
+Memory per GPU: weights, gradients and momentum (3 elements per parameter), the
+activations of one micro-batch, and a 2 GiB workspace margin (an assumption, as for
+transformers). Tensor, pipeline and expert parallelism and ZeRO are not modelled for layer
+lists: asking for them is a ConfigError.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from sim.collectives.simulate import CollectiveResult, CollectiveSetup, simulate_collective
+from sim.errors import ConfigError
+from sim.profile import load_profile
+from sim.topology.presets import load_topology
+from sim.training.compute.roofline import default_compute_params, op_time_s
+from sim.training.layers.scenario import LayerScenario
+from sim.training.result import StepResult
+from sim.training.workload.ops import Op
+
+__all__ = ["ELEMENT_BYTES", "OPTIMIZER_ACCESSES", "WORKSPACE_BYTES", "simulate_layer_step"]
+
+ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+OPTIMIZER_ACCESSES = 5  # momentum SGD: read weight, grad, momentum; write weight, momentum
+WORKSPACE_BYTES = 2 * 2**30
+
+
+@dataclass(frozen=True)
+class _Times:
+    forward_s: list[float]
+    backward_s: list[float]
+
+
+def _check_plan(sc: LayerScenario, gpus: int) -> int:
+    par = sc.parallel
+    for key in ("tp", "pp", "ep", "virtual_stages"):
+        if getattr(par, key) != 1:
+            raise ConfigError(
+                f"parallel.{key}: layer-list models run data-parallel only (must be 1)"
+            )
+    if par.zero:
+        raise ConfigError("parallel.zero: ZeRO is not modelled for layer-list models (use 0)")
+    dp = par.dp or gpus
+    if dp != gpus:
+        raise ConfigError(
+            f"parallel.dp: {dp}, but the cluster has {gpus} GPUs (data-parallel only)"
+        )
+    batch = sc.training.global_batch
+    if batch % (par.micro_batch * dp):
+        raise ConfigError(
+            f"training.global_batch: {batch} must be a multiple of parallel.micro_batch x "
+            f"parallel.dp = {par.micro_batch} x {dp} = {par.micro_batch * dp}"
+        )
+    return dp
+
+
+def _layer_times(sc: LayerScenario, gpu: object, params: object) -> _Times:
+    el = ELEMENT_BYTES[sc.training.precision]
+    mb = sc.parallel.micro_batch
+    fwd, bwd = [], []
+    prev = sc.model.input_bytes
+    for lay in sc.model.layers:
+        out = lay.activation_bytes
+        op = Op(lay.name, flops=lay.flops * mb, bytes=el * lay.params + (prev + out) * mb,
+                matmul=True, dtype=sc.training.precision)  # fmt: skip
+        fwd.append(op_time_s(op, gpu, params))  # type: ignore[arg-type]
+        back = Op(f"{lay.name}_bwd", flops=2 * op.flops, bytes=2 * op.bytes, matmul=True,
+                  dtype=sc.training.precision)  # fmt: skip
+        bwd.append(op_time_s(back, gpu, params))  # type: ignore[arg-type]
+        prev = out
+    return _Times(fwd, bwd)
+
+
+@cache
+def _topology(name: str, nodes: int | None, seed: int):  # type: ignore[no-untyped-def]
+    return load_topology(name, nodes=nodes, seed=seed)
+
+
+# (id(topology), id(params), network) -> (topology, params, setup, {bytes: result}); the
+# objects are held so that their ids stay theirs. Equal-sized fusion buffers, and the same
+# cluster across a sweep's points, are simulated once per process.
+_ALL_REDUCE: dict[
+    tuple[int, int, str], tuple[object, object, CollectiveSetup, dict[float, CollectiveResult]]
+] = {}
+
+
+def _all_reduce(topo, params, nbytes: float, network: str) -> CollectiveResult:  # type: ignore[no-untyped-def]
+    """The all-reduce of ``nbytes`` over every GPU of ``topo`` (cached)."""
+    key = (id(topo), id(params), network)
+    hit = _ALL_REDUCE.get(key)
+    if hit is None or hit[0] is not topo or hit[1] is not params:
+        if len(_ALL_REDUCE) > 16:
+            _ALL_REDUCE.clear()
+        hit = (topo, params, CollectiveSetup(topo, None, params), {})
+        _ALL_REDUCE[key] = hit
+    results = hit[3]
+    if nbytes not in results:
+        results[nbytes] = simulate_collective(hit[2], "all_reduce", nbytes, network=network)
+    return results[nbytes]
+
+
+def _buckets(sc: LayerScenario, times: _Times) -> list[tuple[float, float]]:
+    """(ready offset into the backward pass in s, bytes) of each gradient bucket.
+
+    The gradients form one contiguous buffer in reverse layer order, cut into buckets of
+    exactly ``bucket_bytes`` (the last one smaller), as Megatron-LM's DDP buffer is; a
+    bucket is ready when the layer holding its last byte has finished its backward.
+    """
+    el = ELEMENT_BYTES[sc.training.precision]
+    size = float(sc.parallel.bucket_bytes)
+    out: list[tuple[float, float]] = []
+    t = filled = 0.0
+    for lay, dt in zip(reversed(sc.model.layers), reversed(times.backward_s), strict=True):
+        t += dt
+        filled += lay.params * el
+        while filled - len(out) * size >= size:
+            out.append((t, size))
+    rest = filled - len(out) * size
+    if rest > 0:
+        out.append((t, rest))
+    return out
+
+
+def simulate_layer_step(sc: LayerScenario, network: str | None = None) -> StepResult:
+    """Simulate one data-parallel step of a layer-list model (see the module docstring).
+
+    Examples
+    --------
+    >>> from sim.training.layers.scenario import any_scenario_from_dict
+    >>> sc = any_scenario_from_dict({"model": {"preset": "resnet50"},
+    ...     "cluster": {"topology": "dgx-h100"}, "training": {"global_batch": 512}})
+    >>> r = simulate_layer_step(sc, "analytical")
+    >>> r.gpus, r.fits, 0 < r.mfu < 1
+    (8, True, True)
+    """
+    net = network or sc.network
+    topo = _topology(sc.cluster.topology, sc.cluster.nodes, sc.seed)
+    gpus = topo.num_gpus
+    dp = _check_plan(sc, gpus)
+    profile = load_profile(sc.profile)
+    params = default_compute_params(topo.gpu.name, profile.compute)
+    times = _layer_times(sc, topo.gpu, params)
+    mb = sc.parallel.micro_batch
+    m = sc.training.global_batch // (mb * dp)
+    fwd, bwd = sum(times.forward_s), sum(times.backward_s)
+    compute_end = m * (fwd + bwd)
+    last_bwd_start = compute_end - bwd
+    comm_end, wire = compute_end, dict.fromkeys(("nvlink", "pcie", "net"), 0.0)
+    if dp > 1:
+        free = 0.0
+        for ready, nbytes in _buckets(sc, times):
+            r = _all_reduce(topo, profile.collectives, nbytes, net)
+            start = max(free, last_bwd_start + ready if sc.parallel.overlap_dp else compute_end)
+            free = start + r.time_s
+            for scope, b in r.wire_bytes_by_scope.items():
+                wire[scope] = wire.get(scope, 0.0) + b
+        comm_end = max(compute_end, free)
+    el = ELEMENT_BYTES[sc.training.precision]
+    optimizer = OPTIMIZER_ACCESSES * el * sc.model.params / (topo.gpu.hbm_Bps * params.mem_eff)
+    step = comm_end + optimizer
+    return _result(sc, topo, net, dp, m, step, compute_end, comm_end - compute_end, optimizer, wire)
+
+
+def _result(sc: LayerScenario, topo, net: str, dp: int, m: int, step: float, compute: float,  # type: ignore[no-untyped-def]
+            dp_exposed: float, optimizer: float, wire: dict[str, float]) -> StepResult:  # fmt: skip
+    el = ELEMENT_BYTES[sc.training.precision]
+    model = sc.model
+    samples = sc.training.global_batch * sc.training.seq_len
+    flops = 3 * model.flops_per_sample * sc.training.global_batch
+    peak = topo.gpu.peak_flops.get(sc.training.precision)
+    if peak is None:
+        raise ConfigError(
+            f"training.precision: {topo.gpu.name} has no {sc.training.precision} peak"
+        )
+    states = 3 * el * model.params
+    acts = model.activation_bytes_per_sample * sc.parallel.micro_batch
+    memory = {"weights": el * model.params, "grads": el * model.params, "optimizer": el * model.params,
+              "activations": acts, "workspace": float(WORKSPACE_BYTES)}  # fmt: skip
+    total = states + acts + WORKSPACE_BYTES
+    price = sc.price.gpu_hour_usd
+    cost = price * topo.num_gpus * step / 3600.0 if price is not None else None
+    rate = flops / step / topo.num_gpus
+    plan = {"tp": 1, "pp": 1, "dp": dp, "ep": 1, "sp": False, "zero": 0,
+            "micro_batch": sc.parallel.micro_batch, "micro_batches": m, "schedule": "1f1b",
+            "virtual_stages": 1, "recompute": "none"}  # fmt: skip
+    breakdown = {"compute": compute, "tp_comm_exposed": 0.0, "ep_comm": 0.0,
+                 "zero3_gather_exposed": 0.0, "pipeline_bubble": 0.0, "pp_comm_exposed": 0.0,
+                 "dp_comm_exposed": dp_exposed, "optimizer": optimizer, "param_gather": 0.0}  # fmt: skip
+    return StepResult(
+        scenario=sc.name, topology=topo.name, network=net, gpus=topo.num_gpus, gpu=topo.gpu.name,
+        plan=plan, step_time_s=float(step), tokens_per_s=samples / step,
+        tflops_per_gpu=rate / 1e12, hw_tflops_per_gpu=rate / 1e12, mfu=rate / peak, hfu=rate / peak,
+        fits=total <= topo.gpu.hbm_bytes, memory_per_gpu_bytes=float(total),
+        memory_breakdown={k: float(v) for k, v in memory.items()},
+        breakdown={k: float(v) for k, v in breakdown.items()}, critical_stage=0,
+        link_bytes_by_scope=wire, cost_per_step_usd=cost,
+        cost_per_million_tokens_usd=cost / samples * 1e6 if cost is not None else None,
+        notes=[f"layer-list model {model.name} ({model.source or 'user layer list'}): data-parallel; "
+               "tokens_per_s counts samples (images) when training.seq_len is 1"],
+    )  # fmt: skip

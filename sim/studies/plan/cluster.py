@@ -49,6 +49,11 @@ def cluster_for(
             f"--gpus {gpus}: {cluster.topology} has {per} GPUs per server; give a multiple of "
             f"{per}" + ("" if spec.multi_node else " (it is a single-server topology)")
         )
+    if spec.node is None:
+        raise ConfigError(
+            f"--gpus {gpus}: {cluster.topology} describes its servers with servers: or graph:; "
+            "slicing one server out of it is not supported: give a topology with node:"
+        )
     update: dict[str, Any] = {"gpus": gpus, "nics": 0, "nic": None}
     if gpus == 1:  # one GPU on its host: no switch fabric to build
         update.update(fabric="pcie", pcie_switches=0, nvlink_bridges=None)

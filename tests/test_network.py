@@ -464,3 +464,19 @@ def test_a_non_positive_cap_is_refused(backend: Callable[..., Any]) -> None:
     net = backend(env, star(2))
     with pytest.raises(ValueError, match="max_rate_Bps must be > 0"):
         net.transfer("g0", "g1", 1.0, max_rate_Bps=0.0)
+
+
+@pytest.mark.parametrize("backend", [AnalyticalNetwork, FlowNetwork])
+def test_tagged_bytes_add_up_to_the_link_counters(backend: Callable[..., Any]) -> None:
+    """Bytes per tag on each link sum to the link's bytes; untagged bytes count only there."""
+    env = simpy.Environment()
+    topo = star(3, cap=100.0, lat=0.0)
+    net = backend(env, topo)
+    net.transfer("g0", "g1", 100.0, tag="dp")
+    net.transfer("g0", "g2", 50.0, tag="pp")
+    net.transfer("g1", "g2", 30.0, tag="dp")
+    env.run()
+    tagged = sum(net.link_bytes_by_tag.values())
+    np.testing.assert_allclose(tagged, net.link_bytes)
+    assert net.link_bytes_by_tag["dp"][topo.link_index[("g0", "sw")]] == 100.0
+    assert net.link_bytes_by_tag["pp"][topo.link_index[("sw", "g2")]] == 50.0

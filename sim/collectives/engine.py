@@ -227,6 +227,7 @@ def run_schedule(
     protocol: str,
     exclusive: bool = False,
     nccl_channels: int = 0,
+    tag: str = "",
 ) -> Generator[simpy.Event, object, None]:
     """SimPy process body: run ``sched`` on ``network`` with ``protocol``.
 
@@ -242,6 +243,8 @@ def run_schedule(
         share of its sender's channel rate, and overlapped ring steps that fill a slice
         per channel take max(data, step latency) (:func:`predict_step_sync` charges the
         same).
+    tag : str
+        What the bytes belong to in the network's ``link_bytes_by_tag`` (e.g. ``"dp"``).
     """
     algo = params.algorithm(sched.algorithm)
     scale = wire_scale(params, sched.algorithm, protocol)
@@ -254,6 +257,11 @@ def run_schedule(
             t0 = env.now
             skip = exclusive and phase.uniform and phase.repeat > 1
             before = network.link_bytes.copy() if skip else None
+            tagged_before = (
+                network.link_bytes_by_tag[tag].copy()
+                if skip and tag in network.link_bytes_by_tag
+                else np.zeros(len(network.link_bytes))
+            )
             trs = phase.steps(k)
             sent = sender_payload(sched, trs)
             both = phase.overlap and overlapped(params.channels, float(sent.max(initial=0.0)),
@@ -266,7 +274,7 @@ def run_schedule(
                     limit = rate_cap_Bps * payload / float(sent[i]) * scale
                 events.append(
                     network.transfer(
-                        endpoints[t.src], endpoints[t.dst], payload * scale, limit, t.rail
+                        endpoints[t.src], endpoints[t.dst], payload * scale, limit, t.rail, tag
                     )
                 )
             if events:
@@ -279,6 +287,9 @@ def run_schedule(
             if before is not None and k < phase.repeat:
                 rest = phase.repeat - k
                 network.link_bytes += (network.link_bytes - before) * rest
+                if tag and tag in network.link_bytes_by_tag:
+                    acc = network.link_bytes_by_tag[tag]
+                    acc += (acc - tagged_before) * rest
                 yield env.timeout((env.now - t0) * rest)
                 k = phase.repeat
 

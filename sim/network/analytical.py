@@ -19,7 +19,7 @@ import math
 import numpy as np
 import simpy
 
-from sim.network.base import LateEvent, batch_capacity
+from sim.network.base import LateEvent, add_tagged, batch_capacity
 from sim.topology.model import Topology
 from sim.topology.paths import Path
 
@@ -64,8 +64,9 @@ class AnalyticalNetwork:
         self.env = env
         self.topology = topology
         self.link_bytes = np.zeros(len(topology.links))
+        self.link_bytes_by_tag: dict[str, np.ndarray] = {}
         self._in_flight = 0
-        self._batch: list[tuple[Path, float, float, simpy.Event]] = []
+        self._batch: list[tuple[Path, float, float, simpy.Event, str]] = []
 
     @property
     def busy(self) -> bool:
@@ -78,7 +79,13 @@ class AnalyticalNetwork:
         return self._in_flight
 
     def transfer(
-        self, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf, rail: int = -1
+        self,
+        src: str,
+        dst: str,
+        nbytes: float,
+        max_rate_Bps: float = math.inf,
+        rail: int = -1,
+        tag: str = "",
     ) -> simpy.Event:
         """Start moving ``nbytes`` bytes from ``src`` to ``dst``; the event fires on arrival.
 
@@ -94,7 +101,7 @@ class AnalyticalNetwork:
         if not self._batch:
             LateEvent(self.env).callbacks.append(self._flush)
         path = self.topology.path(src, dst, rail) if src != dst else _EMPTY
-        self._batch.append((path, float(nbytes), float(max_rate_Bps), ev))
+        self._batch.append((path, float(nbytes), float(max_rate_Bps), ev, tag))
         self._in_flight += 1
         return ev
 
@@ -115,11 +122,13 @@ class AnalyticalNetwork:
             load = np.zeros(len(topo.capacity_Bps))
             np.add.at(load, flat, sizes[owner] * share)
             self.link_bytes += load
+            for p, b, _, _, tag in batch:
+                add_tagged(self.link_bytes_by_tag, tag, p.links, b * p.shares, len(load))
             cap = batch_capacity(topo, flat)
             np.maximum.at(drain, owner, load[flat] / cap[flat])
             np.add.at(lat, owner, topo.latency_s[flat] * share)
             drain = np.where(counts > 0, np.maximum(drain, sizes / caps), 0.0)
-        for (_, _, _, ev), t in zip(batch, lat + drain, strict=True):
+        for (_, _, _, ev, _), t in zip(batch, lat + drain, strict=True):
             timer = self.env.timeout(float(t))
             timer.callbacks.append(functools.partial(self._land, ev))
 

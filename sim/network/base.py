@@ -20,7 +20,14 @@ from simpy.events import EventPriority
 if TYPE_CHECKING:
     from sim.topology.model import Topology
 
-__all__ = ["LATE", "LateEvent", "Network", "batch_capacity", "uncontended_time_s"]
+__all__ = [
+    "LATE",
+    "LateEvent",
+    "Network",
+    "add_tagged",
+    "batch_capacity",
+    "uncontended_time_s",
+]
 
 #: Priority of the batched re-solve: after every NORMAL (1) and URGENT (0) event.
 LATE = EventPriority(2)
@@ -51,14 +58,24 @@ class Network(Protocol):
         Links, capacities, latencies and routes.
     link_bytes : numpy.ndarray
         Bytes carried so far on each directed link (index = ``topology`` link index).
+    link_bytes_by_tag : dict[str, numpy.ndarray]
+        The same per transfer tag (what the bytes belonged to, e.g. ``"dp"``); untagged
+        transfers count in ``link_bytes`` only.
     """
 
     env: simpy.Environment
     topology: Topology
     link_bytes: np.ndarray
+    link_bytes_by_tag: dict[str, np.ndarray]
 
     def transfer(
-        self, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf, rail: int = -1
+        self,
+        src: str,
+        dst: str,
+        nbytes: float,
+        max_rate_Bps: float = math.inf,
+        rail: int = -1,
+        tag: str = "",
     ) -> simpy.Event:
         """Start moving ``nbytes`` (bytes) from ``src`` to ``dst``; the event fires on arrival.
 
@@ -67,7 +84,8 @@ class Network(Protocol):
         :mod:`sim.collectives.channels`). It acts as a private link of that capacity.
         ``rail`` >= 0 pins an inter-server route to that NIC number at both ends (NCCL
         binds each ring channel to one NIC); the path follows the topology's routing
-        (:meth:`sim.topology.model.Topology.path`).
+        (:meth:`sim.topology.model.Topology.path`). ``tag`` names what the bytes belong to
+        in :attr:`link_bytes_by_tag`.
         """
         ...
 
@@ -114,3 +132,14 @@ def batch_capacity(topology: Topology, flat_links: np.ndarray) -> np.ndarray:
 
     flows = np.bincount(flat_links, minlength=len(topology.capacity_Bps))
     return effective_capacity(topology.capacity_Bps, topology.link_loss, flows)
+
+
+def add_tagged(counters: dict[str, np.ndarray], tag: str, links: np.ndarray, nbytes: np.ndarray,
+               size: int) -> None:  # fmt: skip
+    """Add ``nbytes`` on ``links`` (parallel arrays; repeats allowed) to ``counters[tag]``."""
+    if not tag:
+        return
+    acc = counters.get(tag)
+    if acc is None:
+        acc = counters[tag] = np.zeros(size)
+    np.add.at(acc, links, nbytes)

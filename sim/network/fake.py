@@ -61,6 +61,7 @@ class FakeNetwork:
         self.topology = topology
         self.time_fn = time_fn
         self.link_bytes = np.zeros(len(topology.links) if topology is not None else 0)
+        self.link_bytes_by_tag: dict[str, np.ndarray] = {}
         self.log: list[tuple[float, str, str, float]] = []
         self._in_flight = 0
 
@@ -75,10 +76,16 @@ class FakeNetwork:
         return self._in_flight
 
     def transfer(
-        self, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf, rail: int = -1
+        self,
+        src: str,
+        dst: str,
+        nbytes: float,
+        max_rate_Bps: float = math.inf,
+        rail: int = -1,
+        tag: str = "",
     ) -> simpy.Event:
         """Start a transfer; the event fires ``time_fn(src, dst, nbytes)`` seconds later
-        (``max_rate_Bps`` and ``rail`` are ignored: the time function decides)."""
+        (``max_rate_Bps``, ``rail`` and ``tag`` are ignored: the time function decides)."""
         self.log.append((float(self.env.now), src, dst, float(nbytes)))
         if self.topology is not None and nbytes:
             route = self.topology.route(src, dst)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from sim.network.base import LateEvent
+from sim.network.base import LateEvent, add_tagged
 from sim.network.maxmin import check_maxmin, pad_paths, progressive_fill, with_flow_caps
 from sim.topology.congestion import effective_capacity
 from sim.topology.model import Topology
@@ -55,6 +55,7 @@ class _Flows:
     latency: np.ndarray  # seconds from last byte sent to arrival
     cap: np.ndarray  # the flow's own rate cap, bytes/s (inf: none)
     events: list[simpy.Event] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
 
     @classmethod
     def empty(cls) -> _Flows:
@@ -73,7 +74,9 @@ class _Flows:
         self.nbytes = self.nbytes[mask]
         self.latency = self.latency[mask]
         self.cap = self.cap[mask]
-        self.events = list(itertools.compress(self.events, mask.tolist()))
+        keep = mask.tolist()
+        self.events = list(itertools.compress(self.events, keep))
+        self.tags = list(itertools.compress(self.tags, keep))
 
     def extend(self, other: _Flows, pad: int) -> None:
         """Append ``other``'s rows (hop arrays widened with ``pad`` as needed)."""
@@ -86,6 +89,7 @@ class _Flows:
         self.latency = np.concatenate([self.latency, other.latency])
         self.cap = np.concatenate([self.cap, other.cap])
         self.events.extend(other.events)
+        self.tags.extend(other.tags)
 
 
 def _widen(a: np.ndarray, width: int, pad: float) -> np.ndarray:
@@ -157,7 +161,8 @@ class FlowNetwork:
         self.solves = 0
         self.samples: list[tuple[float, np.ndarray, np.ndarray]] = []
         self._flows = _Flows.empty()
-        self._pending: list[tuple[Path, float, float, float, simpy.Event]] = []
+        self._pending: list[tuple[Path, float, float, float, simpy.Event, str]] = []
+        self.link_bytes_by_tag: dict[str, np.ndarray] = {}
         self._route_cache: dict[tuple[str, str, int], tuple[Path, float]] = {}
         self._weighted = False  # any flow split over several paths so far
         self._landing = 0  # drained, waiting out their latency
@@ -176,7 +181,13 @@ class FlowNetwork:
         return self.active_flows > 0 or self._landing > 0
 
     def transfer(
-        self, src: str, dst: str, nbytes: float, max_rate_Bps: float = math.inf, rail: int = -1
+        self,
+        src: str,
+        dst: str,
+        nbytes: float,
+        max_rate_Bps: float = math.inf,
+        rail: int = -1,
+        tag: str = "",
     ) -> simpy.Event:
         """Start moving ``nbytes`` bytes from ``src`` to ``dst``; the event fires on arrival.
 
@@ -198,7 +209,7 @@ class FlowNetwork:
             return timer
         ev = self.env.event()
         self._weighted = self._weighted or path.weights is not None
-        self._pending.append((path, float(nbytes), latency, float(max_rate_Bps), ev))
+        self._pending.append((path, float(nbytes), latency, float(max_rate_Bps), ev, tag))
         if not self._solve_due:
             self._request_solve()
         return ev
@@ -247,6 +258,11 @@ class FlowNetwork:
             minlength=self._nlinks + 1,
         )
         self.link_bytes += moved[: self._nlinks]
+        for i in np.flatnonzero(done).tolist():
+            if f.tags[i]:
+                real = f.hops[i] < self._nlinks
+                add_tagged(self.link_bytes_by_tag, f.tags[i], f.hops[i][real],
+                           f.share[i][real] * f.nbytes[i], self._nlinks)  # fmt: skip
         # One timer per distinct latency, not per flow: flows ending together mostly
         # share a route length, so this halves the events of a synchronous step.
         groups: dict[float, list[simpy.Event]] = {}
@@ -268,7 +284,7 @@ class FlowNetwork:
     def _admit_pending(self) -> None:
         if not self._pending:
             return
-        paths, nbytes, lats, caps, events = zip(*self._pending, strict=True)
+        paths, nbytes, lats, caps, events, tags = zip(*self._pending, strict=True)
         self._pending = []
         size = np.array(nbytes, dtype=float)
         hops = pad_paths([p.links for p in paths], self._nlinks)
@@ -284,6 +300,7 @@ class FlowNetwork:
             latency=np.array(lats, dtype=float),
             cap=np.array(caps, dtype=float),
             events=list(events),
+            tags=list(tags),
         )
         self._flows.extend(new, self._nlinks)
 

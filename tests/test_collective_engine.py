@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.collectives.params import default_params
-from sim.collectives.simulate import CollectiveSetup, simulate_collective
+from sim.collectives.engine import scope_bytes
+from sim.collectives.simulate import CollectiveSetup, run_on_network, simulate_collective
 from sim.topology.presets import load_topology
 from tests.helpers import SHARED_DATA, star
 
@@ -86,7 +88,8 @@ def test_more_bandwidth_is_never_slower(n: int, size: float, factor: float, algo
 
 
 def test_predictor_equals_simpy_analytical_backend() -> None:
-    """The tuner's closed form and the SimPy analytical backend are the same model."""
+    """The tuner's closed form and the SimPy analytical backend are the same model: time
+    and bytes per link class (simulate_collective on analytical uses the closed form)."""
     from sim.collectives.engine import predict_step_sync
 
     setup = CollectiveSetup(load_topology("h100-ib-ndr", nodes=4))
@@ -97,10 +100,17 @@ def test_predictor_equals_simpy_analytical_backend() -> None:
             pred = predict_step_sync(
                 sched, setup.endpoints(sched), setup.routes, setup.params, ["simple"], cap
             )
-            sim = simulate_collective(
+            sim, link_bytes = run_on_network(setup, sched, "simple", size, "analytical")
+            assert sim == pytest.approx(pred["simple"], rel=1e-12)
+            fast = simulate_collective(
                 setup, "all_reduce", size, algorithm=algo, protocol="simple", network="analytical"
             )
-            assert sim.time_s == pytest.approx(pred["simple"], rel=1e-12)
+            assert fast.time_s == pytest.approx(sim, rel=1e-12)
+            np.testing.assert_allclose(
+                [fast.wire_bytes_by_scope[k] for k in ("nvlink", "pcie", "net")],
+                [scope_bytes(setup.topology, link_bytes)[k] for k in ("nvlink", "pcie", "net")],
+                rtol=1e-9,
+            )
 
 
 def _measured_busbw(path, size: int) -> float:  # type: ignore[no-untyped-def]

@@ -50,6 +50,7 @@ __all__ = [
     "StepCost",
     "predict_step_sync",
     "run_schedule",
+    "schedule_link_bytes",
     "sender_payload",
     "step_cost",
     "wire_scale",
@@ -215,6 +216,28 @@ def predict_step_sync(
                 both = phase.overlap and overlapped(params.channels, sent, nc[p])
                 total[p] += mult * (max(t, lat) if both else t + lat)
     return {p: float(v) for p, v in total.items()}
+
+
+def schedule_link_bytes(
+    sched: Schedule, endpoints: Sequence[str], routes: RouteCache, scale: float
+) -> np.ndarray:
+    """Wire bytes ``sched`` puts on every link (uniform phases counted once and
+    multiplied): what a network backend's ``link_bytes`` holds after running it.
+
+    >>> # equal to the analytical backend's counters: tests/test_collective_engine.py
+    """
+    topo = routes.topology
+    out = np.zeros(len(topo.capacity_Bps))
+    for phase in sched.phases:
+        reps = range(1) if phase.uniform else range(phase.repeat)
+        mult = phase.repeat if phase.uniform else 1
+        for k in reps:
+            for t in phase.steps(k):
+                path = routes.path(endpoints[t.src], endpoints[t.dst], t.rail)
+                if len(path.links):
+                    np.add.at(out, path.links, path.shares * (len(t.chunks) * sched.chunk_bytes
+                                                              * scale * mult))  # fmt: skip
+    return out
 
 
 def run_schedule(

@@ -13,11 +13,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
 import simpy
 
 from sim.collectives.algorithms import ALGORITHMS, Layout, applicable
 from sim.collectives.channels import channel_count, channel_rate_Bps
-from sim.collectives.engine import RouteCache, predict_step_sync, run_schedule, scope_bytes
+from sim.collectives.engine import (
+    RouteCache,
+    predict_step_sync,
+    run_schedule,
+    schedule_link_bytes,
+    scope_bytes,
+    wire_scale,
+)
 from sim.collectives.links import scaled_for
 from sim.collectives.params import PROTOCOLS, CollectiveParams, default_params
 from sim.collectives.schedule import OPS, Schedule, busbw_factor
@@ -33,6 +41,7 @@ __all__ = [
     "PIPELINED",
     "CollectiveResult",
     "CollectiveSetup",
+    "run_on_network",
     "simulate_collective",
     "sweep_sizes",
 ]
@@ -349,36 +358,48 @@ def simulate_collective(
         raise ConfigError(f"--op {op!r} is unknown; allowed: {', '.join(OPS)}")
     if setup.n < 2 and op != "send_recv":
         raise ConfigError(f"{op} needs at least 2 GPUs; the group has {setup.n}")
-    _, algo, proto, sched, chunks = setup.tune(op, size_bytes, algorithm, protocol, root)
-    env = simpy.Environment()
-    net = make_network(network, env, setup.topology)
-    env.process(
-        run_schedule(
-            env,
-            net,
-            sched,
-            setup.endpoints(sched),
-            setup.routes,
-            setup.params,
-            proto,
-            exclusive=True,
-            nccl_channels=setup.nccl_channels(algo, proto, size_bytes),
+    predicted, algo, proto, sched, chunks = setup.tune(op, size_bytes, algorithm, protocol, root)
+    if network == "analytical":  # the tuner's closed form is this backend exactly
+        time_s = predicted
+        link_bytes = schedule_link_bytes(
+            sched, setup.endpoints(sched), setup.routes, wire_scale(setup.params, algo, proto)
         )
-    )
-    env.run()
+    else:
+        time_s, link_bytes = run_on_network(setup, sched, proto, size_bytes, network)
     return CollectiveResult(
         op=op,
         size_bytes=float(size_bytes),
         n_ranks=setup.n,
-        time_s=float(env.now),
+        time_s=float(time_s),
         algorithm=algo,
         protocol=proto,
         network=network,
         steps=sched.num_steps,
         channels=setup.channels,
         pipeline_chunks=chunks,
-        wire_bytes_by_scope=dict(scope_bytes(setup.topology, net.link_bytes)),
+        wire_bytes_by_scope=dict(scope_bytes(setup.topology, link_bytes)),
     )
+
+
+def run_on_network(
+    setup: CollectiveSetup, sched: Schedule, protocol: str, size_bytes: float, network: str
+) -> tuple[float, np.ndarray]:
+    """Run ``sched`` alone on a fresh ``network`` backend: (time s, bytes per link).
+
+    On ``analytical`` this equals the tuner's closed form (a test checks it; the
+    simulation uses the closed form directly, which is much faster at scale).
+    """
+    env = simpy.Environment()
+    net = make_network(network, env, setup.topology)
+    env.process(
+        run_schedule(
+            env, net, sched, setup.endpoints(sched), setup.routes, setup.params, protocol,
+            exclusive=True,
+            nccl_channels=setup.nccl_channels(sched.algorithm, protocol, size_bytes),
+        )
+    )  # fmt: skip
+    env.run()
+    return float(env.now), net.link_bytes
 
 
 def sweep_sizes(min_bytes: float, max_bytes: float, step_factor: float) -> list[float]:

@@ -12,7 +12,7 @@ at different times are not modelled.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,11 +34,12 @@ class Path:
 
     links: np.ndarray
     weights: np.ndarray | None = None
+    shares: np.ndarray = field(init=False, repr=False, compare=False)
 
-    @property
-    def shares(self) -> np.ndarray:
-        """``weights``, or ones for a single path."""
-        return np.ones(len(self.links)) if self.weights is None else self.weights
+    def __post_init__(self) -> None:
+        # ``weights``, or ones for a single path: kept, not rebuilt at every use.
+        ones = self.weights is None
+        object.__setattr__(self, "shares", np.ones(len(self.links)) if ones else self.weights)
 
     def latency_s(self, latency: np.ndarray) -> float:
         """Route latency (s): the sum of per-hop latencies weighted by share (every equal-cost

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sim.collectives import direct, hierarchical, nvls, nvls_tree, rhd, ring, tree
+from sim.collectives import direct, gloo, hierarchical, nvls, nvls_tree, rhd, ring, tree
 from sim.collectives.layout import Layout
 from sim.collectives.schedule import Schedule
 from sim.errors import UnsupportedCollectiveError
@@ -44,6 +44,7 @@ ALGORITHMS: dict[str, Algorithm] = {
     "nvls": nvls.nvls,
     "nvls_tree": nvls_tree.nvls_tree,
     "direct": direct.direct,
+    "gloo": gloo.gloo,
 }
 
 SUPPORTED: dict[str, tuple[str, ...]] = {
@@ -54,6 +55,7 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
     "nvls": nvls.SUPPORTS,
     "nvls_tree": nvls_tree.SUPPORTS,
     "direct": direct.SUPPORTS,
+    "gloo": gloo.SUPPORTS,
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from sim.collectives.gloo import check_backend
 from sim.errors import ConfigError
 
 __all__ = [
@@ -104,9 +105,11 @@ class CollectiveParams:
         """Validate a parameter tree shaped like ``defaults.yaml``; errors name the key."""
         _known(
             tree,
-            {"source", "link_efficiency", "protocols", "algorithms", "pipeline", "channels"},
+            {"source", "link_efficiency", "protocols", "algorithms", "pipeline", "channels",
+             "backend", "gloo"},
             where,
-        )
+        )  # fmt: skip
+        check_backend(tree, where)
         link = {
             s: _eff(_get(tree, "link_efficiency", where), s, where + ".link_efficiency")
             for s in SCOPES

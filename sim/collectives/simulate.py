@@ -18,6 +18,7 @@ import simpy
 from sim.collectives.algorithms import ALGORITHMS, Layout, applicable
 from sim.collectives.channels import channel_rate_Bps
 from sim.collectives.engine import RouteCache, predict_step_sync, run_schedule, scope_bytes
+from sim.collectives.gloo import algorithms_for, local_time_s
 from sim.collectives.params import PROTOCOLS, CollectiveParams, default_params
 from sim.collectives.schedule import OPS, Schedule, busbw_factor
 from sim.errors import ConfigError
@@ -239,7 +240,11 @@ class CollectiveSetup:
         algos = (
             [algorithm]
             if algorithm != "auto"
-            else [a for a in NCCL_ALGORITHMS.get(op, ()) if applicable(a, op, self.layout)]
+            else [
+                a
+                for a in algorithms_for(self.params, NCCL_ALGORITHMS).get(op, ())
+                if applicable(a, op, self.layout)
+            ]
         )
         if algorithm != "auto" and algorithm not in ALGORITHMS:
             raise ConfigError(
@@ -352,11 +357,13 @@ def simulate_collective(
         )
     )
     env.run()
+    # gloo: torch's local copies around the wire traffic (sim.collectives.gloo)
+    local = local_time_s(setup.params, op, setup.n, size_bytes) if algo == "gloo" else 0.0
     return CollectiveResult(
         op=op,
         size_bytes=float(size_bytes),
         n_ranks=setup.n,
-        time_s=float(env.now),
+        time_s=float(env.now) + local,
         algorithm=algo,
         protocol=proto,
         network=network,

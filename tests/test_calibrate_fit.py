@@ -44,12 +44,25 @@ def log(name: str) -> Measurements:
     return import_nccl_tests([path], created=CREATED)
 
 
+def gloo_steps(size: int) -> int:
+    """Messages of gloo's ring all_reduce on 2 ranks (gloo/allreduce.cc): one per segment,
+    ``roundUp(max(ceil(size / 1 MiB), 4), 2)`` segments."""
+    segments = max(math.ceil(size / 2**20), 4)
+    return segments + segments % 2
+
+
 def synthetic(
-    sizes: list[int], alpha_s: float = 30e-6, bw_Bps: float = 2e9, **kw: float
+    sizes: list[int],
+    alpha_s: float = 60e-6,
+    bw_Bps: float = 2e9,
+    msg_s: float = 25e-6,
+    **kw: float,
 ) -> Measurements:
-    """A gloo-like all_reduce sweep on 2 ranks: alpha + 2(n-1)/n * size / bw."""
+    """A gloo-like all_reduce sweep on 2 ranks: a call overhead, one latency per message
+    of gloo's ring, and 2(n-1)/n * size / bw on the wire."""
     recs = tuple(
-        CollectiveRecord("all_reduce", s, s // 4, "float32", kw.get("time", alpha_s + s / bw_Bps),
+        CollectiveRecord("all_reduce", s, s // 4, "float32",
+                         kw.get("time", alpha_s + gloo_steps(s) * msg_s + s / bw_Bps),
                          None, 0.0, 0.0, True, 2, 10)
         for s in sizes
     )  # fmt: skip

@@ -58,7 +58,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--network", default="flow", help="flow (max-min sharing) or analytical")
     p.add_argument("--dtype", default="float", help=f"element type: {', '.join(DTYPE_BYTES)}")
     p.add_argument("--root", type=int, default=0, help="root rank of broadcast/reduce")
-    p.add_argument("--profile", help="calibrated profile (name or YAML file)")
+    p.add_argument(
+        "--profile",
+        help="calibrated profile (name or YAML file); default: the shipped profile measured on "
+        "this topology's hardware; none: the shipped defaults",
+    )
+    p.add_argument(
+        "--force-profile",
+        action="store_true",
+        help="use --profile even if measured on other hardware",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of ECMP hashing")
     p.add_argument("--json", action="store_true", help="print a JSON list of records")
     p.set_defaults(handler=run)
@@ -67,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and print a table (or JSON)."""
     from sim.collectives.simulate import CollectiveSetup, simulate_collective, sweep_sizes
-    from sim.profile import load_profile
+    from sim.profile_select import describe, resolve_profile
     from sim.topology.presets import load_topology
 
     op = _OP_ALIASES.get(args.op, args.op)
@@ -81,7 +90,9 @@ def run(args: argparse.Namespace) -> int:
         args.step_factor,
     )
     topo = load_topology(args.topology, nodes=args.nodes, seed=args.seed)
-    profile = load_profile(args.profile)
+    resolved = resolve_profile(args.profile, topo, force=args.force_profile)
+    profile = resolved.profile
+    info = describe(resolved, topo)
     setup = CollectiveSetup(topo, args.gpus, profile.collectives)
     if op == "send_recv":
         setup = CollectiveSetup(topo, [setup.group[0], setup.group[-1]], profile.collectives)
@@ -107,21 +118,32 @@ def run(args: argparse.Namespace) -> int:
             rec["count"] = int(r.size_bytes // elem)
             rec["dtype"] = args.dtype
             rec["topology"] = topo.name
+            rec["profile"] = info
             recs.append(rec)
         print(json.dumps(recs, indent=1, sort_keys=True))
         return 0
-    _print_table(topo.name, op, setup, args, results, elem)
+    _print_table(topo.name, op, setup, args, results, elem, info)
     return 0
 
 
 def _print_table(
-    name: str, op: str, setup: CollectiveSetup, args: argparse.Namespace, results: list, elem: int
+    name: str,
+    op: str,
+    setup: CollectiveSetup,
+    args: argparse.Namespace,
+    results: list,
+    elem: int,
+    info: dict,
 ) -> None:
+    from sim.profile_select import text_lines
+
     nodes = len(set(setup.layout.node_of))
     print(
         f"# clustersim collective: {op} on {name}, {setup.n} GPUs ({nodes} server(s)), "
-        f"network {args.network}, algo {args.algo}, protocol {args.protocol}, profile {args.profile or 'defaults'}"
+        f"network {args.network}, algo {args.algo}, protocol {args.protocol}"
     )
+    for line in text_lines(info):
+        print(f"# {line}")
     print(
         f"# {'size':>10} {'count':>13} {'type':>9} {'redop':>7} {'root':>7} {'time':>10} "
         f"{'algbw':>8} {'busbw':>8}  algorithm"

@@ -29,6 +29,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--network", choices=None, help="flow or analytical (default: the scenario's)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the step")
+    p.add_argument(
+        "--profile",
+        help="calibrated profile (name or YAML file), overriding the scenario's; default: the "
+        "shipped profile measured on the topology's hardware; none: the shipped defaults",
+    )
+    p.add_argument(
+        "--force-profile",
+        action="store_true",
+        help="use the profile even if measured on other hardware",
+    )
     p.set_defaults(handler=run)
 
 
@@ -49,6 +59,10 @@ def _write_atomic(path: str, text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Simulate and print a summary (or JSON); write the trace if asked."""
+    from dataclasses import replace
+
+    from sim.profile_select import describe, resolve_profile, text_lines
+    from sim.topology.presets import load_topology
     from sim.training.scenario import load_scenario
     from sim.training.step import run_step
     from sim.training.trace import trace_json
@@ -56,13 +70,20 @@ def run(args: argparse.Namespace) -> int:
     if args.network is not None and args.network not in ("flow", "analytical"):
         raise ConfigError(f"--network {args.network!r} is unknown; allowed: flow, analytical")
     scenario = load_scenario(args.scenario, args.sets)
+    cluster = scenario.cluster
+    topo = load_topology(cluster.topology, nodes=cluster.nodes, seed=scenario.seed)
+    request = args.profile if args.profile is not None else scenario.profile
+    resolved = resolve_profile(request, topo, force=args.force_profile)
+    scenario = replace(scenario, profile=resolved.key)
+    info = describe(resolved, topo)
     result, pipeline, setup = run_step(scenario, args.network, record=bool(args.trace))
     if args.trace:
         _write_atomic(args.trace, trace_json(setup, pipeline))
     if args.json:
-        print(json.dumps(result.to_dict(), indent=1, sort_keys=True))
+        print(json.dumps({**result.to_dict(), "profile": info}, indent=1, sort_keys=True))
     else:
         print(result.summary())
+        print("\n".join(text_lines(info)))
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
     return 0

@@ -182,9 +182,18 @@ def _run_in_job(torch: ModuleType, plan: _Plan) -> Measurements:
     dist = torch.distributed
     if plan.backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    if not dist.is_initialized():
+    owned = not dist.is_initialized()
+    if owned:
         dist.init_process_group(plan.backend, timeout=_TIMEOUT)
-    return _measure(torch, plan)
+    try:
+        return _measure(torch, plan)
+    finally:
+        # Tear the group down together: a rank that exits with gloo's threads still
+        # running aborts ("terminate called without an active exception"), and torchrun
+        # then reports the whole job failed.
+        if owned:
+            dist.barrier()
+            dist.destroy_process_group()
 
 
 def _free_port() -> int:

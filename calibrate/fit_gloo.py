@@ -1,7 +1,7 @@
 """The parameters a gloo measurement fits: gloo's own cost model, not NCCL's.
 
 Gloo runs one algorithm per op (:mod:`sim.collectives.gloo`); its time on ``n`` ranks is
-``base + sum over steps (step latency + wire time) + local copy bytes / copy rate``. So
+``base + sum over steps (step latency + wire time) + local bytes / local rate``. So
 the knobs are:
 
 - ``link_efficiency.<scope>`` of every scope a step of the measured groups crosses (the
@@ -10,8 +10,8 @@ the knobs are:
   queue, wake-ups);
 - ``gloo.step_latency_us.<scope>``: one message round of gloo's transport, for the widest
   scope the groups cross;
-- ``gloo.copy_GBps``: the rate of torch's local copies (all_gather, reduce_scatter,
-  all_to_all), fitted only when the data hold an op that copies.
+- ``gloo.local_GBps``: the rate of a rank's local memory work (gloo's reductions, torch's
+  copies), fitted when the data hold an op that has any.
 
 Base and step latency are identified separately even on one group size: the ops differ
 in step count (all_reduce ``2(n-1)k``, all_gather ``2(n-1)``, broadcast ``ceil(log2 n)``)
@@ -27,7 +27,7 @@ from typing import Any
 
 from calibrate.fit import FITTED, Knob, _link_eff, _put
 from calibrate.model import Point, step_scopes
-from sim.collectives.gloo import copy_rate_Bps, local_bytes
+from sim.collectives.gloo import local_bytes, local_rate_Bps
 from sim.collectives.params import CollectiveParams
 
 __all__ = ["GLOO_FIXED", "gloo_knobs"]
@@ -44,12 +44,12 @@ def _log_knob(name: str, path: Sequence[str], start: float, lo: float, hi: float
     return Knob(name, math.log10(lo), math.log10(hi), math.log10(start), write, True, prior=1.0)
 
 
-def _copy_knob(base: CollectiveParams) -> Knob:
+def _local_knob(base: CollectiveParams) -> Knob:
     def write(t: dict[str, Any], v: float) -> None:
-        _put(t, ("gloo",), {"copy_GBps": v, "source": FITTED})
+        _put(t, ("gloo",), {"local_GBps": v, "source": FITTED})
 
-    start = copy_rate_Bps(base) / 1e9
-    return Knob("gloo.copy_GBps", -1.0, 2.0, math.log10(start), write, True, prior=1.0)
+    start = local_rate_Bps(base) / 1e9
+    return Knob("gloo.local_GBps", -1.0, 2.0, math.log10(start), write, True, prior=1.0)
 
 
 def gloo_knobs(points: Sequence[Point], base: CollectiveParams) -> list[Knob]:
@@ -65,5 +65,5 @@ def gloo_knobs(points: Sequence[Point], base: CollectiveParams) -> list[Knob]:
                            "step_latency_us", widest, "simple"),
                            max(algo.step_latency_s[widest]["simple"] * 1e6, 0.1), 0.1, 1e4))  # fmt: skip
     if any(local_bytes(p.op, p.setup.n, p.size_bytes) > 0 for p in points):
-        knobs.append(_copy_knob(base))
+        knobs.append(_local_knob(base))
     return knobs

@@ -29,7 +29,7 @@ import numpy as np
 from calibrate.measurements import CollectiveRecord, Measurements
 from sim.collectives.channels import CAPPED
 from sim.collectives.engine import SCOPE_NAME, RouteCache, step_cost
-from sim.collectives.gloo import copy_rate_Bps, local_bytes
+from sim.collectives.gloo import local_bytes, local_rate_Bps
 from sim.collectives.params import (
     PROTOCOLS,
     AlgorithmParams,
@@ -311,7 +311,7 @@ class FastModel:
         times = [self._protocol_times(params, algos, p, drain, softness) for p in PROTOCOLS]
         t_all = np.stack([t for t in times if t is not None], axis=1)  # (candidates, protos)
         if self.cand_local.any():  # gloo's local copies (simulate_collective adds the same)
-            t_all = t_all + (self.cand_local / copy_rate_Bps(params))[:, None]
+            t_all = t_all + (self.cand_local / local_rate_Bps(params))[:, None]
         best = np.minimum.reduceat(t_all.min(axis=1), self.case_starts)
         if softness > 0:  # Boltzmann-weighted mean of log times: the choice, smoothed
             log_t = np.log(t_all)

@@ -72,11 +72,14 @@ def test_gloo_is_registered_for_every_op_and_send_recv_needs_two_ranks() -> None
         gloo("send_recv", 3, 8.0, layout=Layout.flat(3))
 
 
-def test_local_copies_of_torchs_wrapper() -> None:
-    """all_gather and reduce_scatter copy S + S/n; all_to_all its own chunk; others none."""
-    assert local_bytes("all_gather", 4, 400.0) == local_bytes("reduce_scatter", 4, 400.0) == 500.0
+def test_local_work_is_gloos_reductions_and_torchs_copies() -> None:
+    """Reductions (n-1)/n S in all_reduce, reduce_scatter, reduce; copies S + S/n in
+    all_gather and reduce_scatter, S/n in all_to_all; nothing in broadcast."""
+    assert local_bytes("all_gather", 4, 400.0) == 500.0
+    assert local_bytes("reduce_scatter", 4, 400.0) == 500.0 + 300.0
+    assert local_bytes("all_reduce", 4, 400.0) == local_bytes("reduce", 4, 400.0) == 300.0
     assert local_bytes("all_to_all", 4, 400.0) == 100.0
-    assert local_bytes("all_reduce", 4, 400.0) == local_bytes("broadcast", 4, 400.0) == 0.0
+    assert local_bytes("broadcast", 4, 400.0) == local_bytes("send_recv", 2, 400.0) == 0.0
     assert local_time_s(GLOO, "all_gather", 2, 5e9) == pytest.approx(7.5e9 / 5e9)
 
 
@@ -100,7 +103,7 @@ def test_allgather_time_is_the_closed_form_on_cpu_host(network: str) -> None:
 
 @pytest.mark.parametrize(
     ("tree", "key"),
-    [({"backend": "mpi"}, "backend"), ({"gloo": {"copy_GBps": 0}}, "copy_GBps"),
+    [({"backend": "mpi"}, "backend"), ({"gloo": {"local_GBps": 0}}, "local_GBps"),
      ({"gloo": {"speed": 1}}, "speed")],
 )  # fmt: skip
 def test_bad_backend_keys_are_config_errors(tree: dict, key: str) -> None:
@@ -117,7 +120,7 @@ def test_fast_model_equals_the_simulator_for_gloo() -> None:
         for s in (4096, 3 * MIB)
     )  # fmt: skip
     m = Measurements("collectives", Meta("test", "2025-01-01T00:00:00Z", backend="gloo"), recs)
-    params = GLOO.merged({"gloo": {"copy_GBps": 2.5}, "link_efficiency": {"pcie": 0.3}})
+    params = GLOO.merged({"gloo": {"local_GBps": 2.5}, "link_efficiency": {"pcie": 0.3}})
     points = points_from([m], load_topology("cpu-host"), params=params)
     fast = FastModel(points).predict(params)
     slow = [t for t, _ in simulate_points(points, params)]

@@ -28,11 +28,14 @@ message for message (ranks in rank order; ``pipeline_chunks`` and ``channels`` u
 - ``all_to_all``: ``gloo/alltoall.cc``: all ``n(n-1)`` sends posted at once, one step.
 - ``send_recv``: one transfer.
 
-Besides the wire, torch's wrapper copies data locally (:func:`local_bytes`): all_gather
-into a freshly allocated flat output and back out (``S + S/n``), reduce_scatter's clone
-and shard copy (``S + S/n``), all_to_all's own chunk (``S/n``). Their time is
-``local_bytes / copy rate``, the ``gloo.copy_GBps`` parameter (fitted: it absorbs the
-allocation's page faults as well as the memcpy), added by
+Besides the wire, each rank works on its own memory (:func:`local_bytes`): gloo reduces
+every received segment into its buffer (``(n-1)/n * S`` per rank for all_reduce,
+reduce_scatter and reduce), and torch's wrapper copies data: all_gather into a freshly
+allocated flat output and back out (``S + S/n``), reduce_scatter's clone and shard copy
+(``S + S/n``), all_to_all's own chunk (``S/n``). Their time is ``local_bytes / local
+rate``, the ``gloo.local_GBps`` parameter (fitted: it absorbs the allocations' page faults
+as well as memcpy and the reduction loop; gloo overlaps part of the reduction with the
+next segment's transfer, which the fitted rate absorbs too), added by
 :func:`~sim.collectives.simulate.simulate_collective` to the network time. A parameter
 tree with ``backend: gloo`` selects these algorithms instead of NCCL's tuner
 (:func:`algorithms_for`).
@@ -68,9 +71,9 @@ __all__ = [
     "algorithms_for",
     "backend_of",
     "check_backend",
-    "copy_rate_Bps",
     "gloo",
     "local_bytes",
+    "local_rate_Bps",
     "local_time_s",
 ]
 
@@ -104,7 +107,7 @@ def check_backend(tree: Mapping[str, Any], where: str = "collectives") -> None:
     Raises
     ------
     ConfigError
-        An unknown backend, or a ``gloo`` section that is not ``{copy_GBps: > 0, source}``.
+        An unknown backend, or a ``gloo`` section that is not ``{local_GBps: > 0, source}``.
     """
     backend = tree.get("backend", "nccl")
     if backend not in BACKENDS:
@@ -115,11 +118,11 @@ def check_backend(tree: Mapping[str, Any], where: str = "collectives") -> None:
     if not isinstance(section, Mapping):
         raise ConfigError(f"{where}.gloo: expected a mapping, got {section!r}")
     for key in section:
-        if key not in ("copy_GBps", "source"):
-            raise ConfigError(f"{where}.gloo: unknown key {key!r}; allowed: copy_GBps, source")
-    value = section.get("copy_GBps")
+        if key not in ("local_GBps", "source"):
+            raise ConfigError(f"{where}.gloo: unknown key {key!r}; allowed: local_GBps, source")
+    value = section.get("local_GBps")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigError(f"{where}.gloo.copy_GBps: expected a number > 0, got {value!r}")
+        raise ConfigError(f"{where}.gloo.local_GBps: expected a number > 0, got {value!r}")
 
 
 def algorithms_for(
@@ -129,41 +132,43 @@ def algorithms_for(
     return GLOO_ALGORITHMS if backend_of(params) == "gloo" else nccl
 
 
-def copy_rate_Bps(params: Any) -> float:
-    """The host copy rate of torch's gloo wrapper, ``gloo.copy_GBps`` (bytes/s).
+def local_rate_Bps(params: Any) -> float:
+    """The host local rate of torch's gloo wrapper, ``gloo.local_GBps`` (bytes/s).
 
     Raises
     ------
     ConfigError
-        Missing, non-numeric or non-positive ``gloo.copy_GBps``.
+        Missing, non-numeric or non-positive ``gloo.local_GBps``.
     """
     raw: Mapping[str, Any] = getattr(params, "raw", {})
     section = raw.get("gloo")
-    value = section.get("copy_GBps") if isinstance(section, Mapping) else None
+    value = section.get("local_GBps") if isinstance(section, Mapping) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigError(f"collectives.gloo.copy_GBps: expected a number > 0, got {value!r}")
+        raise ConfigError(f"collectives.gloo.local_GBps: expected a number > 0, got {value!r}")
     return float(value) * 1e9
 
 
 def local_bytes(op: str, n: int, nbytes: float) -> float:
-    """Bytes one rank copies locally around gloo's wire traffic (torch's wrapper).
+    """Bytes of one rank's local memory work around gloo's wire traffic: gloo's reductions
+    and torch's copies (see the module docstring).
 
     >>> local_bytes("all_gather", 2, 1024.0), local_bytes("all_reduce", 2, 1024.0)
-    (1536.0, 0.0)
+    (1536.0, 512.0)
     """
     if n < 2:
         return 0.0
+    reduced = (n - 1) / n * nbytes if op in ("all_reduce", "reduce_scatter", "reduce") else 0.0
     if op in ("all_gather", "reduce_scatter"):
-        return float(nbytes + nbytes / n)
+        return float(reduced + nbytes + nbytes / n)
     if op == "all_to_all":
         return float(nbytes / n)
-    return 0.0
+    return float(reduced)
 
 
 def local_time_s(params: Any, op: str, n: int, nbytes: float) -> float:
-    """Seconds of :func:`local_bytes` at the parameters' copy rate (0 when none is copied)."""
+    """Seconds of :func:`local_bytes` at the parameters' local rate (0 when none is copied)."""
     b = local_bytes(op, n, nbytes)
-    return b / copy_rate_Bps(params) if b > 0 else 0.0
+    return b / local_rate_Bps(params) if b > 0 else 0.0
 
 
 def _ring_segments(n: int, nbytes: float, segment_bytes: float) -> int:

@@ -113,7 +113,7 @@ def test_a_poor_fit_is_refused_naming_r2(tmp_path: Path, capsys) -> None:
     err = one_line_error(
         capsys, ["calibrate", "fit", meas, "--topology", "cpu-host", "--out", str(out)]
     )
-    assert "the fit is poor: collectives R2(log time)" in err and "< 0.5" in err
+    assert "the fit is poor: collectives R2(log time)" in err and "< 0.5 and median APE" in err
     assert not out.exists()
 
 
@@ -229,3 +229,49 @@ def test_step_files_alone_have_nothing_to_fit(tmp_path: Path, capsys) -> None:
         capsys, ["calibrate", "fit", step, "--topology", "cpu-single", "--out", str(out)]
     )
     assert "nothing to fit" in err and "compute" in err and not out.exists()
+
+
+# --- real CPU runs ---------------------------------------------------------------------------
+
+
+def test_threads_are_set_and_recorded() -> None:
+    """--threads N: torch uses N threads, the file says so; 0 is refused."""
+    torch = pytest.importorskip("torch", reason="real runs need torch (clustersim[calibrate])")
+    from calibrate.stepjob import StepJobConfig, run_step_job
+    from sim.errors import CalibrationError
+
+    before = torch.get_num_threads()
+    try:
+        tiny = StepJobConfig(layers=1, hidden=16, heads=2, ffn_hidden=32, vocab=32, seq=8, batch=2)
+        m = run_step_job("cpu", config=tiny, steps=1, warmup=0, threads=1)
+        assert m.meta.details["cpu_threads"] == 1
+        with pytest.raises(CalibrationError, match="--threads 0: must be >= 1"):
+            run_step_job("cpu", config=tiny, steps=1, warmup=0, threads=0)
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 8 part 5 target not met yet: the roofline compute model has no terms for what "
+    "dominates a CPU step (flash-attention backward, autocast casts, cross-entropy, per-op "
+    "dispatch) and predicts it ~8x too fast; the compute model by operation (part 1) closes it",
+)
+def test_a_profile_fitted_from_compute_alone_predicts_the_step_job(tmp_path: Path) -> None:
+    """calibrate compute, then calibrate step, on this machine (one thread, steady): the
+    profile fitted from the compute file alone predicts the step job within 25%."""
+    torch = pytest.importorskip("torch", reason="real runs need torch (clustersim[calibrate])")
+    from calibrate.compute import run_compute
+    from calibrate.profile_io import fit_profile
+    from calibrate.stepjob import run_step_job
+
+    before = torch.get_num_threads()
+    try:
+        comp = run_compute("cpu", quick=True, created=CREATED, threads=1)
+        step = run_step_job("cpu", quick=True, created=CREATED, threads=1)
+    finally:
+        torch.set_num_threads(before)
+    tree = fit_profile([comp, step], load_topology("cpu-single"), name="cpu", force=True)
+    (row,) = tree["provenance"]["fit"]["step"]["rows"]
+    assert row["ape_pct"] <= 25.0, row

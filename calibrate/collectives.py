@@ -22,7 +22,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -212,7 +212,13 @@ def _spawn_local(torch: ModuleType, plan: _Plan, n: int) -> Measurements:
         errors = sorted(Path(tmp).glob("error-*.txt"))
         if errors:
             raise CalibrationError(errors[0].read_text(encoding="utf-8"))
-        return load_measurements(Path(tmp) / "result.json")
+        m = load_measurements(Path(tmp) / "result.json")
+    cores = os.cpu_count() or 1
+    if plan.backend == "gloo" and n > cores:  # say so where the numbers are kept
+        note = (f"oversubscribed: {n} ranks on {cores} CPU cores; times include scheduler "
+                "stalls (keep --local at or below the cores)")  # fmt: skip
+        m = replace(m, meta=replace(m.meta, notes=(*m.meta.notes, note)))
+    return m
 
 
 def _worker(rank: int, n: int, port: int, plan: _Plan, outdir: str) -> None:

@@ -2,8 +2,12 @@
 
 :func:`fit_profile` loads the topology, fits the ``collectives:`` section
 (:mod:`calibrate.fit`) and the ``compute:`` section (:mod:`calibrate.fit_compute`), and
-returns the profile tree with its provenance (sources, hardware, measurement metadata,
-``created``, fit quality with per-point residuals). :func:`write_profile` writes it and
+returns the profile tree: ``hardware`` (what it was measured on, :mod:`calibrate.hardware`),
+``error_bars`` (hold-out and step errors, :mod:`calibrate.quality`) and provenance
+(sources, measurement metadata, ``created``, fit quality with per-point residuals). It
+refuses measurements that contradict the topology and poor fits unless ``force``. Step
+files are predicted with the fitted compute section (:mod:`calibrate.step_model`).
+:func:`write_profile` writes it and
 reads it back with :func:`sim.profile.load_profile`, so a written profile always loads.
 With a fixed ``created`` the bytes are deterministic.
 """

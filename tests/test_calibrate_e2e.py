@@ -275,3 +275,14 @@ def test_a_profile_fitted_from_compute_alone_predicts_the_step_job(tmp_path: Pat
     tree = fit_profile([comp, step], load_topology("cpu-single"), name="cpu", force=True)
     (row,) = tree["provenance"]["fit"]["step"]["rows"]
     assert row["ape_pct"] <= 25.0, row
+
+
+def test_more_local_gloo_ranks_than_cores_is_noted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--local N above the host's cores: the file says its times include scheduler stalls."""
+    pytest.importorskip("torch", reason="real runs need torch (clustersim[calibrate])")
+    import calibrate.collectives
+
+    monkeypatch.setattr(calibrate.collectives.os, "cpu_count", lambda: 1)
+    m = calibrate.collectives.run_collectives("gloo", ["all_reduce"], 1024, 1024, iters=2,
+                                              warmup=0, local=2)  # fmt: skip
+    assert any(n.startswith("oversubscribed: 2 ranks on 1 CPU cores") for n in m.meta.notes)

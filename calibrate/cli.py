@@ -56,12 +56,14 @@ def _add_compute(cal: argparse._SubParsersAction) -> None:
     p = cal.add_parser("compute", help="time GEMMs, attention, memory-bound ops, launches")
     p.add_argument("--device", default="cuda", help="cuda or cpu")
     p.add_argument("--quick", action="store_true", help="few small cases")
+    p.add_argument("--threads", type=int, help="CPU threads torch may use (default: torch's)")
     p.add_argument("--out", required=True, help="measurement file (JSON)")
     p.set_defaults(handler=_compute)
     s = cal.add_parser("step", help="train a small GPT for a few steps, time each step")
     s.add_argument("--device", default="cuda", help="cuda or cpu")
     s.add_argument("--quick", action="store_true", help="small model, few steps")
     s.add_argument("--steps", type=int, help="timed steps")
+    s.add_argument("--threads", type=int, help="CPU threads torch may use (default: torch's)")
     s.add_argument("--out", required=True, help="measurement file (JSON)")
     s.set_defaults(handler=_step)
 
@@ -91,6 +93,15 @@ def _add_fit(cal: argparse._SubParsersAction) -> None:
     p.add_argument("--created", help="fixed creation time, for byte-identical output")
     p.add_argument("--note", action="append", default=[], help="a provenance note (repeatable)")
     p.add_argument("--out", required=True, help="profile YAML to write")
+    p.add_argument(
+        "--force", action="store_true",
+        help="write the profile even if the hardware contradicts the topology or the fit is poor",
+    )  # fmt: skip
+    p.add_argument(
+        "--params",
+        help="comma-separated knobs to fit (others keep their defaults); an unknown one is "
+        "refused with the list of what this data can fit",
+    )
     p.set_defaults(handler=_fit)
 
 
@@ -133,7 +144,7 @@ def _compute(args: argparse.Namespace) -> int:
     from calibrate.compute import run_compute
     from calibrate.measurements import save_measurements
 
-    m = run_compute(args.device, args.quick)
+    m = run_compute(args.device, args.quick, threads=args.threads)
     save_measurements(m, args.out)
     print(f"wrote {len(m.records)} records to {args.out}")
     return 0
@@ -143,7 +154,7 @@ def _step(args: argparse.Namespace) -> int:
     from calibrate.measurements import save_measurements
     from calibrate.stepjob import run_step_job
 
-    m = run_step_job(args.device, args.quick, steps=args.steps)
+    m = run_step_job(args.device, args.quick, steps=args.steps, threads=args.threads)
     save_measurements(m, args.out)
     print(f"wrote step job ({m.records[0].time_s * 1e3:.3f} ms/step) to {args.out}")
     return 0
@@ -161,17 +172,25 @@ def _fit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from calibrate.profile_io import fit_profile, load_files, topology_for, write_profile
+    from sim.profile import ErrorBar
 
     ms = load_files(args.measurements)
     topo = topology_for(args.topology, ms, args.nodes, args.gpus)
     name = args.name or Path(args.out).stem
+    params = [x.strip() for x in args.params.split(",") if x.strip()] if args.params else None
     profile = fit_profile(ms, topo, name=name, nodes=args.nodes, gpus=args.gpus,
-                          created=args.created, notes=args.note)  # fmt: skip
+                          created=args.created, notes=args.note, force=args.force,
+                          params=params)  # fmt: skip
     write_profile(profile, args.out)
     coll = profile["provenance"]["fit"].get("collectives")
     if coll:
         print(f"collectives: {coll['points']} points, R2(log) {coll['r2_log_time']}, "
               f"MAPE {coll['mape_pct']}%, max APE {coll['max_ape_pct']}%")  # fmt: skip
+    for bar in profile["error_bars"]:
+        print(f"error bar: {ErrorBar(**bar).label}")
+    for note in profile["provenance"]["notes"]:
+        if note.startswith("written with --force"):
+            print(f"warning: {note}")
     print(f"wrote profile {name!r} to {args.out}")
     return 0
 

@@ -22,7 +22,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -182,9 +182,18 @@ def _run_in_job(torch: ModuleType, plan: _Plan) -> Measurements:
     dist = torch.distributed
     if plan.backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    if not dist.is_initialized():
+    owned = not dist.is_initialized()
+    if owned:
         dist.init_process_group(plan.backend, timeout=_TIMEOUT)
-    return _measure(torch, plan)
+    try:
+        return _measure(torch, plan)
+    finally:
+        # Tear the group down together: a rank that exits with gloo's threads still
+        # running aborts ("terminate called without an active exception"), and torchrun
+        # then reports the whole job failed.
+        if owned:
+            dist.barrier()
+            dist.destroy_process_group()
 
 
 def _free_port() -> int:
@@ -203,7 +212,13 @@ def _spawn_local(torch: ModuleType, plan: _Plan, n: int) -> Measurements:
         errors = sorted(Path(tmp).glob("error-*.txt"))
         if errors:
             raise CalibrationError(errors[0].read_text(encoding="utf-8"))
-        return load_measurements(Path(tmp) / "result.json")
+        m = load_measurements(Path(tmp) / "result.json")
+    cores = os.cpu_count() or 1
+    if plan.backend == "gloo" and n > cores:  # say so where the numbers are kept
+        note = (f"oversubscribed: {n} ranks on {cores} CPU cores; times include scheduler "
+                "stalls (keep --local at or below the cores)")  # fmt: skip
+        m = replace(m, meta=replace(m.meta, notes=(*m.meta.notes, note)))
+    return m
 
 
 def _worker(rank: int, n: int, port: int, plan: _Plan, outdir: str) -> None:

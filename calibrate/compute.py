@@ -40,6 +40,7 @@ __all__ = [
     "require_torch",
     "resolve_device",
     "run_compute",
+    "set_threads",
     "time_calls",
 ]
 
@@ -186,8 +187,10 @@ def _add_gemms(b: _Bench) -> None:
 def _add_fp8_gemm(b: _Bench) -> None:
     """fp8 (e4m3) GEMMs through torch._scaled_mm where it runs; otherwise a note."""
     torch = b.torch
+    if b.device == "cpu":  # torch emulates fp8 matmuls on CPU: seconds per call, no signal
+        b.notes.append("fp8 GEMM skipped on cpu: torch emulates it there (not a hardware rate)")
+        return
     shapes = _gemm_shapes(b.device, b.quick)
-    shapes = shapes[:1] if b.device == "cpu" else shapes
     try:
         one = torch.ones((), device=b.device)
 
@@ -270,9 +273,25 @@ def _add_launch(b: _Bench) -> None:
     b.add("launch", (1,), "float32", 0.0, 0.0, many, per_call=loop)
 
 
+def set_threads(torch: ModuleType, threads: int | None) -> None:
+    """Let torch use ``threads`` CPU threads (None: leave torch's default).
+
+    Raises
+    ------
+    CalibrationError
+        ``threads`` < 1.
+    """
+    if threads is None:
+        return
+    if threads < 1:
+        raise CalibrationError(f"--threads {threads}: must be >= 1")
+    torch.set_num_threads(threads)
+
+
 def run_compute(
-    device: str = "cpu", quick: bool = False, created: str | None = None
-) -> Measurements:
+    device: str = "cpu", quick: bool = False, created: str | None = None,
+    threads: int | None = None,
+) -> Measurements:  # fmt: skip
     """Time compute kernels on one device.
 
     Parameters
@@ -283,6 +302,9 @@ def run_compute(
         Few small shapes and iterations (a few seconds on CPU).
     created : str, optional
         Fixed ``meta.created`` (UTC ISO-8601).
+    threads : int, optional
+        CPU threads torch may use (recorded as ``meta.details.cpu_threads``); on a host
+        shared with other work, fewer threads than cores give steadier timings.
 
     Returns
     -------
@@ -296,6 +318,7 @@ def run_compute(
         ``no CUDA device; use --device cpu`` when asked for CUDA without one; torch missing.
     """
     torch = resolve_device(device)
+    set_threads(torch, threads)
     torch.manual_seed(0)
     bench = _Bench(torch, device, quick)
     with torch.no_grad():

@@ -65,6 +65,8 @@ FITTED = "fitted by clustersim calibrate fit (see provenance)"
 F_SCALE = 0.05
 #: In-switch (NVLink SHARP) algorithms: their own efficiency and step latencies are fitted.
 IN_SWITCH = ("nvls", "nvls_tree")
+#: Algorithms the NCCL latency factors leave alone: in-switch ones (own knobs) and gloo's.
+NOT_SCALED = (*IN_SWITCH, "gloo")
 
 
 def sig(x: float, digits: int = 4) -> float:
@@ -168,13 +170,13 @@ def _channel_bw(proto: str, base: CollectiveParams) -> Knob:
 
 
 def _latency_scale(kind: str, scope: str, proto: str, base: CollectiveParams) -> Knob:
-    """Factor on every non-NVLS algorithm's ``base`` latency, ``step`` latency in ``scope``,
+    """Factor on every NCCL non-NVLS algorithm's ``base`` latency, ``step`` latency in ``scope``,
     or (``kind`` "latency") both at once."""
     raw = base.raw["algorithms"]
 
     def write(t: dict[str, Any], v: float) -> None:
         for name, spec in raw.items():
-            if name in IN_SWITCH or proto not in spec.get("protocols", PROTOCOLS):
+            if name in NOT_SCALED or proto not in spec.get("protocols", PROTOCOLS):
                 continue
             if kind in ("base", "latency"):
                 old = spec["base_latency_us"][proto]
@@ -343,8 +345,13 @@ def fit_points(points: Sequence[Point], base: CollectiveParams, params_to_fit: S
     gloo = backend == "gloo"
     protocols: tuple[str, ...] = ("simple",) if gloo else PROTOCOLS
     fixed = _only_protocols(protocols, base)
+    if gloo:  # gloo's own algorithms and cost model (calibrate.fit_gloo)
+        from calibrate.fit_gloo import GLOO_FIXED, gloo_knobs
+
+        fixed.update(GLOO_FIXED)
     base = base.merged(fixed) if fixed else base
-    knobs = _select(default_knobs(points, base, protocols, channels=not gloo), params_to_fit)
+    knobs = gloo_knobs(points, base) if gloo else default_knobs(points, base, protocols)
+    knobs = _select(knobs, params_to_fit)
     _check_points(points, len(knobs))
     model = FastModel(points)
     y = np.log([p.time_s for p in points])
@@ -441,14 +448,18 @@ def fit_collectives(
     --------
     >>> from calibrate.measurements import CollectiveRecord, Meta
     >>> from sim.topology.presets import load_topology
-    >>> recs = tuple(CollectiveRecord("all_reduce", s, s // 4, "float32", 3e-5 + s / 2e9, None,
-    ...              0.0, 0.0, False, 2, None) for s in (2**k for k in range(10, 24)))
+    >>> steps = lambda s: max(4, -(-s // 2**20))  # gloo's ring messages on 2 ranks
+    >>> recs = tuple(CollectiveRecord("all_reduce", s, s // 4, "float32",
+    ...              6e-5 + 2.5e-5 * steps(s) + s / 2e9, None, 0.0, 0.0, False, 2, None)
+    ...              for s in (2**k for k in range(10, 24)))
     >>> m = Measurements("collectives", Meta("example", "2025-01-01T00:00:00Z", backend="gloo"), recs)
     >>> tree, report = fit_collectives([m], load_topology("cpu-host"))
     >>> report.median_ape_pct < 10
     True
     """
     base = base or default_params()
+    if measured_backend(measurements) == "gloo":  # points must see gloo's algorithms
+        base = base.merged({"backend": "gloo"})
     points = points_from(measurements, topology, nodes, gpus, base)
     if not points:
         raise CalibrationError(

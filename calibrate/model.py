@@ -29,6 +29,7 @@ import numpy as np
 from calibrate.measurements import CollectiveRecord, Measurements
 from sim.collectives.channels import CAPPED
 from sim.collectives.engine import SCOPE_NAME, RouteCache, step_cost
+from sim.collectives.gloo import local_bytes, local_rate_Bps
 from sim.collectives.links import LinkKey, link_keys
 from sim.collectives.params import (
     PROTOCOLS,
@@ -189,6 +190,7 @@ class _Compiled:
     size_bytes: float
     n_ranks: int
     max_channels: int
+    local_bytes: float  # gloo: torch's local copies per rank (sim.collectives.gloo)
 
 
 class FastModel:
@@ -281,7 +283,8 @@ class FastModel:
                          np.array(starts, dtype=np.intp), np.array(mult, dtype=float),
                          np.array(scope, dtype=np.intp), np.array(synced), np.array(overlap),
                          np.array(payload), float(p.size_bytes), sched.n,
-                         p.setup.max_nccl_channels)  # fmt: skip
+                         p.setup.max_nccl_channels,
+                         local_bytes(p.op, sched.n, p.size_bytes) if sched.algorithm == "gloo" else 0.0)  # fmt: skip
 
     def _flatten(self) -> None:
         """Concatenate every candidate's arrays (global transfer/step/candidate indices)."""
@@ -303,6 +306,7 @@ class FastModel:
         self.cand_size = np.array([c.size_bytes for c in cands])
         self.cand_ranks = np.array([c.n_ranks for c in cands], dtype=float)
         self.cand_max_ch = np.array([c.max_channels for c in cands], dtype=float)
+        self.cand_local = np.array([c.local_bytes for c in cands])
         self.cand_capped = np.array([c.algorithm in CAPPED for c in cands])
         self.cand_ring = np.array([c.algorithm == "ring" for c in cands])
         self.cand_of_transfer = np.repeat(np.arange(len(cands)), n_tr)
@@ -345,6 +349,8 @@ class FastModel:
         algos = [params.algorithm(a) for a in self.algos]
         times = [self._protocol_times(params, algos, p, drain, softness) for p in PROTOCOLS]
         t_all = np.stack([t for t in times if t is not None], axis=1)  # (candidates, protos)
+        if self.cand_local.any():  # gloo's local copies (simulate_collective adds the same)
+            t_all = t_all + (self.cand_local / local_rate_Bps(params))[:, None]
         best = np.minimum.reduceat(t_all.min(axis=1), self.case_starts)
         if softness > 0:  # Boltzmann-weighted mean of log times: the choice, smoothed
             log_t = np.log(t_all)

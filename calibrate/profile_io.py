@@ -2,8 +2,12 @@
 
 :func:`fit_profile` loads the topology, fits the ``collectives:`` section
 (:mod:`calibrate.fit`) and the ``compute:`` section (:mod:`calibrate.fit_compute`), and
-returns the profile tree with its provenance (sources, hardware, measurement metadata,
-``created``, fit quality with per-point residuals). :func:`write_profile` writes it and
+returns the profile tree: ``hardware`` (what it was measured on, :mod:`calibrate.hardware`),
+``error_bars`` (hold-out and step errors, :mod:`calibrate.quality`) and provenance
+(sources, measurement metadata, ``created``, fit quality with per-point residuals). It
+refuses measurements that contradict the topology and poor fits unless ``force``. Step
+files are predicted with the fitted compute section (:mod:`calibrate.step_model`).
+:func:`write_profile` writes it and
 reads it back with :func:`sim.profile.load_profile`, so a written profile always loads.
 With a fixed ``created`` the bytes are deterministic.
 """
@@ -20,7 +24,12 @@ import yaml
 
 from calibrate.fit import fit_collectives
 from calibrate.fit_compute import fit_compute
+from calibrate.hardware import contradictions, hardware_record
 from calibrate.measurements import Measurements, load_measurements, utc_now
+from calibrate.model import points_from
+from calibrate.quality import bars, fit_problems, holdout, step_summary
+from calibrate.step_model import step_rows
+from sim.collectives.params import default_params
 from sim.errors import CalibrationError, ClusterSimError
 from sim.profile import PROFILE_SCHEMA, load_profile
 from sim.topology.model import Topology
@@ -69,29 +78,56 @@ def fit_profile(
     gpus: int | None = None,
     created: str | None = None,
     notes: Sequence[str] = (),
+    force: bool = False,
+    params: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Fit every section the measurements allow; return the profile tree (see module doc).
+
+    ``params`` limits the collectives fit to those knobs (:func:`calibrate.fit.default_knobs`
+    names); the others keep their defaults.
+
+    ``step`` files are predicted with the fitted compute section (provenance and error
+    bar). Unless ``force``, refuses measurements that contradict ``topology``'s hardware
+    (:func:`calibrate.hardware.contradictions`) and poor fits
+    (:func:`calibrate.quality.fit_problems`); with ``force`` the reasons become notes.
 
     Raises
     ------
     CalibrationError
-        Nothing to fit, or a section's fit failed (too few points, bad values).
+        Nothing to fit, contradicting hardware, a poor fit, or a section's fit failed
+        (too few points, bad values).
     """
     kinds = {m.kind for m in measurements}
     if not kinds & {"collectives", "compute"}:
         raise CalibrationError(
-            f"nothing to fit: files of kind {sorted(kinds)}; need collectives or compute"
+            f"nothing to fit: files of kind {sorted(kinds)}; need collectives or compute "
+            "(step files are predicted with the compute fit, so give compute files with them)"
         )
+    notes = list(notes)
+    clash = contradictions(measurements, topology)
+    _refuse_or_note(clash, "the measurements contradict the topology", force, notes)
     fit: dict[str, Any] = {}
     profile: dict[str, Any] = {"schema": PROFILE_SCHEMA, "name": name}
+    points: list[Any] = []
     if "collectives" in kinds:
-        tree, report = fit_collectives(measurements, topology, nodes=nodes, gpus=gpus)
+        tree, report = fit_collectives(
+            measurements, topology, nodes=nodes, gpus=gpus, params_to_fit=params
+        )
         profile["collectives"] = tree
         fit["collectives"] = {**report.summary(), "residuals": _residuals(report.rows)}
+        hold = holdout(measurements, topology, nodes, gpus, params)
+        if hold:
+            fit["collectives"]["holdout"] = hold
+        points = points_from(measurements, topology, nodes, gpus, default_params().merged(tree))
     if "compute" in kinds:
         tree, info = fit_compute(measurements, topology.gpu)
         profile["compute"] = tree
         fit["compute"] = info
+    if "step" in kinds:
+        fit["step"] = step_summary(step_rows(measurements, topology, profile.get("compute", {})))
+    _refuse_or_note(fit_problems(fit), "the fit is poor", force, notes)
+    profile["hardware"] = hardware_record(measurements, topology, points)
+    profile["error_bars"] = bars(fit, measurements)
     gpus_seen = sorted({m.meta.gpu_model for m in measurements if m.meta.gpu_model})
     profile["provenance"] = {
         "source": f"clustersim calibrate fit of {', '.join(m.meta.source for m in measurements)}",
@@ -100,11 +136,22 @@ def fit_profile(
         "topology": topology.name,
         "created": utc_now(created),
         "measurements": [_meta(m) for m in measurements],
-        "notes": list(notes),
+        "notes": notes,
         "fit": fit,
     }
-    order = ("schema", "name", "provenance", "collectives", "compute")
+    order = ("schema", "name", "hardware", "error_bars", "provenance", "collectives", "compute")
     return {k: profile[k] for k in order if k in profile}
+
+
+def _refuse_or_note(problems: Sequence[str], what: str, force: bool, notes: list[str]) -> None:
+    """Raise naming ``problems`` (none written), or with ``force`` keep them as notes."""
+    if not problems:
+        return
+    if not force:
+        raise CalibrationError(
+            f"{what}: {'; '.join(problems)}; nothing written (--force writes it anyway)"
+        )
+    notes += [f"written with --force although {what}: {p}" for p in problems]
 
 
 _COLUMNS = ("op", "size_bytes", "in_place", "measured_us", "predicted_us", "ape_pct", "algorithm")

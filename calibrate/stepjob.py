@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from calibrate.compute import cpu_model, gpu_driver, resolve_device
+from calibrate.compute import cpu_model, gpu_driver, resolve_device, set_threads
 from calibrate.measurements import Measurements, Meta, StepRecord, summarize_times, utc_now
 from sim.errors import CalibrationError
 
@@ -165,6 +165,7 @@ def run_step_job(
     steps: int | None = None,
     warmup: int | None = None,
     created: str | None = None,
+    threads: int | None = None,
 ) -> Measurements:
     """Train a small GPT for a few steps and time each step.
 
@@ -180,6 +181,8 @@ def run_step_job(
         Timed and untimed steps (defaults 5 and 2 quick, 20 and 5 otherwise).
     created : str, optional
         Fixed ``meta.created`` (UTC ISO-8601).
+    threads : int, optional
+        CPU threads torch may use (recorded as ``meta.details.cpu_threads``).
 
     Returns
     -------
@@ -193,6 +196,7 @@ def run_step_job(
         ``no CUDA device; use --device cpu``; bad config; steps < 1.
     """
     torch = resolve_device(device)
+    set_threads(torch, threads)
     c = config or DEFAULTS[(device, quick)]
     steps = (5 if quick else 20) if steps is None else steps
     warmup = (2 if quick else 5) if warmup is None else warmup

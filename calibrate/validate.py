@@ -6,6 +6,10 @@ reports the absolute percentage error (APE) per case, then the median, mean and 
 With ``holdout`` it first refits the profile on every other message size (even indices of
 each file's sorted sizes) and predicts only the remaining ones: an honest out-of-sample
 check of the fitted model, not of one parameter file.
+
+Step measurements (``calibrate step``) are predicted too: the simulator's model of the
+exact job (:mod:`calibrate.step_model`) with the profile's compute section, one row each
+(``kind: step``) beside the collective rows (``kind: collective``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 from calibrate.fit import FitReport, fit_points, measured_backend, quality, sig
 from calibrate.measurements import Measurements
 from calibrate.model import Point, points_from
+from calibrate.step_model import step_rows
 from sim.errors import CalibrationError
 from sim.profile import Profile
 from sim.topology.model import Topology
@@ -74,25 +79,28 @@ def validate(
     holdout: bool = False,
     min_bytes: int = 0,
 ) -> Validation:
-    """Predict every measured collective with ``profile`` and report the errors.
+    """Predict every measured collective and step job with ``profile``; report the errors.
 
     Parameters
     ----------
     profile : Profile
         Parameters to validate (``sim.profile.load_profile``).
     measurements : sequence of Measurements
-        Collective measurement files.
+        Collective and step measurement files (compute files are ignored).
     topology : Topology
         The measured cluster; ``nodes``/``gpus`` (per server) where a file's meta is silent.
+        Step jobs run on its one-GPU counterpart (:func:`calibrate.step_model.one_device_topology`).
     holdout : bool
-        Refit on even-indexed sizes (starting from ``profile``), predict the odd ones.
+        Refit on even-indexed sizes (starting from ``profile``), predict the odd ones
+        (collectives only: a step job is predicted from the profile's compute section).
     min_bytes : int
-        Report only cases of at least this many bytes (the fit still sees all).
+        Report only collective cases of at least this many bytes (the fit still sees all).
 
     Returns
     -------
     Validation
-        Per-case rows and the summary (median, mean, max APE in percent).
+        Per-case rows (collectives, then ``kind: step`` rows) and the summary (median,
+        mean, max APE in percent over all rows; ``by_kind`` per kind).
 
     Raises
     ------
@@ -100,30 +108,48 @@ def validate(
         Bad measurements, a group that does not fit the topology, nothing left to report.
     """
     base = profile.collectives
-    points = points_from(measurements, topology, nodes, gpus, base)
-    if not points:
-        raise CalibrationError("no collective measurements to validate")
+    rows: list[dict[str, Any]] = []
     refit = None
-    if holdout:
-        train, points = holdout_split(points)
-        tree, refit = fit_points(train, base, None, backend=measured_backend(measurements))
-        base = base.merged(tree)
-    points = [p for p in points if p.size_bytes >= min_bytes]
-    if not points:
-        raise CalibrationError(f"no measured case of at least {min_bytes} bytes to validate")
-    _, rows = quality(points, base)
-    return Validation(tuple(rows), summarize(rows), refit)
+    if any(m.kind == "collectives" for m in measurements):
+        points = points_from(measurements, topology, nodes, gpus, base)
+        if holdout:
+            train, points = holdout_split(points)
+            tree, refit = fit_points(train, base, None, backend=measured_backend(measurements))
+            base = base.merged(tree)
+        points = [p for p in points if p.size_bytes >= min_bytes]
+        if not points:
+            raise CalibrationError(f"no measured case of at least {min_bytes} bytes to validate")
+        rows += [{"kind": "collective", **r} for r in quality(points, base)[1]]
+    rows += step_rows(measurements, topology, profile.compute)
+    if not rows:
+        raise CalibrationError("nothing to validate: give collectives or step measurement files")
+    summary = summarize(rows)
+    kinds = sorted({r["kind"] for r in rows})
+    if len(kinds) > 1:
+        summary["by_kind"] = {k: summarize([r for r in rows if r["kind"] == k]) for k in kinds}
+    return Validation(tuple(rows), summary, refit)
 
 
 def format_table(v: Validation) -> str:
     """A plain-text table of the rows and the summary line."""
-    lines = [f"# {'op':<14} {'size (B)':>12} {'inplace':>7} {'measured us':>12} "
-             f"{'predicted us':>12} {'APE %':>7}  algorithm"]  # fmt: skip
-    for r in v.rows:
+    lines = []
+    coll = [r for r in v.rows if r["kind"] == "collective"]
+    if coll:
+        lines.append(f"# {'op':<14} {'size (B)':>12} {'inplace':>7} {'measured us':>12} "
+                     f"{'predicted us':>12} {'APE %':>7}  algorithm")  # fmt: skip
+    for r in coll:
         lines.append(
             f"  {r['op']:<14} {r['size_bytes']:>12} {int(r['in_place']):>7} {r['measured_us']:>12.4g} "
             f"{r['predicted_us']:>12.4g} {r['ape_pct']:>7.2f}  {r['algorithm']}"
         )
+    steps = [r for r in v.rows if r["kind"] == "step"]
+    if steps:
+        lines.append(
+            f"# {'step job':<36} {'measured us':>12} {'predicted us':>12} {'APE %':>7}  topology"
+        )
+    for r in steps:
+        lines.append(f"  {r['job']:<36} {r['measured_us']:>12.4g} {r['predicted_us']:>12.4g} "
+                     f"{r['ape_pct']:>7.2f}  {r['topology']}" + (f"  ({r['note']})" if r["note"] else ""))  # fmt: skip
     s = v.summary
     lines.append(f"# cases {s['cases']}: median APE {s['median_ape_pct']:.3g}%, "
                  f"mean {s['mean_ape_pct']:.3g}%, max {s['max_ape_pct']:.3g}%")  # fmt: skip

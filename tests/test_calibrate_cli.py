@@ -12,8 +12,10 @@ import pytest
 from sim.cli import main
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "nccl-tests"
-GLOO = ["calibrate", "collectives", "--backend", "gloo", "--local", "2", "--ops", "all_reduce",
-        "-b", "2M", "-e", "64M", "-f", "1.5", "--iters", "10", "--warmup", "3", "--repeats", "4"]  # fmt: skip
+# The default sweep (all_reduce, all_gather, reduce_scatter; 1 KiB-1 MiB) of issue 8, its
+# 60 calls per size interleaved over 4 passes: steadier medians on a shared 2-core host.
+GLOO = ["calibrate", "collectives", "--backend", "gloo", "--local", "2", "--repeats", "4",
+        "--iters", "15"]  # fmt: skip
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -25,19 +27,21 @@ def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     return err
 
 
-def test_gloo_run_fitted_then_validated_on_a_second_run(tmp_path: Path, capsys) -> None:
-    """Two independent gloo runs over loopback: fit on one, predict the other within 20%."""
-    a, b, prof = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "gloo.yaml"
-    cmd = [sys.executable, "-m", "sim.cli", *GLOO, "--out", str(a)]
-    assert subprocess.run(cmd, capture_output=True, text=True, timeout=120).returncode == 0
-    assert main([*GLOO, "--out", str(b)]) == 0
-    assert main(["calibrate", "fit", str(a), "--topology", "cpu-host", "--out", str(prof)]) == 0
+def test_gloo_run_fitted_to_cpu_host_reproduces_its_held_out_sizes(tmp_path: Path, capsys) -> None:
+    """A real 2-rank gloo run over loopback, fitted to cpu-host with gloo's own algorithms:
+    refit on even-indexed sizes, the odd ones are predicted with median error <= 20%
+    (issue 8; the NCCL-tuner model gave 56% MAPE and R2 -0.22 on such runs)."""
+    meas, prof = tmp_path / "gloo.json", tmp_path / "gloo.yaml"
+    cmd = [sys.executable, "-m", "sim.cli", *GLOO, "--out", str(meas)]
+    assert subprocess.run(cmd, capture_output=True, text=True, timeout=300).returncode == 0
+    assert main(["calibrate", "fit", str(meas), "--topology", "cpu-host", "--out", str(prof)]) == 0
     capsys.readouterr()
-    assert (
-        main(["calibrate", "validate", str(prof), str(b), "--topology", "cpu-host", "--json"]) == 0
-    )
-    summary = json.loads(capsys.readouterr().out)["summary"]
-    assert summary["median_ape_pct"] <= 20.0, summary
+    argv = ["calibrate", "validate", str(prof), str(meas), "--topology", "cpu-host"]
+    assert main([*argv, "--holdout", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"]["median_ape_pct"] <= 20.0, out["summary"]
+    assert {r["algorithm"] for r in out["rows"]} == {"gloo/simple"}
+    assert {r["op"] for r in out["rows"]} == {"all_reduce", "all_gather", "reduce_scatter"}
 
 
 def test_import_fit_validate_holdout_round_trip(tmp_path: Path, capsys) -> None:

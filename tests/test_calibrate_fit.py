@@ -32,7 +32,7 @@ CREATED = "2025-01-01T00:00:00Z"
 SHIPPED = {
     "h100-nvlink": ("dgx-h100-1node-8gpu-all_reduce.txt", "dgx-h100", None, None),
     "h100-ib-2node": ("h100-2node-16gpu-ib-all_reduce.txt", "h100-ib-ndr", 2, 8),
-    "l40s-tcp": ("l40s-2node-2gpu-tcp-all_reduce.txt", "l40s-pcie", 2, 1),
+    "l40s-tcp": ("l40s-2node-2gpu-tcp-all_reduce.txt", "l40s-tcp", 2, 1),
     "rtx4090-pcie": ("rtx4090-1node-2gpu-pcie-all_reduce.txt", "rtx4090-pcie", None, 2),
     "a100-efa-2node": ("a100-2node-16gpu-efa-all_reduce.txt", "aws-p4d-efa", 2, 8),
     "h100-tcpxo-2node": ("h100-2node-16gpu-tcpxo-all_gather.txt", "gcp-a3-mega-tcpxo", 2, 8),
@@ -46,12 +46,25 @@ def log(name: str) -> Measurements:
     return import_nccl_tests([path], created=CREATED)
 
 
+def gloo_steps(size: int) -> int:
+    """Messages of gloo's ring all_reduce on 2 ranks (gloo/allreduce.cc): one per segment,
+    ``roundUp(max(ceil(size / 1 MiB), 4), 2)`` segments."""
+    segments = max(math.ceil(size / 2**20), 4)
+    return segments + segments % 2
+
+
 def synthetic(
-    sizes: list[int], alpha_s: float = 30e-6, bw_Bps: float = 2e9, **kw: float
+    sizes: list[int],
+    alpha_s: float = 60e-6,
+    bw_Bps: float = 2e9,
+    msg_s: float = 25e-6,
+    **kw: float,
 ) -> Measurements:
-    """A gloo-like all_reduce sweep on 2 ranks: alpha + 2(n-1)/n * size / bw."""
+    """A gloo-like all_reduce sweep on 2 ranks: a call overhead, one latency per message
+    of gloo's ring, and 2(n-1)/n * size / bw on the wire."""
     recs = tuple(
-        CollectiveRecord("all_reduce", s, s // 4, "float32", kw.get("time", alpha_s + s / bw_Bps),
+        CollectiveRecord("all_reduce", s, s // 4, "float32",
+                         kw.get("time", alpha_s + gloo_steps(s) * msg_s + s / bw_Bps),
                          None, 0.0, 0.0, True, 2, 10)
         for s in sizes
     )  # fmt: skip

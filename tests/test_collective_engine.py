@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.collectives.params import default_params
 from sim.collectives.engine import scope_bytes
+from sim.collectives.params import default_params
 from sim.collectives.simulate import CollectiveSetup, run_on_network, simulate_collective
 from sim.topology.presets import load_topology
 from tests.helpers import SHARED_DATA, star

@@ -11,7 +11,14 @@ from sim.studies.grid import study_names, sweep_spec
 from sim.studies.runner import run_sweep
 from tests.helpers import REPO
 
-STUDIES = ("dp-scaling-cnn", "dp-scaling-llm", "horovod", "h100-vs-a100", "nvlink-vs-pcie")
+STUDIES = (
+    "dp-scaling-cnn",
+    "dp-scaling-llm",
+    "fabrics-256",
+    "horovod",
+    "h100-vs-a100",
+    "nvlink-vs-pcie",
+)
 
 
 def rows_of(name: str, *grid: str) -> list[dict]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sim.collectives.schedule import OPS
 from sim.errors import ConfigError
@@ -62,7 +62,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--network", default="flow", help="flow (max-min sharing) or analytical")
     p.add_argument("--dtype", default="float", help=f"element type: {', '.join(DTYPE_BYTES)}")
     p.add_argument("--root", type=int, default=0, help="root rank of broadcast/reduce")
-    p.add_argument("--profile", help="calibrated profile (name or YAML file)")
+    p.add_argument(
+        "--profile",
+        help="calibrated profile (name or YAML file); default: the shipped profile measured on "
+        "this topology's hardware; none: the shipped defaults",
+    )
+    p.add_argument(
+        "--force-profile",
+        action="store_true",
+        help="use --profile even if measured on other hardware",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of ECMP hashing")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print a JSON list of records")
@@ -74,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and print a table (or JSON)."""
     from sim.collectives.simulate import CollectiveSetup, simulate_collective, sweep_sizes
-    from sim.profile import load_profile
+    from sim.profile_select import describe, resolve_profile
     from sim.studies.files import csv_text
     from sim.topology.presets import load_topology
 
@@ -89,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
         args.step_factor,
     )
     topo = load_topology(args.topology, nodes=args.nodes, seed=args.seed)
-    profile = load_profile(args.profile)
+    resolved = resolve_profile(args.profile, topo, force=args.force_profile)
+    profile = resolved.profile
+    info = describe(resolved, topo)
     setup = CollectiveSetup(topo, args.gpus, profile.collectives)
     if op == "send_recv":
         setup = CollectiveSetup(topo, [setup.group[0], setup.group[-1]], profile.collectives)
@@ -102,10 +113,12 @@ def run(args: argparse.Namespace) -> int:
         rec.update(count=int(r.size_bytes // elem), dtype=args.dtype, topology=topo.name)
         if args.csv:  # one flat row of fixed columns: per-scope wire bytes stay in --json
             rec.pop("wire_bytes_by_scope", None)
+        else:
+            rec["profile"] = info
         return rec
 
     results: list[CollectiveResult] = []
-    emit = _Table(topo.name, op, setup, args, elem) if not (args.json or args.csv) else None
+    emit = _Table(topo.name, op, setup, args, elem, info) if not (args.json or args.csv) else None
     for s in sizes:  # each row is printed as soon as it is computed
         r = simulate_collective(
             setup, op, s, algorithm=args.algo, protocol=args.protocol, network=args.network,
@@ -133,14 +146,24 @@ class _Table:
     """The nccl-tests style table, printed a row at a time."""
 
     def __init__(
-        self, name: str, op: str, setup: CollectiveSetup, args: argparse.Namespace, elem: int
+        self,
+        name: str,
+        op: str,
+        setup: CollectiveSetup,
+        args: argparse.Namespace,
+        elem: int,
+        info: dict[str, Any],
     ) -> None:
+        from sim.profile_select import text_lines
+
         self.op, self.args, self.elem = op, args, elem
         nodes = len(set(setup.layout.node_of))
         print(
             f"# clustersim collective: {op} on {name}, {setup.n} GPUs ({nodes} server(s)), "
-            f"network {args.network}, algo {args.algo}, protocol {args.protocol}, profile {args.profile or 'defaults'}"
+            f"network {args.network}, algo {args.algo}, protocol {args.protocol}"
         )
+        for line in text_lines(info):
+            print(f"# {line}")
         print(
             f"# {'size':>10} {'count':>13} {'type':>9} {'redop':>7} {'root':>7} {'time':>10} "
             f"{'algbw':>8} {'busbw':>8}  algorithm"

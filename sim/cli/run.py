@@ -11,6 +11,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from sim.cli.outputs import add_set_option
 from sim.errors import ConfigError
@@ -28,6 +29,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     out.add_argument("--csv", action="store_true", help="print the result as one flat CSV row")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the step")
+    p.add_argument(
+        "--profile",
+        help="calibrated profile (name or YAML file), overriding the scenario's; default: the "
+        "shipped profile measured on the topology's hardware; none: the shipped defaults",
+    )
+    p.add_argument(
+        "--force-profile",
+        action="store_true",
+        help="use the profile even if measured on other hardware",
+    )
     p.add_argument(
         "--plot", metavar="FILE", help="draw the step-time breakdown (.png or .svg; [plot] extra)"
     )
@@ -52,7 +63,11 @@ def _write_atomic(path: str, text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Simulate and print a summary (or JSON or CSV); write the trace and figure if asked."""
+    from dataclasses import replace
+
     from sim.cli.outputs import link_rows, plot
+    from sim.profile_select import describe, resolve_profile, text_lines
+    from sim.topology.presets import load_topology
     from sim.training.layers import LayerScenario, load_any_scenario, simulate_layer_step
     from sim.training.step import run_step
     from sim.training.trace import trace_json
@@ -60,16 +75,23 @@ def run(args: argparse.Namespace) -> int:
     if args.network is not None and args.network not in ("flow", "analytical"):
         raise ConfigError(f"--network {args.network!r} is unknown; allowed: flow, analytical")
     scenario = load_any_scenario(args.scenario, args.sets)
+    info: dict[str, Any] | None = None
     if isinstance(scenario, LayerScenario):
         if args.trace:
             raise ConfigError("--trace: not available for layer-list models (no per-pass timeline)")
         result = simulate_layer_step(scenario, args.network)
         record = result.to_dict()
     else:
+        cluster = scenario.cluster
+        topo = load_topology(cluster.topology, nodes=cluster.nodes, seed=scenario.seed)
+        request = args.profile if args.profile is not None else scenario.profile
+        resolved = resolve_profile(request, topo, force=args.force_profile)
+        scenario = replace(scenario, profile=resolved.key)
+        info = describe(resolved, topo)
         result, pipeline, setup = run_step(scenario, args.network, record=bool(args.trace))
         if args.trace:
             _write_atomic(args.trace, trace_json(setup, pipeline))
-        record = result.to_dict()
+        record = {**result.to_dict(), "profile": info}
         links = link_rows(setup.topology, pipeline.network, result.step_time_s)
         if links:
             record["links"] = links
@@ -82,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(csv_text([flat], list(flat)))
     else:
         print(result.summary())
+        if info is not None:
+            print("\n".join(text_lines(info)))
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
     if args.plot:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sim.collectives import collnet, direct, hierarchical, nvls, nvls_tree, rhd, ring, tree
+from sim.collectives import collnet, direct, gloo, hierarchical, nvls, nvls_tree, rhd, ring, tree
 from sim.collectives.layout import Layout
 from sim.collectives.schedule import Schedule
 from sim.errors import UnsupportedCollectiveError
@@ -45,6 +45,7 @@ ALGORITHMS: dict[str, Algorithm] = {
     "nvls_tree": nvls_tree.nvls_tree,
     "collnet": collnet.collnet,
     "direct": direct.direct,
+    "gloo": gloo.gloo,
 }
 
 SUPPORTED: dict[str, tuple[str, ...]] = {
@@ -56,6 +57,7 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
     "nvls_tree": nvls_tree.SUPPORTS,
     "collnet": collnet.SUPPORTS,
     "direct": direct.SUPPORTS,
+    "gloo": gloo.SUPPORTS,
 }
 
 

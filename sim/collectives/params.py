@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from sim.collectives.gloo import check_backend
 from sim.errors import ConfigError
 
 __all__ = [
@@ -153,9 +154,12 @@ class CollectiveParams:
                 "pipeline",
                 "channels",
                 "transports",
+                "backend",
+                "gloo",
             },
             where,
-        )
+        )  # fmt: skip
+        check_backend(tree, where)
         link = {
             s: _eff(_get(tree, "link_efficiency", where), s, where + ".link_efficiency")
             for s in SCOPES

@@ -26,6 +26,7 @@ from sim.collectives.engine import (
     scope_bytes,
     wire_scale,
 )
+from sim.collectives.gloo import algorithms_for, local_time_s
 from sim.collectives.links import scaled_for
 from sim.collectives.params import PROTOCOLS, CollectiveParams, default_params
 from sim.collectives.schedule import OPS, Schedule, busbw_factor
@@ -273,7 +274,7 @@ class CollectiveSetup:
         lists (``ring,tree``; ``^nvls``): see :mod:`sim.collectives.selection`.
         """
         algos = allowed_algorithms(
-            algorithm, NCCL_ALGORITHMS.get(op, ()), list(ALGORITHMS),
+            algorithm, algorithms_for(self.params, NCCL_ALGORITHMS).get(op, ()), list(ALGORITHMS),
             lambda a: applicable(a, op, self.layout),
         )  # fmt: skip
         protos = allowed_protocols(protocol, PROTOCOLS)
@@ -366,11 +367,13 @@ def simulate_collective(
         )
     else:
         time_s, link_bytes = run_on_network(setup, sched, proto, size_bytes, network)
+    # gloo: torch's local copies around the wire traffic (sim.collectives.gloo)
+    local = local_time_s(setup.params, op, setup.n, size_bytes) if algo == "gloo" else 0.0
     return CollectiveResult(
         op=op,
         size_bytes=float(size_bytes),
         n_ranks=setup.n,
-        time_s=float(time_s),
+        time_s=float(time_s) + local,
         algorithm=algo,
         protocol=proto,
         network=network,

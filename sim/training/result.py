@@ -39,6 +39,13 @@ class StepResult:
         Bytes on the wire per link class (nvlink, pcie, net) in the whole cluster per step.
     cost_per_step_usd, cost_per_million_tokens_usd : float or None
         From ``price.gpu_hour_usd`` when given.
+    notes : list[str]
+        Facts worth knowing: estimated compute parameters, placement, why a plan does not
+        fit and what would.
+    compute_params : dict
+        Which compute parameters were used: ``gpu``, ``estimate`` (True when they were not
+        fitted to measurements of this GPU), ``basis`` and ``validation`` (their errors
+        on published data).
     """
 
     scenario: str
@@ -62,6 +69,7 @@ class StepResult:
     cost_per_step_usd: float | None
     cost_per_million_tokens_usd: float | None
     notes: list[str] = field(default_factory=list)
+    compute_params: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (plain Python types)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib.resources
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -27,9 +28,11 @@ import yaml
 from sim.errors import ConfigError
 from sim.training.workload.models import ModelSpec, model_preset
 from sim.training.workload.plan import ParallelPlan, parse_order, validate_plan
+from sim.training.workload.zero import FSDP_STRATEGIES, parse_zero
 from sim.units import parse_bytes
 
 __all__ = [
+    "GRAD_DTYPES",
     "NETWORKS",
     "PRECISIONS",
     "SECTION_KEYS",
@@ -48,7 +51,8 @@ __all__ = [
 ]
 
 NETWORKS = ("flow", "analytical")
-PRECISIONS = ("bf16", "fp8")
+PRECISIONS = ("bf16", "fp16", "fp8")
+GRAD_DTYPES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,14 @@ class ClusterSection:
 
 @dataclass(frozen=True)
 class ParallelSection:
-    """The ``parallel`` section as written (``dp`` None = derived from the GPU count)."""
+    """The ``parallel`` section as written (``dp`` None = derived from the GPU count).
+
+    ``zero`` is a ZeRO stage 0-3 or an FSDP strategy name (``FULL_SHARD``,
+    ``SHARD_GRAD_OP``, ``HYBRID_SHARD``, ``_HYBRID_SHARD_ZERO2``, ``NO_SHARD``), read into
+    the stage and ``fsdp``; ``shard_size`` is HYBRID_SHARD's shard group (default: the
+    data-parallel ranks of one node). See :mod:`sim.training.workload.zero` and
+    :mod:`sim.training.workload.stages` for the other keys.
+    """
 
     tp: int = 1
     pp: int = 1
@@ -77,16 +88,29 @@ class ParallelSection:
     overlap_dp: bool = True
     bucket_bytes: float = 25 * 2**20
     placement: tuple[str, ...] = ("tp", "pp", "dp")
+    shard_size: int | None = None
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    embedding_as_layer: bool | None = None
+    loss_as_layer: bool | None = None
+    fsdp: str | None = None
 
 
 @dataclass(frozen=True)
 class TrainingSection:
-    """Sequences per step, tokens per sequence, linear-layer precision, fused attention."""
+    """Sequences per step, tokens per sequence, linear-layer precision, fused attention,
+    the dtype gradients are accumulated and reduced in (``fp32`` main gradients by
+    default, as Megatron-LM keeps them), and the cross-entropy kernel: ``fp32`` (eager
+    PyTorch under autocast: logits cast to fp32, log-softmax kept) or ``fused`` (one
+    kernel over bf16 logits, gradient written in place: flash-attn's xentropy,
+    Megatron-Core's cross-entropy fusion)."""
 
     global_batch: int
     seq_len: int
     precision: str = "bf16"
     flash_attention: bool = True
+    grad_dtype: str = "fp32"
+    cross_entropy: str = "fp32"
 
 
 @dataclass(frozen=True)
@@ -118,7 +142,7 @@ def _keys(cls: type) -> tuple[str, ...]:
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "model": ("preset", *(k for k in _keys(ModelSpec) if k != "name")),
     "cluster": _keys(ClusterSection),
-    "parallel": _keys(ParallelSection),
+    "parallel": tuple(k for k in _keys(ParallelSection) if k != "fsdp"),
     "training": _keys(TrainingSection),
     "price": _keys(PriceSection),
 }
@@ -155,10 +179,14 @@ def _choice(choices: Sequence[str]) -> Callable[[object, str], str]:
     return read
 
 
-def _zero(value: object, where: str) -> int:
-    if isinstance(value, bool) or value not in (0, 1, 2, 3):
-        raise ConfigError(f"{where}: {value!r} is not one of 0, 1, 2, 3 (3 = FSDP)")
-    return int(value)
+def _zero(value: object, where: str) -> tuple[int, str | None]:
+    return parse_zero(value, where)
+
+
+def _fraction(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ConfigError(f"{where}: expected a number in [0, 1), got {value!r}")
+    return float(value)
 
 
 def _placement(value: object, where: str) -> str | list[str]:
@@ -178,7 +206,11 @@ def _price(value: object, where: str) -> float:
 _READERS: dict[str, Callable[[object, str], Any]] = {
     "tp": _int, "pp": _int, "dp": _int, "ep": _int, "micro_batch": _int,
     "virtual_stages": _int, "global_batch": _int, "seq_len": _int, "nodes": _int,
-    "zero": _zero,
+    "shard_size": _int, "first_stage_layers": lambda v, w: _int(v, w, 0),
+    "last_stage_layers": lambda v, w: _int(v, w, 0),
+    "embedding_as_layer": _bool, "loss_as_layer": _bool,
+    "zero": _zero, "dropout": _fraction, "grad_dtype": _choice(tuple(GRAD_DTYPES)),
+    "cross_entropy": _choice(("fp32", "fused")),
     "sp": _bool, "overlap_tp": _bool, "overlap_dp": _bool, "flash_attention": _bool,
     "schedule": _choice(("gpipe", "1f1b", "interleaved")),
     "recompute": _choice(("none", "selective", "full")),
@@ -204,10 +236,20 @@ def _section(raw: Mapping[str, Any], name: str) -> dict[str, Any]:
             )
     out = {}
     for key, value in data.items():
-        if value is None and key in ("dp", "nodes", "gpu_hour_usd"):
+        if value is None and key in _NULLABLE:
             continue  # explicit null = not given
         out[key] = _READERS[key](value, f"{name}.{key}")
+    if "zero" in out:
+        out["zero"], fsdp = out["zero"]
+        if fsdp is not None:
+            out["fsdp"] = fsdp
     return out
+
+
+_NULLABLE = (
+    "dp", "nodes", "gpu_hour_usd", "shard_size", "first_stage_layers", "last_stage_layers",
+    "embedding_as_layer", "loss_as_layer",
+)  # fmt: skip
 
 
 def _model(raw: Mapping[str, Any]) -> ModelSpec:
@@ -360,6 +402,26 @@ def resolve_plan(scenario: Scenario, num_gpus: int, gpus_per_node: int) -> Paral
         micro_batch=par.micro_batch, global_batch=scenario.training.global_batch,
         schedule=par.schedule, virtual_stages=par.virtual_stages, recompute=par.recompute,
         order=par.placement, gpus_per_node=gpus_per_node, overlap_tp=par.overlap_tp,
-        overlap_dp=par.overlap_dp, bucket_bytes=par.bucket_bytes,
+        overlap_dp=par.overlap_dp, bucket_bytes=par.bucket_bytes, fsdp=par.fsdp,
+        shard_size=_shard_size(par, dp, gpus_per_node),
+        grad_bytes=GRAD_DTYPES[scenario.training.grad_dtype],
+        first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers,
+        embedding_as_layer=par.embedding_as_layer, loss_as_layer=par.loss_as_layer,
     )  # fmt: skip
     return validate_plan(plan, scenario.model, num_gpus)
+
+
+def _shard_size(par: ParallelSection, dp: int, gpus_per_node: int) -> int | None:
+    """HYBRID_SHARD's shard group: given, or the data-parallel ranks of one node."""
+    hybrid = par.fsdp is not None and FSDP_STRATEGIES[par.fsdp][1]
+    if par.shard_size is not None:
+        if par.fsdp is not None and not hybrid and par.shard_size != dp:
+            raise ConfigError(
+                f"parallel.shard_size: {par.shard_size} shards within a group smaller than "
+                f"dp={dp}, which {par.fsdp} does not; use HYBRID_SHARD or _HYBRID_SHARD_ZERO2"
+            )
+        return par.shard_size
+    if not hybrid:
+        return None
+    per_node = max(1, gpus_per_node // par.tp)
+    return math.gcd(dp, per_node)

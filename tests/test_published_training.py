@@ -1,0 +1,87 @@
+"""Predictions against published training runs nobody here produced (../shared/data).
+
+One parameter set per GPU type (topologies/catalog/compute.yaml, fitted by
+``python -m calibrate.fit_training``); every table is compared row by row. Sources:
+
+- llm-foundry MPT H100 bf16 and fp8 tables, A100 40GB and 80GB tables
+  (github.com/mosaicml/llm-foundry, scripts/train/benchmarking/README.md), tokens/s per GPU,
+  assumptions in calibrate/llm_foundry.py;
+- Megatron-LM's A100 weak-scaling table (Narayanan et al. SC21; Megatron-LM README),
+  hardware TFLOP/s per GPU, assumptions in calibrate/published.py.
+
+Tolerances: the issue's targets (H100 bf16 mean <= 8% and every row <= 15%; fp8 mean <=
+12%), and for A100 no worse than before the per-operation model (Megatron: mean 4.3%, max
+11.6%; llm-foundry A100 80GB and 40GB: mean 14.3% and 16.4%, max 34.9% and 42.4%, with
+the earlier A100 profile). Tests skip when ../shared/data is absent.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from calibrate.fit_training import DATA, predict, rows_for
+from sim.training.compute.params import compute_params
+
+pytestmark = pytest.mark.skipif(not DATA.exists(), reason=f"published data absent: {DATA}")
+
+
+def _errors(gpu: str, table: str) -> np.ndarray:
+    rows = [r for r in rows_for(gpu) if r.table == table]
+    assert rows, table
+    return predict(rows) / np.array([r.measured for r in rows]) - 1
+
+
+def test_h100_bf16_table_within_the_targets() -> None:
+    """52 runs, MPT 760M-70B, 512-65536 tokens, 8-64 H100, FSDP: mean <= 8%, max <= 15%."""
+    err = np.abs(_errors("H100-SXM", "llm-foundry-mpt-h100-bf16.csv"))
+    assert err.mean() <= 0.08 and err.max() <= 0.15, (err.mean(), err.max())
+
+
+def test_h100_fp8_table_within_the_target() -> None:
+    """7 fp8 runs (Transformer Engine linears): mean <= 12%."""
+    err = np.abs(_errors("H100-SXM", "llm-foundry-mpt-h100-fp8.csv"))
+    assert err.mean() <= 0.12, err
+
+
+def test_fp8_speedup_is_what_the_runs_saw_not_the_peak_ratio() -> None:
+    """Same model and shape in bf16 and fp8 (MPT-1B, 512 tokens, 8 H100): the published
+    speedup is 70315 / 52275 = 1.35x; the prediction is within 10% of it, far from the
+    2x of the peaks."""
+    rows = {r.table: r for r in rows_for("H100-SXM") if r.label == "1b s512 8gpu mb56"}
+    bf16, fp8 = predict(
+        [rows["llm-foundry-mpt-h100-bf16.csv"], rows["llm-foundry-mpt-h100-fp8.csv"]]
+    )
+    assert fp8 / bf16 == pytest.approx(70315 / 52275, rel=0.10)
+
+
+def test_a100_megatron_table_no_worse_than_before() -> None:
+    """GPT 1.7B-1T on 32-3072 A100, hardware TFLOP/s: mean <= 4.3%, max <= 11.6%."""
+    err = np.abs(_errors("A100-SXM", "megatron-lm-a100-weak-scaling.csv"))
+    assert err.mean() <= 0.043 and err.max() <= 0.116, err
+
+
+@pytest.mark.parametrize(
+    ("table", "mean", "worst"),
+    [
+        ("llm-foundry-mpt-a100-80gb.csv", 0.143, 0.349),
+        ("llm-foundry-mpt-a100-40gb.csv", 0.164, 0.424),
+    ],
+)
+def test_a100_llm_foundry_tables_no_worse_than_before(
+    table: str, mean: float, worst: float
+) -> None:
+    err = np.abs(_errors("A100-SXM", table))
+    assert err.mean() <= mean and err.max() <= worst, (err.mean(), err.max())
+
+
+@pytest.mark.parametrize("gpu", ["H100-SXM", "A100-SXM-80GB"])
+def test_catalog_validation_records_match_what_the_tables_give(gpu: str) -> None:
+    """The catalog's validation record (written by the fit) is what the rows give today."""
+    family = "A100-SXM" if gpu.startswith("A100") else gpu
+    rows = rows_for(family)
+    err = np.abs(predict(rows) / np.array([r.measured for r in rows]) - 1)
+    v = compute_params(gpu).validation
+    assert v["rows"] == len(rows)
+    assert v["mean_abs_error"] == pytest.approx(err.mean(), abs=5e-4)
+    assert v["max_abs_error"] == pytest.approx(err.max(), abs=5e-4)

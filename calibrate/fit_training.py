@@ -4,8 +4,9 @@ One parameter set per GPU type, never per row: the parameters named in :data:`FI
 fitted by :func:`calibrate.solver.solve` (robust soft-L1 on log(predicted / published),
 a weak prior toward the documented defaults, a deterministic Sobol screen) to every row
 of the GPU type's published tables at once; everything else keeps its catalog value.
-Hold-out errors refit with one group of rows left out (one model size of the
-llm-foundry tables, one row of the Megatron table) and predict the rows left out.
+Hold-out errors refit with one group of rows left out (one MPT size: all its rows of
+every llm-foundry table of the GPU type; or one row of the Megatron table) and predict
+the rows left out. ``--jobs N`` spreads the rows over N processes (same numbers).
 
 Run::
 
@@ -155,7 +156,7 @@ def rows_for(gpu: str, data: Path = DATA) -> list[TrainingRow]:
                                        megatron_scenario(r), r.tflops_per_gpu, "hw_tflops"))  # fmt: skip
         else:
             for f in read_foundry_table(path):
-                out.append(TrainingRow(table, f.label, f"{table[14:-4]}:{f.model}",
+                out.append(TrainingRow(table, f.label, f"mpt-{f.model}",
                                        foundry_scenario(f), f.tokens_per_s_per_gpu,
                                        "tokens_per_gpu"))  # fmt: skip
     return out
@@ -217,7 +218,7 @@ def fit_rows(rows: Sequence[TrainingRow], specs: Sequence[ParamSpec], start: Map
     u0 = np.array([s.unit(start[s.key]) for s in specs])
     first = np.array([s.unit(warm[s.key]) for s in specs]) if warm else None
     sol = solve(residuals, u0, f_scale=0.05, prior_width=1.0, softness=(0.0,),
-                screen_log2=screen_log2, refine=1, max_nfev=40 * (len(specs) + 1),
+                screen_log2=screen_log2, refine=1, max_nfev=80 * (len(specs) + 1),
                 first=first)  # fmt: skip
     params = values(sol.u)
     return FitResult(params, predict(rows, params), meas, sol.converged, sol.cost)
@@ -253,7 +254,9 @@ def validation(rows: Sequence[TrainingRow], pred: np.ndarray,
     if holdout is not None:
         out["holdout_mean_abs_error"] = round(float(np.abs(holdout).mean()), 4)
         out["holdout_max_abs_error"] = round(float(np.abs(holdout).max()), 4)
-        out["holdout"] = "one model size (llm-foundry) or one row (Megatron) left out per refit"
+        out["holdout"] = (
+            "one MPT size (all its llm-foundry rows) or one Megatron row left out per refit"
+        )
     out["tables"] = {
         table: round(float(err[[i for i, r in enumerate(rows) if r.table == table]].mean()), 4)
         for table in dict.fromkeys(r.table for r in rows)
@@ -365,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               + ", ".join(f"{k}={v:.4g}" for k, v in params.items()))  # fmt: skip
     if args.memory:
         bound, over = fragmentation_bound([r for r in rows if r.metric == "tokens_per_gpu"])
-        print(f"largest fragmentation under which every llm-foundry run fits: {bound:.3f}")
+        print(f"largest fragmentation under which every llm-foundry run fits: {bound:.4f}")
         for label, gib in over:
             print(f"  over the HBM even without fragmentation: {label} (+{gib:.1f} GiB)")
         return 0

@@ -56,8 +56,8 @@ def _l40s(topology: str = "l40s-pcie") -> dict[str, object]:
     return {
         "model": {"preset": "gpt2-124m"},
         "cluster": {"topology": topology},
-        "parallel": {"micro_batch": 1},
-        "training": {"global_batch": 8, "seq_len": 1024},
+        "parallel": {"micro_batch": 1, "dp": 8} if topology == "dgx-h100" else {"dp": 32},
+        "training": {"global_batch": 32, "seq_len": 1024},
         "network": "analytical",
     }
 

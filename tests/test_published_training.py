@@ -45,14 +45,18 @@ def test_h100_fp8_table_within_the_target() -> None:
 
 
 def test_fp8_speedup_is_what_the_runs_saw_not_the_peak_ratio() -> None:
-    """Same model and shape in bf16 and fp8 (MPT-1B, 512 tokens, 8 H100): the published
-    speedup is 70315 / 52275 = 1.35x; the prediction is within 10% of it, far from the
-    2x of the peaks."""
-    rows = {r.table: r for r in rows_for("H100-SXM") if r.label == "1b s512 8gpu mb56"}
-    bf16, fp8 = predict(
-        [rows["llm-foundry-mpt-h100-bf16.csv"], rows["llm-foundry-mpt-h100-fp8.csv"]]
-    )
-    assert fp8 / bf16 == pytest.approx(70315 / 52275, rel=0.10)
+    """The six runs published in both bf16 and fp8 (same model, sequence and GPUs) saw
+    speedups of 1.0-1.35x, not the 2x of the peaks: the predicted speedups match them
+    within 8% on average and every one stays below 1.5x."""
+    rows = rows_for("H100-SXM")
+    bf16 = {r.label.split(" mb")[0]: r for r in rows if r.table.endswith("bf16.csv")}
+    pairs = [(r, bf16[r.label.split(" mb")[0]]) for r in rows if r.table.endswith("fp8.csv")
+             if r.label.split(" mb")[0] in bf16]  # fmt: skip
+    assert len(pairs) == 6
+    pred = [float(np.divide(*predict([f, b]))) for f, b in pairs]
+    seen = [f.measured / b.measured for f, b in pairs]
+    err = np.abs(np.array(pred) / np.array(seen) - 1)
+    assert err.mean() <= 0.08 and max(pred) < 1.5, (pred, seen)
 
 
 def test_a100_megatron_table_no_worse_than_before() -> None:

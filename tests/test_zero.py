@@ -113,13 +113,14 @@ def test_bf16_gradients_halve_the_reduction() -> None:
 
 
 def test_fsdp_names_run_and_hybrid_shards_within_a_node() -> None:
-    """FULL_SHARD = ZeRO-3; HYBRID_SHARD shards over the 8 GPUs of a node by default, so
-    less crosses the network than with FULL_SHARD over all 64."""
+    """FULL_SHARD is ZeRO-3 plus FSDP's flat-gradient copies; HYBRID_SHARD shards over the
+    8 GPUs of a node by default, so less crosses the network than FULL_SHARD over all 64."""
     full = simulate_step(scenario_from_dict(_llama13b("FULL_SHARD")))
     z3 = simulate_step(scenario_from_dict(_llama13b(3)))
     hybrid = simulate_step(scenario_from_dict(_llama13b("HYBRID_SHARD")))
     assert full.plan["fsdp"] == "FULL_SHARD" and hybrid.plan["shard_size"] == 8
-    assert full.step_time_s == pytest.approx(z3.step_time_s)
+    assert full.step_time_s > z3.step_time_s
+    assert full.link_bytes_by_scope == pytest.approx(z3.link_bytes_by_scope)
     assert hybrid.link_bytes_by_scope["net"] < full.link_bytes_by_scope["net"]
     # FSDP's sharded parameter is the fp32 master: no bf16 shard beside it
     assert full.memory_breakdown["weights"] < z3.memory_breakdown["weights"]

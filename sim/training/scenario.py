@@ -18,7 +18,7 @@ import copy
 import dataclasses
 import importlib.resources
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -26,10 +26,18 @@ from typing import Any
 import yaml
 
 from sim.errors import ConfigError
+from sim.training.scenario_readers import (
+    GRAD_DTYPES,
+    NULLABLE,
+    PRECISIONS,
+    READERS,
+    read_choice,
+    read_int,
+    read_str,
+)
 from sim.training.workload.models import ModelSpec, model_preset
-from sim.training.workload.plan import ParallelPlan, parse_order, validate_plan
-from sim.training.workload.zero import FSDP_STRATEGIES, parse_zero
-from sim.units import parse_bytes
+from sim.training.workload.plan import ParallelPlan, validate_plan
+from sim.training.workload.zero import FSDP_STRATEGIES
 
 __all__ = [
     "GRAD_DTYPES",
@@ -51,8 +59,6 @@ __all__ = [
 ]
 
 NETWORKS = ("flow", "analytical")
-PRECISIONS = ("bf16", "fp16", "fp8")
-GRAD_DTYPES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
 @dataclass(frozen=True)
@@ -149,82 +155,6 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
 TOP_KEYS = (*SECTION_KEYS, "network", "profile", "seed")
 
 
-# --- typed readers: each names the key with its place ------------------------------
-
-
-def _int(value: object, where: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{where}: expected an integer >= {low}, got {value!r}")
-    return value
-
-
-def _bool(value: object, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{where}: expected true or false, got {value!r}")
-    return value
-
-
-def _str(value: object, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
-    return value
-
-
-def _choice(choices: Sequence[str]) -> Callable[[object, str], str]:
-    def read(value: object, where: str) -> str:
-        if value not in choices:
-            raise ConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
-        return str(value)
-
-    return read
-
-
-def _zero(value: object, where: str) -> tuple[int, str | None]:
-    return parse_zero(value, where)
-
-
-def _fraction(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-        raise ConfigError(f"{where}: expected a number in [0, 1), got {value!r}")
-    return float(value)
-
-
-def _placement(value: object, where: str) -> str | list[str]:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return value
-    raise ConfigError(f"{where}: expected an order like 'tp,pp,dp', got {value!r}")
-
-
-def _price(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ConfigError(f"{where}: expected a non-negative number of USD, got {value!r}")
-    return float(value)
-
-
-_READERS: dict[str, Callable[[object, str], Any]] = {
-    "tp": _int, "pp": _int, "dp": _int, "ep": _int, "micro_batch": _int,
-    "virtual_stages": _int, "global_batch": _int, "seq_len": _int, "nodes": _int,
-    "shard_size": _int, "first_stage_layers": lambda v, w: _int(v, w, 0),
-    "last_stage_layers": lambda v, w: _int(v, w, 0),
-    "embedding_as_layer": _bool, "loss_as_layer": _bool,
-    "zero": _zero, "dropout": _fraction, "grad_dtype": _choice(tuple(GRAD_DTYPES)),
-    "cross_entropy": _choice(("fp32", "fused")),
-    "sp": _bool, "overlap_tp": _bool, "overlap_dp": _bool, "flash_attention": _bool,
-    "schedule": _choice(("gpipe", "1f1b", "interleaved")),
-    "recompute": _choice(("none", "selective", "full")),
-    "precision": _choice(PRECISIONS),
-    "bucket_bytes": lambda v, w: parse_bytes(v, w),
-    "placement": lambda v, w: parse_order(_placement(v, w)),
-    "topology": _str, "gpu_hour_usd": _price,
-    "preset": _str, "norm": _str, "position": _str,
-    "layers": _int, "hidden": _int, "ffn_hidden": _int, "heads": _int, "kv_heads": _int,
-    "vocab": _int, "experts": _int, "top_k": _int, "max_seq": _int,
-    "gated_mlp": _bool, "tied_embeddings": _bool, "bias": _bool,
-}  # fmt: skip
-
-
 def _section(raw: Mapping[str, Any], name: str) -> dict[str, Any]:
     data = raw.get(name) or {}
     if not isinstance(data, Mapping):
@@ -236,20 +166,14 @@ def _section(raw: Mapping[str, Any], name: str) -> dict[str, Any]:
             )
     out = {}
     for key, value in data.items():
-        if value is None and key in _NULLABLE:
+        if value is None and key in NULLABLE:
             continue  # explicit null = not given
-        out[key] = _READERS[key](value, f"{name}.{key}")
+        out[key] = READERS[key](value, f"{name}.{key}")
     if "zero" in out:
         out["zero"], fsdp = out["zero"]
         if fsdp is not None:
             out["fsdp"] = fsdp
     return out
-
-
-_NULLABLE = (
-    "dp", "nodes", "gpu_hour_usd", "shard_size", "first_stage_layers", "last_stage_layers",
-    "embedding_as_layer", "loss_as_layer",
-)  # fmt: skip
 
 
 def _model(raw: Mapping[str, Any]) -> ModelSpec:
@@ -291,9 +215,9 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
         parallel=ParallelSection(**_section(raw, "parallel")),
         training=TrainingSection(**training),
         price=PriceSection(**_section(raw, "price")),
-        network=_choice(NETWORKS)(raw.get("network", "flow"), "network"),
-        profile=None if profile is None else _str(profile, "profile"),
-        seed=_int(raw.get("seed", 0), "seed", 0),
+        network=read_choice(NETWORKS)(raw.get("network", "flow"), "network"),
+        profile=None if profile is None else read_str(profile, "profile"),
+        seed=read_int(raw.get("seed", 0), "seed", 0),
     )
 
 

@@ -33,6 +33,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from sim.errors import ConfigError
 from sim.training.workload.plan import ParallelPlan
@@ -103,6 +104,7 @@ def parse_zero(value: object, where: str = "parallel.zero") -> tuple[int, str | 
     )
 
 
+@lru_cache(maxsize=256)
 def zero_semantics(plan: ParallelPlan) -> ZeroSemantics:
     """The collectives' schedule of ``plan`` (see the module table).
 

@@ -9,7 +9,8 @@ rate (``StepResult.hw_tflops_per_gpu``).
 
 Assumptions for every row (stated, not tuned per row): micro-batch 1, non-interleaved
 1F1B, full recompute, no sequence parallelism, no flash attention (2021: GEMMs for scores
-and context, Megatron's fused softmax, dropout 0.1), data-parallel gradient all-reduce
+and context, dropout 0.1), Megatron's fused kernels (LayerNorm, bias-GeLU,
+bias-dropout-add, scaled-masked softmax), data-parallel gradient all-reduce
 after the backward pass (not overlapped; Megatron of 2021) in fp16 (the runs used fp16
 mixed precision, whose gradients Megatron-LM all-reduced in fp16 unless
 ``--accumulate-allreduce-grads-in-fp32`` was given; not stated, assumed not).
@@ -110,6 +111,7 @@ def megatron_scenario(
             "seq_len": 2048,
             "precision": "bf16",
             "flash_attention": False,
+            "fused_kernels": True,
             "grad_dtype": "fp16",
         },
         "network": network,

@@ -158,3 +158,20 @@ def test_unfused_attention_is_slower_than_flash_at_long_sequences() -> None:
         return sum(op_time_s(o, H100, p) for o in ops.fwd + ops.bwd if o.kind == "compute")
 
     assert layer_s(False) > layer_s(True)
+
+
+def test_fused_kernels_move_elementwise_bytes_at_stream_bandwidth() -> None:
+    """Megatron-style fused norms, activations and residual adds: same bytes, class
+    ``stream``; the layer's memory-bound time shrinks by mem_eff / stream_eff."""
+    p, m = compute_params("H100-SXM"), model_preset("gpt3-175b")
+
+    def elementwise(fused: bool) -> tuple[float, float]:
+        ops = layer_ops(OpContext(m, 1, 2048, tp=8, fused_kernels=fused))
+        mem = [o for o in ops.fwd + ops.bwd if o.kind == "compute" and o.cls != "gemm"
+               and not o.cls.startswith("attn")]  # fmt: skip
+        t = sum(op_time_s(o, H100, p) - p.launch_overhead_s for o in mem)
+        return sum(o.bytes for o in mem), t
+
+    (eager_b, eager_t), (fused_b, fused_t) = elementwise(False), elementwise(True)
+    assert eager_b == fused_b
+    assert fused_t == pytest.approx(eager_t * p.mem_eff / p.stream_eff, rel=1e-9)

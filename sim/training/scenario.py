@@ -109,7 +109,9 @@ class TrainingSection:
     default, as Megatron-LM keeps them), and the cross-entropy kernel: ``fp32`` (eager
     PyTorch under autocast: logits cast to fp32, log-softmax kept) or ``fused`` (one
     kernel over bf16 logits, gradient written in place: flash-attn's xentropy,
-    Megatron-Core's cross-entropy fusion)."""
+    Megatron-Core's cross-entropy fusion), and whether norms, activations, residual adds
+    (with dropout), rotary and softmax run as fused bandwidth-tuned kernels
+    (``fused_kernels``: Megatron-LM, Transformer Engine) or as eager framework kernels."""
 
     global_batch: int
     seq_len: int
@@ -117,6 +119,7 @@ class TrainingSection:
     flash_attention: bool = True
     grad_dtype: str = "fp32"
     cross_entropy: str = "fp32"
+    fused_kernels: bool = False
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ def read_choice(choices: Sequence[str]) -> Callable[[object, str], str]:
     >>> read_choice(("a", "b"))("b", "x.y")
     'b'
     """
+
     def read(value: object, where: str) -> str:
         if value not in choices:
             raise ConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
@@ -99,6 +100,7 @@ READERS: dict[str, Callable[[object, str], Any]] = {
     "zero": _zero, "dropout": _fraction, "grad_dtype": read_choice(tuple(GRAD_DTYPES)),
     "cross_entropy": read_choice(("fp32", "fused")),
     "sp": _bool, "overlap_tp": _bool, "overlap_dp": _bool, "flash_attention": _bool,
+    "fused_kernels": _bool,
     "schedule": read_choice(("gpipe", "1f1b", "interleaved")),
     "recompute": read_choice(("none", "selective", "full")),
     "precision": read_choice(PRECISIONS),

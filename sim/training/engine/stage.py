@@ -269,7 +269,8 @@ def _context(setup: StepSetup) -> OpContext:
     if plan.fsdp is not None and plan.zero >= 2 and plan.dp > 1:
         cast += FSDP_FLAT_GRAD_BYTES
     return context_for(sc.model, plan, sc.training.seq_len, sc.training.precision,
-                       sc.training.flash_attention, cast, sc.training.cross_entropy)  # fmt: skip
+                       sc.training.flash_attention, cast, sc.training.cross_entropy,
+                       sc.training.fused_kernels)  # fmt: skip
 
 
 def _unit_costs(

@@ -75,7 +75,7 @@ class LayerOps:
 
 def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str = "bf16",
                 flash_attention: bool = True, grad_cast_bytes: float = 0.0,
-                cross_entropy: str = "fp32") -> OpContext:  # fmt: skip
+                cross_entropy: str = "fp32", fused_kernels: bool = False) -> OpContext:  # fmt: skip
     """The :class:`OpContext` of ``plan`` (TP, SP, micro-batch, recompute).
 
     >>> from sim.training.workload.models import model_preset
@@ -83,7 +83,8 @@ def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str =
     2
     """
     return OpContext(model, plan.micro_batch, seq, plan.tp, plan.sp, plan.recompute,
-                     precision, flash_attention, grad_cast_bytes, cross_entropy)  # fmt: skip
+                     precision, flash_attention, grad_cast_bytes, cross_entropy,
+                     fused_kernels)  # fmt: skip
 
 
 def _tp_full(ctx: OpContext) -> float:
@@ -123,14 +124,15 @@ def _regather(ctx: OpContext, name: str, block: Block) -> Block:
 
 
 def _norm(ctx: OpContext, name: str) -> Block:
-    return elementwise(name, ctx.local_tokens * ctx.model.hidden, 4, 6, flops_per=5)
+    elements = ctx.local_tokens * ctx.model.hidden
+    return elementwise(name, elements, 4, 6, flops_per=5, fused=ctx.fused_kernels)
 
 
 def _residual(ctx: OpContext, name: str) -> Block:
     """Residual add, with the branch's dropout fused in (Megatron's bias-dropout-add)."""
     drop = ctx.model.dropout > 0
     fwd, bwd = (7, 11) if drop else (6, 6)
-    return elementwise(name, ctx.local_tokens * ctx.model.hidden, fwd, bwd)
+    return elementwise(name, ctx.local_tokens * ctx.model.hidden, fwd, bwd, fused=ctx.fused_kernels)
 
 
 def _attention(ctx: OpContext) -> list[Block]:
@@ -142,7 +144,8 @@ def _attention(ctx: OpContext) -> list[Block]:
         _regather(ctx, "qkv", linear(ctx, "qkv", m.hidden, m.hidden // t + 2 * kv_rank)),
     ]
     if m.position == "rope":
-        blocks.append(elementwise("rotary", ctx.tokens * (m.hidden // t + kv_rank), 4, 4))
+        rope = ctx.tokens * (m.hidden // t + kv_rank)
+        blocks.append(elementwise("rotary", rope, 4, 4, fused=ctx.fused_kernels))
     return [
         *blocks,
         *attention_core(ctx),
@@ -157,9 +160,9 @@ def _mlp_body(ctx: OpContext, tokens: float, prefix: str = "mlp") -> list[Block]
     f_rank = m.ffn_hidden // t
     up = 2 * f_rank if m.gated_mlp else f_rank
     act = (
-        elementwise(f"{prefix}_swiglu", tokens * f_rank, 6, 10, flops_per=8)
+        elementwise(f"{prefix}_swiglu", tokens * f_rank, 6, 10, 8, ctx.fused_kernels)
         if m.gated_mlp
-        else elementwise(f"{prefix}_gelu", tokens * f_rank, 4, 6, flops_per=8)
+        else elementwise(f"{prefix}_gelu", tokens * f_rank, 4, 6, 8, ctx.fused_kernels)
     )
     return [
         _regather(ctx, f"{prefix}_up", linear(ctx, f"{prefix}_up", m.hidden, up, tokens=tokens)),

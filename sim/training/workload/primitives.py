@@ -106,6 +106,9 @@ class OpContext:
     scores to HBM. ``grad_cast_bytes`` > 0 adds, per layer backward, a cast of the
     layer's gradients to the reduction dtype (FSDP/ZeRO-2+ with fp32 reduction), in bytes
     per parameter. ``cross_entropy`` is the loss kernel (a key of :data:`CE_BYTES`).
+    ``fused_kernels``: the layer's norms, activations, residual adds (with dropout),
+    rotary and softmax are fused bandwidth-tuned kernels (Megatron-LM, Transformer
+    Engine) rather than eager framework kernels.
     """
 
     model: ModelSpec
@@ -118,6 +121,7 @@ class OpContext:
     flash_attention: bool = True
     grad_cast_bytes: float = 0.0
     cross_entropy: str = "fp32"
+    fused_kernels: bool = False
 
     @property
     def tokens(self) -> int:
@@ -169,9 +173,14 @@ def linear(ctx: OpContext, name: str, k: int | float, n: float, dtype: str | Non
 
 
 def elementwise(name: str, elements: float, fwd_bytes: float, bwd_bytes: float,
-                flops_per: float = 1.0) -> Block:  # fmt: skip
-    """A memory-bound kernel over ``elements`` values, with its backward kernel."""
-    fwd = Op(name, flops=flops_per * elements, bytes=fwd_bytes * elements)
+                flops_per: float = 1.0, fused: bool = False) -> Block:  # fmt: skip
+    """A memory-bound kernel over ``elements`` values, with its backward kernel.
+
+    ``fused``: a bandwidth-tuned fused kernel (class ``stream``), as Megatron-LM's fused
+    LayerNorm, bias-GeLU, bias-dropout-add and scaled-masked-softmax kernels are.
+    """
+    cls = "stream" if fused else "memory"
+    fwd = Op(name, flops=flops_per * elements, bytes=fwd_bytes * elements, cls=cls)
     bwd = replace(fwd, name=f"{name}_bwd", flops=2 * fwd.flops, bytes=bwd_bytes * elements)
     return [fwd], [bwd] if bwd_bytes else []
 
@@ -206,7 +215,8 @@ def attention_core(ctx: OpContext) -> list[Block]:
     context = ([_gemm("attn_context", s, d, s, ctx.half, batch)],
                [_gemm("attn_context_dgrad_p", s, s, d, ctx.half, batch),
                 _gemm("attn_context_dgrad_v", s, d, s, ctx.half, batch)])  # fmt: skip
-    blocks = [scores, elementwise("attn_softmax", probs, 4, 6, flops_per=5)]
+    fused = ctx.fused_kernels
+    blocks = [scores, elementwise("attn_softmax", probs, 4, 6, flops_per=5, fused=fused)]
     if m.dropout > 0:
-        blocks.append(elementwise("attn_dropout", probs, 5, 5))
+        blocks.append(elementwise("attn_dropout", probs, 5, 5, fused=fused))
     return [*blocks, context]

@@ -26,13 +26,16 @@ from sim.reliability import (
 from sim.training.scenario import scenario_from_dict
 
 # Llama 3 405B as Meta trained it (arXiv:2407.21783, Table 4): TP 8, PP 16, DP 128, 16M-token
-# batches of 8192-token sequences on 16,384 H100 over 400G RoCE. 128 layers instead of 126
-# so that 16 stages x 2 virtual stages divide them (Meta balanced uneven stages instead).
+# batches of 8192-token sequences on 16,384 H100 over 400G RoCE. Its 126 layers are placed
+# as the paper's section 3.3.2 says: one layer fewer on the first and the last stage, "the
+# first model chunk on the first stage has only the embedding, and the last model chunk on
+# the last stage has only output projection and loss calculation", i.e. one layer per
+# virtual stage: 8 virtual stages of 16, the embedding and the loss each counted as a layer.
 SCENARIO = {
-    "model": {"preset": "llama3-405b", "layers": 128},
+    "model": {"preset": "llama3-405b"},
     "cluster": {"topology": "h100-roce-400g", "nodes": 2048},
     "parallel": {"tp": 8, "pp": 16, "micro_batch": 1, "schedule": "interleaved",
-                 "virtual_stages": 2, "sp": True, "zero": 1},
+                 "virtual_stages": 8, "sp": True, "zero": 1},
     "training": {"global_batch": 2048, "seq_len": 8192},
 }  # fmt: skip
 ALTERNATIVES: dict[str, dict[str, object]] = {

@@ -1,4 +1,4 @@
-"""Fit the compute model's efficiencies (``sim.training.compute.roofline.ComputeParams``).
+"""Fit the compute model's efficiencies (``sim.training.compute.params.ComputeParams``).
 
 From ``compute`` measurement files (``calibrate.compute.run_compute``):
 

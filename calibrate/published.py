@@ -8,9 +8,15 @@ paper's split is TP = min(8, MP), PP = MP / TP. Its TFLOP/s count the recomputed
 rate (``StepResult.hw_tflops_per_gpu``).
 
 Assumptions for every row (stated, not tuned per row): micro-batch 1, non-interleaved
-1F1B, full recompute, no sequence parallelism, no flash attention (2021), data-parallel
-gradient all-reduce after the backward pass (not overlapped; Megatron of 2021), bf16
-gradients (Megatron reduced fp32 gradients: our DP volume is half of theirs).
+1F1B, full recompute, no sequence parallelism, no flash attention (2021: GEMMs for scores
+and context, dropout 0.1), Megatron's fused kernels (LayerNorm, bias-GeLU,
+bias-dropout-add, scaled-masked softmax), data-parallel gradient all-reduce
+after the backward pass (not overlapped; Megatron of 2021) in fp16 (the runs used fp16
+mixed precision, whose gradients Megatron-LM all-reduced in fp16 unless
+``--accumulate-allreduce-grads-in-fp32`` was given; not stated, assumed not).
+
+The fit of the A100 parameters to this table and to the llm-foundry A100 tables is
+:mod:`calibrate.fit_training` (``python -m calibrate.fit_training --gpu A100-SXM``).
 """
 
 from __future__ import annotations
@@ -28,8 +34,6 @@ from sim.training.step import simulate_step
 
 __all__ = [
     "MegatronRow",
-    "fit_compute",
-    "leave_one_out",
     "megatron_scenario",
     "predict_rows",
     "read_megatron_table",
@@ -91,6 +95,7 @@ def megatron_scenario(
             "heads": row.hidden // 128,
             "vocab": 51200,
             "tied_embeddings": True,
+            "dropout": 0.1,
         },
         "cluster": {"topology": "a100-ib-hdr", "nodes": row.gpus // 8},
         "parallel": {
@@ -106,6 +111,8 @@ def megatron_scenario(
             "seq_len": 2048,
             "precision": "bf16",
             "flash_attention": False,
+            "fused_kernels": True,
+            "grad_dtype": "fp16",
         },
         "network": network,
     }
@@ -124,41 +131,3 @@ def predict_rows(
             for r in rows
         ]
     )
-
-
-def _params(x: np.ndarray) -> dict[str, float]:
-    return {"matmul_eff_max": float(x[0]), "matmul_half_flops": float(10 ** x[1])}
-
-
-def fit_compute(rows: Sequence[MegatronRow]) -> tuple[dict[str, float], np.ndarray]:
-    """Fit the matmul efficiency curve (ceiling, half-saturation FLOPs) to ``rows``.
-
-    One parameter set for all rows: robust least squares (soft-L1) on log(pred / measured).
-    Returns the compute parameters and the relative errors on ``rows``.
-    """
-    from scipy.optimize import least_squares
-
-    meas = np.array([r.tflops_per_gpu for r in rows])
-
-    def resid(x: np.ndarray) -> np.ndarray:
-        return np.log(predict_rows(rows, compute=_params(x)) / meas)
-
-    res = least_squares(
-        resid,
-        [0.7, 10.0],
-        bounds=([0.2, 6.0], [1.0, 13.0]),
-        loss="soft_l1",
-        f_scale=0.05,
-        diff_step=1e-3,
-    )
-    params = _params(res.x)
-    return params, predict_rows(rows, compute=params) / meas - 1
-
-
-def leave_one_out(rows: Sequence[MegatronRow]) -> np.ndarray:
-    """Relative error of each row predicted by a fit on the other rows."""
-    out = []
-    for i, row in enumerate(rows):
-        params, _ = fit_compute([r for j, r in enumerate(rows) if j != i])
-        out.append(predict_rows([row], compute=params)[0] / row.tflops_per_gpu - 1)
-    return np.array(out)

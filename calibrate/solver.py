@@ -119,6 +119,7 @@ def solve(
     max_nfev: int | None = None,
     tie_rtol: float = 1e-9,
     start_jitter: float = 0.0,
+    first: np.ndarray | None = None,
 ) -> Solution:
     """Minimise the robust cost of ``residuals(u, tau)`` plus a weak prior, ``u`` in [0, 1].
 
@@ -148,6 +149,9 @@ def solve(
     start_jitter : float
         Moves every start by up to this much (unit box; uniform, drawn with ``seed``):
         for tests that the optimum does not depend on where the search began.
+    first : numpy.ndarray, optional
+        The first start instead of ``u0`` (a warm start, e.g. a refit on a subset from
+        the full fit), while the prior stays centred on ``u0``.
 
     Returns
     -------
@@ -166,12 +170,13 @@ def solve(
         return cost
 
     budget = max_nfev or 400 * (d + 1)
-    first = cost_at(softness[0])
-    starts = _starts(first, u0, screen_log2, refine, seed)
+    first_cost = cost_at(softness[0])
+    start0 = u0 if first is None else np.clip(np.asarray(first, dtype=float), 0.0, 1.0)
+    starts = _starts(first_cost, start0, screen_log2, refine, seed)
     if start_jitter:
         rng = np.random.default_rng(seed)
         starts = [np.clip(s + rng.uniform(-start_jitter, start_jitter, d), 0, 1) for s in starts]
-    runs = [_local(first, s, budget, coarse=True) for s in starts]
+    runs = [_local(first_cost, s, budget, coarse=len(softness) > 1) for s in starts]
     nfev = sum(int(r.nfev) for r in runs)
     best_i = _pick([float(r.fun) for r in runs], tie_rtol)
     best = runs[best_i]

@@ -136,15 +136,21 @@ def _read_yaml(filename: str) -> dict[str, Any]:
     return data
 
 
-def _entry(model: type[BaseModel], name: str, raw: object, filename: str) -> Any:
-    """Validate one catalog entry; errors become one-line TopologyError naming the key."""
+def _entry(
+    model: type[BaseModel], name: str, raw: object, filename: str,
+    unsourced: frozenset[str] = _UNSOURCED,
+) -> Any:  # fmt: skip
+    """Validate one catalog entry; errors become one-line TopologyError naming the key.
+
+    Every field except ``unsourced`` ones must have an entry in its ``sources``.
+    """
     try:
         entry = model.model_validate(raw)
     except ValidationError as e:
         err = e.errors()[0]
         key = ".".join(str(p) for p in err["loc"])
         raise TopologyError(f"catalog {filename}: {name}.{key}: {err['msg']}") from None
-    fields = {k for k in type(entry).model_fields if getattr(entry, k) is not None} - _UNSOURCED
+    fields = {k for k in type(entry).model_fields if getattr(entry, k) is not None} - unsourced
     missing = sorted(fields - set(getattr(entry, "sources", {})))
     if missing:
         raise TopologyError(f"catalog {filename}: {name}.sources lacks {', '.join(missing)}")

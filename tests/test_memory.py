@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sim.training.memory.activations import activation_bytes_per_layer
@@ -75,11 +77,20 @@ def test_larger_tp_means_less_memory() -> None:
     assert totals[0] > totals[1] > totals[2]
 
 
-def test_mixed_precision_adam_is_sixteen_bytes_per_parameter() -> None:
-    """Without ZeRO: 2 (bf16 weights) + 2 (bf16 grads) + 12 (fp32 master, m, v) bytes."""
+def test_mixed_precision_adam_bytes_per_parameter() -> None:
+    """Megatron-LM docs/distrib_optimizer.md: bf16 params with fp32 main grads take 18
+    bytes per parameter (2 + 4 + 12), 6 + 12/d with the distributed optimizer (ZeRO-1);
+    bf16 gradients give the classic 16 (Rajbhandari et al. 2020)."""
     m = model_preset("llama2-7b")
-    r = memory_per_gpu(m, ParallelPlan(global_batch=1), 4096, 80 * GIB)
-    assert r.weights_bytes + r.grads_bytes + r.optimizer_bytes == 16 * param_count(m)
+
+    def states(**kw: object) -> float:
+        r = memory_per_gpu(m, ParallelPlan(global_batch=8, **kw), 4096, 80 * GIB)  # type: ignore[arg-type]
+        return r.weights_bytes + r.grads_bytes + r.optimizer_bytes
+
+    n = param_count(m)
+    assert states() == 18 * n
+    assert states(grad_bytes=2) == 16 * n
+    assert states(dp=8, zero=1) == pytest.approx((6 + 12 / 8) * n)
 
 
 def test_over_hbm_is_an_answer_not_an_error() -> None:
@@ -91,7 +102,7 @@ def test_over_hbm_is_an_answer_not_an_error() -> None:
 
 
 def test_small_model_fits() -> None:
-    """GPT-2 small fits an 80 GiB GPU with the default 2 GiB workspace margin."""
+    """GPT-2 small fits an 80 GiB GPU with the default workspace margin."""
     r = memory_per_gpu(model_preset("gpt2-124m"), ParallelPlan(global_batch=8), 1024, 80 * GIB)
     assert r.fits and r.workspace_bytes == MemoryParams().workspace_bytes
 
@@ -119,3 +130,45 @@ def test_interleaving_holds_p_times_one_plus_p_minus_1_over_pv() -> None:
     per_layer = activation_bytes_per_layer(m, 2048, 1, recompute="full")
     layers = 8
     assert two - one == pytest.approx(per_layer * layers * (4 * (1 + 3 / 8) - 4))
+
+
+def test_without_dropout_no_masks_are_kept() -> None:
+    """Korthikanti's terms less the dropout masks and the attention-dropout output:
+    s b h (32 + 2 a s / h) per layer (Llama, MPT: dropout 0)."""
+    m = replace(GPT, dropout=0.0)
+    assert activation_bytes_per_layer(m, S, B, flash_attention=False) == S * B * H * (
+        32 + 2 * A * S / H
+    )
+
+
+def test_fragmentation_is_a_fraction_of_the_rest_and_workspace_is_fixed() -> None:
+    m = model_preset("llama2-7b")
+    plan = ParallelPlan(dp=8, zero=3, global_batch=8)
+    none = memory_per_gpu(m, plan, 4096, 80e9, MemoryParams(fragmentation=0.0))
+    some = memory_per_gpu(m, plan, 4096, 80e9, MemoryParams(fragmentation=0.1))
+    rest = none.total_bytes - none.workspace_bytes
+    assert some.fragmentation_bytes == pytest.approx(0.1 * rest)
+    assert some.total_bytes == pytest.approx(none.total_bytes + 0.1 * rest)
+
+
+def test_a_plan_that_does_not_fit_says_by_how_much_and_what_fits() -> None:
+    """Llama-2-13B, DDP on 8 GPUs: over by its optimizer states; only ZeRO-3 fits."""
+    from sim.training.memory.advice import memory_advice
+
+    m, plan = model_preset("llama2-13b"), ParallelPlan(dp=8, global_batch=16)
+    r = memory_per_gpu(m, plan, 4096, 80e9)
+    notes = memory_advice(m, plan, 4096, r)
+    assert f"{r.over_bytes / GIB:.1f} GiB more" in notes[0]
+    assert "optimizer" in notes[0]
+    assert "parallel.zero=3" in notes[1] and "parallel.zero=1" not in notes[1]
+    fits = memory_per_gpu(m, replace(plan, zero=3), 4096, 80e9)
+    assert fits.fits and not memory_advice(m, replace(plan, zero=3), 4096, fits)
+
+
+def test_fused_cross_entropy_keeps_bf16_logits_only() -> None:
+    """Eager fp32 cross-entropy keeps fp32 log-probabilities and bf16 logits (6 bytes per
+    logit); a fused kernel keeps the bf16 logits and writes the gradient in place (2)."""
+    m, plan = model_preset("gpt2-124m"), ParallelPlan(global_batch=8, micro_batch=4)
+    fp32 = memory_per_gpu(m, plan, 1024, 80e9, cross_entropy="fp32").activations_bytes
+    fused = memory_per_gpu(m, plan, 1024, 80e9, cross_entropy="fused").activations_bytes
+    assert fp32 - fused == 4 * 1024 * m.vocab * (6 - 2)

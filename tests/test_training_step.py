@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -16,7 +15,6 @@ from hypothesis import strategies as st
 from sim.cli import main
 from sim.training.scenario import load_scenario, scenario_from_dict, scenario_names
 from sim.training.step import simulate_step
-from tests.helpers import SHARED_DATA
 
 TWO_GPU_NODE = {
     "name": "two-gpu",
@@ -38,32 +36,6 @@ def small(tmp_path: Path, topo: dict | None = None, **parallel: object) -> dict:
         "parallel": par,
         "training": {"global_batch": 8, "seq_len": 1024},
     }
-
-
-def test_megatron_a100_table_one_parameter_set() -> None:
-    """Megatron-LM weak scaling on A100 (GPT 1.7B-1T, 32-3072 GPUs), one profile for all rows.
-
-    Source: ../shared/data/published/megatron-lm-a100-weak-scaling.csv (Narayanan et al.
-    SC21 / Megatron-LM README). Assumptions (calibrate/published.py): TP = min(8, MP),
-    PP = MP/TP, micro-batch 1, non-interleaved 1F1B, full recompute, no SP, no flash
-    attention, DP all-reduce not overlapped. Compared: hardware TFLOP/s per GPU (the table
-    counts the recomputed forward). Tolerance: every row within 15%, mean within 8%.
-    The a100-megatron profile's two compute parameters were fitted to this table
-    (in-sample); benchmarks/validate_megatron.py --loo reports leave-one-out errors.
-    """
-    from calibrate.published import predict_rows, read_megatron_table
-
-    path = SHARED_DATA / "published" / "megatron-lm-a100-weak-scaling.csv"
-    if not path.exists():
-        pytest.skip(f"published table absent: {path}")
-    rows = read_megatron_table(path)
-    err = (
-        predict_rows(rows, profile="a100-megatron") / np.array([r.tflops_per_gpu for r in rows]) - 1
-    )
-    assert np.abs(err).max() <= 0.15, dict(
-        zip([r.name for r in rows], np.round(err, 3), strict=True)
-    )
-    assert np.abs(err).mean() <= 0.08
 
 
 def test_flow_equals_analytical_when_nothing_contends(tmp_path: Path) -> None:

@@ -69,10 +69,19 @@ def wire_scale(params: CollectiveParams, algorithm: str, protocol: str) -> float
 class RouteCache:
     """Per-(src, dst, rail) route facts: path (links and shares), latency (s), scope rank."""
 
-    def __init__(self, topology: Topology) -> None:
+    def __init__(self, topology: Topology, rail_map: Sequence[int] = ()) -> None:
         self.topology = topology
+        self.rail_map = tuple(rail_map)
         self._facts: dict[tuple[str, str, int], tuple[float, float, int]] = {}
         self._paths: dict[tuple[str, str, int], Path] = {}
+
+    def nic(self, rail: int) -> int:
+        """NIC number a transfer pinned to channel rail ``rail`` leaves through: ``rail``
+        itself, or ``rail_map[rail]`` for a group with fewer GPUs per server than NICs
+        (each channel on the NIC beside the GPU it enters the server at)."""
+        if rail < 0 or not self.rail_map:
+            return rail
+        return self.rail_map[rail % len(self.rail_map)]
 
     def facts(self, src: str, dst: str, rail: int = -1) -> tuple[float, float, int]:
         """``(latency_s, capacity_Bps, scope_rank)`` of the route; capacity inf for src == dst."""
@@ -95,7 +104,7 @@ class RouteCache:
         key = (src, dst, rail)
         p = self._paths.get(key)
         if p is None:
-            p = self.topology.path(src, dst, rail) if src != dst else _EMPTY
+            p = self.topology.path(src, dst, self.nic(rail)) if src != dst else _EMPTY
             self._paths[key] = p
         return p
 
@@ -297,7 +306,12 @@ def run_schedule(
                     limit = rate_cap_Bps * payload / float(sent[i]) * scale
                 events.append(
                     network.transfer(
-                        endpoints[t.src], endpoints[t.dst], payload * scale, limit, t.rail, tag
+                        endpoints[t.src],
+                        endpoints[t.dst],
+                        payload * scale,
+                        limit,
+                        routes.nic(t.rail),
+                        tag,
                     )
                 )
             if events:

@@ -164,7 +164,7 @@ class CollectiveSetup:
         )
         self.channels = _channels(topology, self.group, len(first))
         self.max_nccl_channels = _max_nccl_channels(self.params, topology, self.group, len(first))
-        self.routes = RouteCache(self.topology)
+        self.routes = RouteCache(self.topology, _rail_map(topology, self.group, len(first)))
 
     @property
     def n(self) -> int:
@@ -316,6 +316,28 @@ def _channels(topology: Topology, group: Sequence[str], nodes: int) -> int:
     node = topology.node_of(group[0])
     local = sum(1 for gpu in group if topology.node_of(gpu) == node)
     return max(1, min(topology.nics_per_node().get(node, 0), local, 16))
+
+
+def _rail_map(topology: Topology, group: Sequence[str], nodes: int) -> tuple[int, ...]:
+    """NIC of each channel when the group has fewer GPUs on a server than the server has
+    NICs (a DP group of one TP rank): the NIC beside the GPU the channel enters at, GPU
+    ``j`` of ``G`` sitting beside NIC ``j * NICs // G`` as NCCL's topology search finds it.
+    Empty (channel ``c`` on NIC ``c``) for groups that fill the server's NICs.
+
+    >>> from sim.topology.presets import load_topology
+    >>> t = load_topology("h100-ib-ndr", nodes=2)
+    >>> _rail_map(t, ["n0.gpu3", "n1.gpu3"], 2)
+    (3,)
+    """
+    if nodes <= 1:
+        return ()
+    node = topology.node_of(group[0])
+    nics = topology.nics_per_node().get(node, 0)
+    local = [g for g in group if topology.node_of(g) == node]
+    if not nics or len(local) >= nics:
+        return ()
+    server = [g for g in topology.gpus if topology.node_of(g) == node]
+    return tuple(server.index(g) * nics // len(server) for g in local)
 
 
 def _max_nccl_channels(

@@ -39,6 +39,13 @@ class StepResult:
         Bytes on the wire per link class (nvlink, pcie, net) in the whole cluster per step.
     cost_per_step_usd, cost_per_million_tokens_usd : float or None
         From ``price.gpu_hour_usd`` when given.
+    notes : list[str]
+        Facts worth knowing: estimated compute parameters, placement, why a plan does not
+        fit and what would.
+    compute_params : dict
+        Which compute parameters were used: ``gpu``, ``estimate`` (True when they were not
+        fitted to measurements of this GPU), ``basis`` and ``validation`` (their errors
+        on published data).
     """
 
     scenario: str
@@ -62,6 +69,7 @@ class StepResult:
     cost_per_step_usd: float | None
     cost_per_million_tokens_usd: float | None
     notes: list[str] = field(default_factory=list)
+    compute_params: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (plain Python types)."""
@@ -69,18 +77,12 @@ class StepResult:
 
     def to_record(self) -> dict[str, Any]:
         """One flat row: scalars as they are, each dict field as ``field.key`` columns
-        (``plan.tp``, ``breakdown.compute``...), notes joined by ``"; "``.
+        (``plan.tp``, ``breakdown.compute``, nested ones as ``a.b.c``), lists joined by ``"; "``.
 
         For tables: CSV rows, data frames (:func:`sim.results_frame`).
         """
         out: dict[str, Any] = {}
-        for key, value in asdict(self).items():
-            if isinstance(value, dict):
-                out.update({f"{key}.{k}": v for k, v in value.items()})
-            elif isinstance(value, list):
-                out[key] = "; ".join(str(v) for v in value)
-            else:
-                out[key] = value
+        _flatten(asdict(self), "", out)
         return out
 
     def summary(self) -> str:
@@ -112,3 +114,15 @@ class StepResult:
             )
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+def _flatten(tree: dict[str, Any], prefix: str, out: dict[str, Any]) -> None:
+    """Flatten nested dicts into ``out`` as dotted keys; lists joined by ``"; "``."""
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            _flatten(value, f"{name}.", out)
+        elif isinstance(value, list):
+            out[name] = "; ".join(str(v) for v in value)
+        else:
+            out[name] = value

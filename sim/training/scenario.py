@@ -17,7 +17,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib.resources
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,21 @@ from typing import Any
 import yaml
 
 from sim.errors import ConfigError
+from sim.training.scenario_readers import (
+    GRAD_DTYPES,
+    NULLABLE,
+    PRECISIONS,
+    READERS,
+    read_choice,
+    read_int,
+    read_str,
+)
 from sim.training.workload.models import ModelSpec, model_preset
-from sim.training.workload.plan import ParallelPlan, parse_order, validate_plan
-from sim.units import parse_bytes
+from sim.training.workload.plan import ParallelPlan, validate_plan
+from sim.training.workload.zero import FSDP_STRATEGIES
 
 __all__ = [
+    "GRAD_DTYPES",
     "NETWORKS",
     "PRECISIONS",
     "SECTION_KEYS",
@@ -48,7 +59,6 @@ __all__ = [
 ]
 
 NETWORKS = ("flow", "analytical")
-PRECISIONS = ("bf16", "fp8")
 
 
 @dataclass(frozen=True)
@@ -61,7 +71,17 @@ class ClusterSection:
 
 @dataclass(frozen=True)
 class ParallelSection:
-    """The ``parallel`` section as written (``dp`` None = derived from the GPU count)."""
+    """The ``parallel`` section as written (``dp`` None = derived from the GPU count).
+
+    ``zero`` is a ZeRO stage 0-3 or an FSDP strategy name (``FULL_SHARD``,
+    ``SHARD_GRAD_OP``, ``HYBRID_SHARD``, ``_HYBRID_SHARD_ZERO2``, ``NO_SHARD``), read into
+    the stage and ``fsdp``; ``shard_size`` is HYBRID_SHARD's shard group (default: the
+    data-parallel ranks of one node). See :mod:`sim.training.workload.zero` and
+    :mod:`sim.training.workload.stages` for the other keys. ``nccl_algo`` and
+    ``nccl_proto`` restrict the collective tuner as ``NCCL_ALGO``/``NCCL_PROTO`` do
+    (``ring,tree``, ``^nvls``; :mod:`sim.collectives.selection`) for every collective
+    of the step.
+    """
 
     tp: int = 1
     pp: int = 1
@@ -77,16 +97,34 @@ class ParallelSection:
     overlap_dp: bool = True
     bucket_bytes: float = 25 * 2**20
     placement: tuple[str, ...] = ("tp", "pp", "dp")
+    shard_size: int | None = None
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    embedding_as_layer: bool | None = None
+    loss_as_layer: bool | None = None
+    fsdp: str | None = None
+    nccl_algo: str = "auto"
+    nccl_proto: str = "auto"
 
 
 @dataclass(frozen=True)
 class TrainingSection:
-    """Sequences per step, tokens per sequence, linear-layer precision, fused attention."""
+    """Sequences per step, tokens per sequence, linear-layer precision, fused attention,
+    the dtype gradients are accumulated and reduced in (``fp32`` main gradients by
+    default, as Megatron-LM keeps them), and the cross-entropy kernel: ``fp32`` (eager
+    PyTorch under autocast: logits cast to fp32, log-softmax kept) or ``fused`` (one
+    kernel over bf16 logits, gradient written in place: flash-attn's xentropy,
+    Megatron-Core's cross-entropy fusion), and whether norms, activations, residual adds
+    (with dropout), rotary and softmax run as fused bandwidth-tuned kernels
+    (``fused_kernels``: Megatron-LM, Transformer Engine) or as eager framework kernels."""
 
     global_batch: int
     seq_len: int
     precision: str = "bf16"
     flash_attention: bool = True
+    grad_dtype: str = "fp32"
+    cross_entropy: str = "fp32"
+    fused_kernels: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,79 +156,11 @@ def _keys(cls: type) -> tuple[str, ...]:
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "model": ("preset", *(k for k in _keys(ModelSpec) if k != "name")),
     "cluster": _keys(ClusterSection),
-    "parallel": _keys(ParallelSection),
+    "parallel": tuple(k for k in _keys(ParallelSection) if k != "fsdp"),
     "training": _keys(TrainingSection),
     "price": _keys(PriceSection),
 }
 TOP_KEYS = (*SECTION_KEYS, "network", "profile", "seed")
-
-
-# --- typed readers: each names the key with its place ------------------------------
-
-
-def _int(value: object, where: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{where}: expected an integer >= {low}, got {value!r}")
-    return value
-
-
-def _bool(value: object, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{where}: expected true or false, got {value!r}")
-    return value
-
-
-def _str(value: object, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
-    return value
-
-
-def _choice(choices: Sequence[str]) -> Callable[[object, str], str]:
-    def read(value: object, where: str) -> str:
-        if value not in choices:
-            raise ConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
-        return str(value)
-
-    return read
-
-
-def _zero(value: object, where: str) -> int:
-    if isinstance(value, bool) or value not in (0, 1, 2, 3):
-        raise ConfigError(f"{where}: {value!r} is not one of 0, 1, 2, 3 (3 = FSDP)")
-    return int(value)
-
-
-def _placement(value: object, where: str) -> str | list[str]:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return value
-    raise ConfigError(f"{where}: expected an order like 'tp,pp,dp', got {value!r}")
-
-
-def _price(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ConfigError(f"{where}: expected a non-negative number of USD, got {value!r}")
-    return float(value)
-
-
-_READERS: dict[str, Callable[[object, str], Any]] = {
-    "tp": _int, "pp": _int, "dp": _int, "ep": _int, "micro_batch": _int,
-    "virtual_stages": _int, "global_batch": _int, "seq_len": _int, "nodes": _int,
-    "zero": _zero,
-    "sp": _bool, "overlap_tp": _bool, "overlap_dp": _bool, "flash_attention": _bool,
-    "schedule": _choice(("gpipe", "1f1b", "interleaved")),
-    "recompute": _choice(("none", "selective", "full")),
-    "precision": _choice(PRECISIONS),
-    "bucket_bytes": lambda v, w: parse_bytes(v, w),
-    "placement": lambda v, w: parse_order(_placement(v, w)),
-    "topology": _str, "gpu_hour_usd": _price,
-    "preset": _str, "norm": _str, "position": _str,
-    "layers": _int, "hidden": _int, "ffn_hidden": _int, "heads": _int, "kv_heads": _int,
-    "vocab": _int, "experts": _int, "top_k": _int, "max_seq": _int,
-    "gated_mlp": _bool, "tied_embeddings": _bool, "bias": _bool,
-}  # fmt: skip
 
 
 def _section(raw: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -204,9 +174,13 @@ def _section(raw: Mapping[str, Any], name: str) -> dict[str, Any]:
             )
     out = {}
     for key, value in data.items():
-        if value is None and key in ("dp", "nodes", "gpu_hour_usd"):
+        if value is None and key in NULLABLE:
             continue  # explicit null = not given
-        out[key] = _READERS[key](value, f"{name}.{key}")
+        out[key] = READERS[key](value, f"{name}.{key}")
+    if "zero" in out:
+        out["zero"], fsdp = out["zero"]
+        if fsdp is not None:
+            out["fsdp"] = fsdp
     return out
 
 
@@ -249,9 +223,9 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
         parallel=ParallelSection(**_section(raw, "parallel")),
         training=TrainingSection(**training),
         price=PriceSection(**_section(raw, "price")),
-        network=_choice(NETWORKS)(raw.get("network", "flow"), "network"),
-        profile=None if profile is None else _str(profile, "profile"),
-        seed=_int(raw.get("seed", 0), "seed", 0),
+        network=read_choice(NETWORKS)(raw.get("network", "flow"), "network"),
+        profile=None if profile is None else read_str(profile, "profile"),
+        seed=read_int(raw.get("seed", 0), "seed", 0),
     )
 
 
@@ -360,6 +334,26 @@ def resolve_plan(scenario: Scenario, num_gpus: int, gpus_per_node: int) -> Paral
         micro_batch=par.micro_batch, global_batch=scenario.training.global_batch,
         schedule=par.schedule, virtual_stages=par.virtual_stages, recompute=par.recompute,
         order=par.placement, gpus_per_node=gpus_per_node, overlap_tp=par.overlap_tp,
-        overlap_dp=par.overlap_dp, bucket_bytes=par.bucket_bytes,
+        overlap_dp=par.overlap_dp, bucket_bytes=par.bucket_bytes, fsdp=par.fsdp,
+        shard_size=_shard_size(par, dp, gpus_per_node),
+        grad_bytes=GRAD_DTYPES[scenario.training.grad_dtype],
+        first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers,
+        embedding_as_layer=par.embedding_as_layer, loss_as_layer=par.loss_as_layer,
     )  # fmt: skip
     return validate_plan(plan, scenario.model, num_gpus)
+
+
+def _shard_size(par: ParallelSection, dp: int, gpus_per_node: int) -> int | None:
+    """HYBRID_SHARD's shard group: given, or the data-parallel ranks of one node."""
+    hybrid = par.fsdp is not None and FSDP_STRATEGIES[par.fsdp][1]
+    if par.shard_size is not None:
+        if par.fsdp is not None and not hybrid and par.shard_size != dp:
+            raise ConfigError(
+                f"parallel.shard_size: {par.shard_size} shards within a group smaller than "
+                f"dp={dp}, which {par.fsdp} does not; use HYBRID_SHARD or _HYBRID_SHARD_ZERO2"
+            )
+        return par.shard_size
+    if not hybrid:
+        return None
+    per_node = max(1, gpus_per_node // par.tp)
+    return math.gcd(dp, per_node)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 
 from sim.training.compute.passes import CollectiveTimer
-from sim.training.compute.roofline import default_compute_params
 from sim.training.engine.setup import StepSetup, prepare_step
 from sim.training.engine.simpy_engine import PipelineRun, run_pipeline
-from sim.training.engine.stage import StageTimeline, buckets_of
+from sim.training.engine.stage import StageTimeline, buckets_of, reduces_after, stage_comm
+from sim.training.memory.advice import memory_advice
 from sim.training.memory.report import memory_per_gpu
 from sim.training.result import StepResult
 from sim.training.scenario import Scenario
@@ -18,19 +19,21 @@ from sim.training.workload.plan import placement_notes
 __all__ = ["run_step", "simulate_step"]
 
 
-_TIMERS: dict[tuple[int, int, str], tuple[object, object, CollectiveTimer]] = {}
+_TIMERS: dict[tuple[int, int, str, str, str], tuple[object, object, CollectiveTimer]] = {}
 
 
 def _timer(setup: StepSetup) -> CollectiveTimer:
     """One CollectiveTimer per (topology, collective parameters, network), reused across
     scenarios: collective times depend on nothing else."""
     topo, params = setup.topology, setup.profile.collectives
-    key = (id(topo), id(params), setup.network)
+    par = setup.scenario.parallel
+    key = (id(topo), id(params), setup.network, par.nccl_algo, par.nccl_proto)
     hit = _TIMERS.get(key)
     if hit is None or hit[0] is not topo or hit[1] is not params:
         if len(_TIMERS) > 32:
             _TIMERS.clear()
-        hit = (topo, params, CollectiveTimer(topo, params, setup.network))
+        timer = CollectiveTimer(topo, params, setup.network, par.nccl_algo, par.nccl_proto)
+        hit = (topo, params, timer)
         _TIMERS[key] = hit
     return hit[2]
 
@@ -47,7 +50,8 @@ def simulate_step(
     network : str, optional
         ``flow`` or ``analytical``; default the scenario's.
     compute : mapping, optional
-        Compute-model parameters laid over the profile's (keys of ComputeParams).
+        Compute-model parameters laid over the catalog's and the profile's (numeric keys
+        of :class:`sim.training.compute.params.ComputeParams`).
 
     Examples
     --------
@@ -71,8 +75,7 @@ def run_step(
     """
     setup = prepare_step(scenario, network)
     if compute:
-        merged = {**setup.profile.compute, **compute}
-        setup = replace(setup, compute=default_compute_params(setup.topology.gpu.name, merged))
+        setup = replace(setup, compute=setup.compute.overridden(compute, "compute"))
     timer = _timer(setup)
     run = run_pipeline(setup, timer, record=record and setup.network == "flow")
     ideal = run_pipeline(setup, timer, free_p2p=True, with_dp=False) if setup.plan.pp > 1 else run
@@ -80,6 +83,8 @@ def run_step(
 
 
 def _breakdown(line: StageTimeline, ideal: StageTimeline) -> dict[str, float]:
+    """The critical stage's time by cause; ``zero3_gather_exposed`` is what per-layer
+    parameter gathers (ZeRO-3, FSDP SHARD_GRAD_OP forwards) leave on the critical path."""
     busy = line.compute_s + line.tp_exposed_s + line.ep_s + line.zero3_exposed_s
     idle = max(0.0, line.compute_end_s - busy)
     ideal_busy = ideal.compute_s + ideal.tp_exposed_s + ideal.ep_s + ideal.zero3_exposed_s
@@ -100,9 +105,21 @@ def _breakdown(line: StageTimeline, ideal: StageTimeline) -> dict[str, float]:
 
 def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: PipelineRun) -> dict[str, float]:
     """Cluster-wide bytes per link scope: DP (simulated for every TP rank), PP of replica 0
-    times the number of replicas, TP/EP collectives times the groups that run them."""
+    times the number of replicas, TP/EP collectives times the groups that run them, and
+    the collectives after the optimizer (ZeRO-1/2 gathers, tied embeddings).
+
+    On the flow network the DP collectives are counted as simulated: every TP rank's
+    groups that contain replica 0 (other replicas' expert-DP and hybrid shard groups are
+    not simulated, so not counted).
+    """
     plan, topo = setup.plan, setup.topology
     out = dict.fromkeys(("nvlink", "pcie", "net"), 0.0)
+
+    def add(kind_group: tuple[str, ...], op: str, nbytes: float, times: float) -> None:
+        timer.time_s(kind_group, op, nbytes)
+        for scope, b in timer.wire_bytes[(tuple(kind_group), op, float(nbytes))].items():
+            out[scope] += times * b
+
     if run.network is not None:  # flow: DP rings of every TP rank and replica 0's sends
         scopes = topo.link_scope
         for i in run.network.link_bytes.nonzero()[0]:
@@ -111,13 +128,20 @@ def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: PipelineRun) -> d
             out[scope] += b * (plan.dp - 1)
     else:  # analytical: DP of TP rank 0's group stands for every TP rank's
         for s, stage in enumerate(setup.stages):
-            for op, nbytes, expert in buckets_of(setup, s) * plan.virtual_stages:
-                group = stage.edp[0] if expert else stage.dp[0]
-                timer.time_s(group, op, nbytes)
-                for scope, b in timer.wire_bytes[(tuple(group), op, float(nbytes))].items():
-                    out[scope] += b * len(stage.dp)
+            for (kind, op, nbytes), n in _dp_collectives(setup, run, s).items():
+                group = stage.group(kind)[0]
+                add(group, op, nbytes, n * len(stage.dp) * plan.dp / len(group))
         for scope, b in run.pp_wire_bytes.items():
             out[scope] += b * plan.dp
+    for s, stage in enumerate(setup.stages):  # after the optimizer, timed alone
+        c = stage_comm(setup, s)
+        for kind, nbytes in (("shard", c.dp_param_gather_bytes), ("edp", c.edp_param_gather_bytes)):
+            if nbytes > 0:
+                group = stage.group(kind)[0]
+                add(group, "all_gather", nbytes, len(stage.dp) * plan.dp / len(group))
+        if c.tied_embedding_bytes > 0 and s == 0:
+            pair = (setup.stages[0].gpus[0], setup.stages[-1].gpus[0])
+            add(pair, "all_reduce", c.tied_embedding_bytes, plan.tp * plan.dp)
     groups_per_stage = {"tp": plan.dp, "ep": plan.tp * plan.dp // max(1, plan.ep)}
     for line in run.lines:
         for rec in line.passes:
@@ -125,6 +149,28 @@ def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: PipelineRun) -> d
             for kind, per in cost.wire_bytes.items():
                 for scope, b in per.items():
                     out[scope] += b * groups_per_stage.get(kind, 1)
+    return out
+
+
+def _dp_collectives(setup: StepSetup, run: PipelineRun, s: int) -> Counter[tuple[str, str, float]]:
+    """How often stage ``s``'s TP rank 0 issues each data-parallel collective in a step."""
+    plan = setup.plan
+    out: Counter[tuple[str, str, float]] = Counter()
+    line = run.lines[s]
+    last_b = {c: max(r.mb for r in line.passes if r.kind == "B" and r.chunk == c)
+              for c in range(plan.virtual_stages)}  # fmt: skip
+    buckets = Counter(step for b in buckets_of(setup, s) for step in b.steps)
+    passes: Counter[tuple[int, str]] = Counter()
+    for rec in line.passes:
+        passes[(rec.chunk * plan.pp + s, rec.kind)] += 1
+        if reduces_after(setup, rec.kind, rec.mb, last_b[rec.chunk]):
+            out.update(buckets)
+    for key, n in passes.items():
+        for u in run.costs[key].units:
+            if u.gather_bytes:
+                out[("shard", "all_gather", u.gather_bytes)] += n
+            if u.expert_gather_bytes:
+                out[("edp", "all_gather", u.expert_gather_bytes)] += n
     return out
 
 
@@ -142,13 +188,13 @@ def _result(
     n = topo.num_gpus
     peak = topo.gpu.peak_flops.get(sc.training.precision, topo.gpu.peak_flops["bf16"])
     tokens = sc.training.global_batch * sc.training.seq_len
-    mem = memory_per_gpu(
-        sc.model,
-        plan,
-        sc.training.seq_len,
-        topo.gpu.hbm_bytes,
-        flash_attention=sc.training.flash_attention,
-    )
+    seq, flash, ce = sc.training.seq_len, sc.training.flash_attention, sc.training.cross_entropy
+    mem = memory_per_gpu(sc.model, plan, seq, topo.gpu.hbm_bytes, None, flash, ce)
+    notes = [
+        *setup.compute.notes,
+        *placement_notes(plan),
+        *memory_advice(sc.model, plan, seq, mem, None, flash, ce),
+    ]
     price = sc.price.gpu_hour_usd
     cost = price * n * step / 3600.0 if price is not None else None
     breakdown = _breakdown(run.lines[crit], ideal.lines[crit])
@@ -171,6 +217,9 @@ def _result(
             "schedule": plan.schedule,
             "virtual_stages": plan.virtual_stages,
             "recompute": plan.recompute,
+            "fsdp": plan.fsdp,
+            "shard_size": plan.shard,
+            "grad_bytes": plan.grad_bytes,
         },
         step_time_s=float(step),
         tokens_per_s=tokens / step,
@@ -186,5 +235,6 @@ def _result(
         link_bytes_by_scope=_link_bytes(setup, timer, run),
         cost_per_step_usd=cost,
         cost_per_million_tokens_usd=cost / tokens * 1e6 if cost is not None else None,
-        notes=placement_notes(plan),
+        notes=notes,
+        compute_params=setup.compute.summary,
     )

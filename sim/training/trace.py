@@ -9,9 +9,11 @@ pipeline stage shows that stage's timeline. Past :data:`MAX_GPU_PROCESSES` GPUs 
 representative GPUs get a process (each TP rank of replica 0, or one GPU per stage when
 even those are too many), and the trace's ``otherData.note`` says which GPUs each stands for.
 
-Within a pass the TP collectives are drawn as one span of their summed time: at the end
-of the pass's compute when TP is not overlapped, from the pass's start when it is (the
-engine does not order kernels inside a pass). On the flow network a ``network`` process
+Within a pass the TP collectives are drawn as one span of their exposed time (what compute
+does not hide) after the pass's compute (the engine does not order kernels inside a pass);
+ZeRO-3/FSDP parameter gathers as one span per wrapped unit, where the engine started them
+(the analytical engine's order, :func:`sim.training.engine.stage.gather_windows`; the flow
+engine records its gathers itself). On the flow network a ``network`` process
 carries counters: utilisation per link class, and per link for the busiest
 :data:`MAX_LINK_COUNTERS` links (carried rate / capacity).
 """
@@ -25,7 +27,7 @@ import numpy as np
 
 from sim.training.engine.setup import StepSetup
 from sim.training.engine.simpy_engine import PipelineRun
-from sim.training.engine.stage import PassRecord, StageTimeline
+from sim.training.engine.stage import PassRecord, StageTimeline, gather_windows, unit_gather_s
 
 __all__ = ["MAX_GPU_PROCESSES", "MAX_LINK_COUNTERS", "TRACKS", "chrome_trace", "trace_json"]
 
@@ -74,18 +76,19 @@ def _pass_events(
             chunk=r.chunk,
         )
     ]
-    if cost.tp_s > 0:
-        tp_start = start if plan.overlap_tp else start + cost.compute_s
-        out.append(_span(pid, TRACKS["tp/sp comm"], f"{label} tp", tp_start, tp_start + cost.tp_s))
+    if cost.tp_exposed_s > 0:
+        tp_start = start + cost.compute_s
+        out.append(
+            _span(pid, TRACKS["tp/sp comm"], f"{label} tp", tp_start, tp_start + cost.tp_exposed_s)
+        )
     if cost.ep_s > 0:
         ep_start = r.end_s - cost.ep_s
         out.append(_span(pid, TRACKS["tp/sp comm"], f"{label} ep all_to_all", ep_start, r.end_s))
-    if cost.prefetch_s > 0:
-        out.append(
-            _span(
-                pid, TRACKS["dp/zero comm"], f"{label} zero3 gather", start, start + cost.prefetch_s
-            )
-        )
+    if cost.gathers and run.network is None and run.timer is not None:
+        gathers = [unit_gather_s(setup, run.timer, r.stage, u) for u in cost.units]
+        for a, b in gather_windows(start, cost.units, gathers):
+            if b > a:
+                out.append(_span(pid, TRACKS["dp/zero comm"], f"{label} zero3 gather", a, b))
     return out
 
 

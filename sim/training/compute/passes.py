@@ -1,10 +1,13 @@
 """Durations the training engine schedules: compute passes and collectives, cached.
 
 A *pass* is the forward (``F``) or backward (``B``, recompute included) of one model chunk
-for one micro-batch on one rank. Its compute time is the sum of its kernels' roofline
-times (:func:`sim.training.compute.roofline.op_time_s`); its TP and EP collectives are timed by the
-collective simulator on the real group of GPUs (each alone on the network: they stay
-inside an NVLink domain for TP, and are short). Identical layers are costed once.
+for one micro-batch on one rank. Its compute time is the sum of its kernels' times
+(:func:`sim.training.compute.kernels.op_time_s`); its TP and EP collectives are timed by
+the collective simulator on the real group of GPUs (each alone on the network: they stay
+inside an NVLink domain for TP, and are short). A pass is made of *units* (the
+embedding, each layer, the head: FSDP's wrapping units), so that the engine can gather
+each unit's parameters just before it runs (ZeRO-3) and release gradient buckets as the
+backward produces them. Identical layers are costed once.
 """
 
 from __future__ import annotations
@@ -12,28 +15,35 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from sim.collectives.engine import schedule_link_bytes, wire_scale
 from sim.collectives.links import scaled_for
 from sim.collectives.params import CollectiveParams
 from sim.collectives.schedule import Schedule
 from sim.collectives.simulate import CollectiveSetup, simulate_collective
 from sim.topology.model import Topology
-from sim.training.compute.roofline import ComputeParams, op_time_s
+from sim.training.compute.kernels import op_time_s
+from sim.training.compute.params import ComputeParams
 from sim.training.workload.ops import LayerOps, Op
 
-__all__ = ["CollectiveTimer", "PassCost", "pass_cost"]
+__all__ = ["CollectiveTimer", "OpsCost", "PassCost", "Unit", "pass_cost", "unit_cost"]
 
 
 class CollectiveTimer:
     """Time collectives on GPU groups, cached by (group, op, bytes)."""
 
-    def __init__(self, topology: Topology, params: CollectiveParams, network: str) -> None:
+    def __init__(self, topology: Topology, params: CollectiveParams, network: str,
+                 algorithm: str = "auto", protocol: str = "auto") -> None:  # fmt: skip
         self.topology = scaled_for(topology, params)
         self.params = params
         self.network = network
+        self.algorithm, self.protocol = algorithm, protocol  # NCCL_ALGO / NCCL_PROTO style
         self._setups: dict[tuple[str, ...], CollectiveSetup] = {}
         self._times: dict[tuple[tuple[str, ...], str, float], float] = {}
         self.wire_bytes: dict[tuple[tuple[str, ...], str, float], dict[str, float]] = {}
         self._choice: dict[tuple[tuple[str, ...], str, float], tuple[str, str, int]] = {}
+        self._concurrent: dict[tuple[tuple[tuple[str, ...], ...], str, float], float] = {}
 
     def setup(self, group: Sequence[str]) -> CollectiveSetup:
         """The prepared :class:`CollectiveSetup` of ``group`` (GPU node names)."""
@@ -53,10 +63,49 @@ class CollectiveTimer:
                 t = 0.0
                 self.wire_bytes[key] = {}
             else:
-                r = simulate_collective(self.setup(group), op, nbytes, network=self.network)
+                r = simulate_collective(self.setup(group), op, nbytes, network=self.network,
+                                        algorithm=self.algorithm, protocol=self.protocol)  # fmt: skip
                 t = r.time_s
                 self.wire_bytes[key] = r.wire_bytes_by_scope
             self._times[key] = t
+        return t
+
+    def concurrent_time_s(self, groups: Sequence[Sequence[str]], op: str, nbytes: float) -> float:
+        """Seconds until ``op`` of ``nbytes`` has finished on every group of ``groups``, all
+        started together (the TP ranks' DP/ZeRO groups sharing NICs and links).
+
+        Closed form (the analytical backend's contention model): the slowest group alone,
+        plus the extra time the most loaded link needs for the other groups' bytes,
+        ``max_l sum_g B_gl / c_l - max_g max_l B_gl / c_l`` (wire bytes ``B`` as the tuner
+        routes them, capacities ``c`` at link efficiency). Groups on disjoint links (one
+        rail each) cost what one costs alone; groups that share a NIC serialise on it. A
+        group held below line rate by NCCL's channel cap would absorb part of the extra
+        load; this model charges it all (errs slow there).
+        """
+        if not groups:
+            return 0.0
+        alone = max(self.time_s(g, op, nbytes) for g in groups)
+        if len(groups) < 2 or alone <= 0.0:
+            return alone
+        key = (tuple(tuple(g) for g in groups), op, float(nbytes))
+        t = self._concurrent.get(key)
+        if t is None:
+            caps = self.topology.capacity_Bps
+            load = np.zeros(len(caps))
+            single = 0.0
+            for g in groups:
+                sched, proto = self.plan(g, op, nbytes)
+                cs = self.setup(g)
+                b = schedule_link_bytes(
+                    sched,
+                    cs.endpoints(sched),
+                    cs.routes,
+                    wire_scale(cs.params, sched.algorithm, proto),
+                )
+                load += b
+                single = max(single, float(np.max(b / caps)))
+            t = alone + max(0.0, float(np.max(load / caps)) - single)
+            self._concurrent[key] = t
         return t
 
     def plan(self, group: Sequence[str], op: str, nbytes: float) -> tuple[Schedule, str]:
@@ -65,53 +114,84 @@ class CollectiveTimer:
         key = (tuple(group), op, float(nbytes))
         choice = self._choice.get(key)
         if choice is None:
-            _, algo, proto, _, chunks = setup.tune(op, nbytes)
+            _, algo, proto, _, chunks = setup.tune(op, nbytes, self.algorithm, self.protocol)
             choice = (algo, proto, chunks)
             self._choice[key] = choice
         return setup.schedule(op, choice[0], nbytes, chunks=choice[2]), choice[1]
 
 
 @dataclass(frozen=True)
-class PassCost:
-    """Cost of one pass (seconds; FLOPs per rank per micro-batch)."""
+class OpsCost:
+    """Kernels and collectives of a sequence of ops (one unit): seconds and FLOPs."""
 
     compute_s: float
     tp_s: float
     ep_s: float
     model_flops: float
     hardware_flops: float
-    wire_bytes: dict[str, dict[str, float]] = field(
-        default_factory=dict
-    )  # group kind -> scope -> bytes
-    prefetch_s: float = 0.0  # ZeRO-3 parameter all-gathers, prefetched on their own stream
+    wire_bytes: dict[str, dict[str, float]]  # group kind -> scope -> bytes
 
-    def _busy_s(self, overlap_tp: bool) -> float:
-        tp = max(self.compute_s, self.tp_s) - self.compute_s if overlap_tp else self.tp_s
-        return self.compute_s + tp
-
-    def duration_s(self, overlap_tp: bool) -> float:
-        """Time on the critical path: TP hidden behind compute when ``overlap_tp``;
-        ZeRO-3 gathers hidden behind compute except where they take longer."""
-        return max(self._busy_s(overlap_tp), self.prefetch_s) + self.ep_s
+    def busy_s(self, overlap_tp: bool) -> float:
+        """Compute plus TP (only what compute does not hide when ``overlap_tp``) plus EP."""
+        return self.compute_s + self.exposed_tp_s(overlap_tp) + self.ep_s
 
     def exposed_tp_s(self, overlap_tp: bool) -> float:
         """TP communication left on the critical path."""
-        return self._busy_s(overlap_tp) - self.compute_s
-
-    def exposed_prefetch_s(self, overlap_tp: bool) -> float:
-        """ZeRO-3 gather time not hidden behind the pass's compute."""
-        return max(0.0, self.prefetch_s - self._busy_s(overlap_tp))
+        return max(self.compute_s, self.tp_s) - self.compute_s if overlap_tp else self.tp_s
 
 
-def pass_cost(
+@dataclass(frozen=True)
+class Unit:
+    """One wrapping unit of a pass (embedding, a layer, the head).
+
+    Attributes
+    ----------
+    busy_s : float
+        Compute plus exposed TP and EP communication, seconds.
+    gather_bytes, expert_gather_bytes : float
+        Parameters all-gathered before it runs (ZeRO-3/FSDP), bytes (nccl-tests size).
+    """
+
+    busy_s: float
+    gather_bytes: float = 0.0
+    expert_gather_bytes: float = 0.0
+
+
+@dataclass(frozen=True)
+class PassCost:
+    """Cost of one pass: seconds, FLOPs per rank per micro-batch, and its units in order.
+
+    ``busy_s`` (compute + exposed TP + EP) is the pass's duration when no unit waits for
+    a parameter gather; the engine adds what gathers leave exposed.
+    """
+
+    compute_s: float
+    tp_exposed_s: float
+    ep_s: float
+    model_flops: float
+    hardware_flops: float
+    wire_bytes: dict[str, dict[str, float]] = field(default_factory=dict)
+    units: tuple[Unit, ...] = ()
+    busy_s: float = field(init=False)
+    gathers: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        # busy_s: compute plus exposed TP and EP communication, seconds; gathers: whether
+        # some unit gathers parameters before it runs (read in the engines' inner loops).
+        object.__setattr__(self, "busy_s", self.compute_s + self.tp_exposed_s + self.ep_s)
+        gathers = any(u.gather_bytes > 0 or u.expert_gather_bytes > 0 for u in self.units)
+        object.__setattr__(self, "gathers", gathers)
+
+
+def unit_cost(
     ops: Sequence[Op],
     gpu_time: ComputeParams,
     topology: Topology,
     timer: CollectiveTimer,
     groups: Mapping[str, Sequence[str]],
     cache: dict[Op, float],
-) -> PassCost:
-    """Sum the kernels and collectives of one pass.
+) -> OpsCost:
+    """Sum the kernels and collectives of a sequence of ops (one unit).
 
     ``groups`` maps ``"tp"``/``"ep"`` to the GPU names of this rank's group; ``cache``
     memoises per-op times across passes (ops are frozen and hashable).
@@ -127,17 +207,43 @@ def pass_cost(
                 assert op.comm_op is not None and op.group is not None
                 t = timer.time_s(groups[op.group], op.comm_op, op.comm_bytes)
             cache[op] = t
-        if op.kind != "compute":
-            assert op.comm_op is not None and op.group is not None
-            per = wire.setdefault(op.group, {})
-            key = (tuple(groups[op.group]), op.comm_op, float(op.comm_bytes))
-            for scope, b in timer.wire_bytes.get(key, {}).items():
-                per[scope] = per.get(scope, 0.0) + b
         if op.kind == "compute":
             compute += t
-        elif op.kind == "tp_comm":
+            continue
+        assert op.comm_op is not None and op.group is not None
+        per = wire.setdefault(op.group, {})
+        key = (tuple(groups[op.group]), op.comm_op, float(op.comm_bytes))
+        for scope, b in timer.wire_bytes.get(key, {}).items():
+            per[scope] = per.get(scope, 0.0) + b
+        if op.kind == "tp_comm":
             tp += t
         else:
             ep += t
     flops = LayerOps(tuple(ops), ())
-    return PassCost(compute, tp, ep, flops.model_flops, flops.hardware_flops, wire)
+    return OpsCost(compute, tp, ep, flops.model_flops, flops.hardware_flops, wire)
+
+
+def pass_cost(parts: Sequence[tuple[OpsCost, int, Unit]], overlap_tp: bool) -> PassCost:
+    """A pass from its parts in order: (cost of one unit, repetitions, the unit's gathers).
+
+    >>> one = OpsCost(1.0, 0.5, 0.0, 10.0, 10.0, {})
+    >>> p = pass_cost([(one, 3, Unit(0.0))], overlap_tp=True)
+    >>> p.busy_s, len(p.units), p.model_flops
+    (3.0, 3, 30.0)
+    """
+    compute = tp = ep = model = hw = 0.0
+    wire: dict[str, dict[str, float]] = {}
+    units: list[Unit] = []
+    for cost, count, gather in parts:
+        compute += count * cost.compute_s
+        tp += count * cost.exposed_tp_s(overlap_tp)
+        ep += count * cost.ep_s
+        model += count * cost.model_flops
+        hw += count * cost.hardware_flops
+        for kind, per in cost.wire_bytes.items():
+            into = wire.setdefault(kind, {})
+            for scope, b in per.items():
+                into[scope] = into.get(scope, 0.0) + count * b
+        unit = Unit(cost.busy_s(overlap_tp), gather.gather_bytes, gather.expert_gather_bytes)
+        units += [unit] * count
+    return PassCost(compute, tp, ep, model, hw, wire, tuple(units))

@@ -13,7 +13,7 @@ from functools import cache
 from sim.profile import Profile, load_profile
 from sim.topology.model import Topology
 from sim.topology.presets import load_topology
-from sim.training.compute.roofline import ComputeParams, default_compute_params
+from sim.training.compute.params import ComputeParams, compute_params
 from sim.training.scenario import Scenario, resolve_plan
 from sim.training.workload.plan import Coord, ParallelPlan, groups, rank_of
 
@@ -31,6 +31,12 @@ class StageGroups:
     ep: tuple[str, ...]  # the EP group of TP rank 0
     dp: tuple[tuple[str, ...], ...]  # the DP group of every TP rank
     edp: tuple[tuple[str, ...], ...]  # the expert-DP group of every TP rank
+    shard: tuple[tuple[str, ...], ...]  # the ZeRO shard group of every TP rank (= dp)
+    replica: tuple[tuple[str, ...], ...]  # hybrid sharding's replica group of every TP rank
+
+    def group(self, kind: str) -> tuple[tuple[str, ...], ...]:
+        """The groups of ``kind`` (``dp``, ``edp``, ``shard``, ``replica``), one per TP rank."""
+        return {"dp": self.dp, "edp": self.edp, "shard": self.shard, "replica": self.replica}[kind]
 
 
 @dataclass(frozen=True)
@@ -57,7 +63,7 @@ Membership = dict[str, dict[int, tuple[str, ...]]]
 def _membership(plan: ParallelPlan, names: tuple[str, ...]) -> Membership:
     """kind -> rank -> GPU names of the rank's group of that kind."""
     out: Membership = {}
-    for kind in ("tp", "ep", "dp", "edp"):
+    for kind in ("tp", "ep", "dp", "edp", "shard", "replica"):
         per: dict[int, tuple[str, ...]] = {}
         for g in groups(plan, kind):
             named = tuple(names[r] for r in g)
@@ -75,6 +81,8 @@ def _stage(plan: ParallelPlan, s: int, names: tuple[str, ...], member: Membershi
         ep=member["ep"][ranks[0]],
         dp=tuple(member["dp"][r] for r in ranks),
         edp=tuple(member["edp"][r] for r in ranks),
+        shard=tuple(member["shard"][r] for r in ranks),
+        replica=tuple(member["replica"][r] for r in ranks),
     )
 
 
@@ -91,7 +99,7 @@ def prepare_step(scenario: Scenario, network: str | None = None) -> StepSetup:
     topo = _topology(scenario.cluster.topology, scenario.cluster.nodes, scenario.seed)
     plan = resolve_plan(scenario, topo.num_gpus, topo.gpus_per_node)
     profile = load_profile(scenario.profile)
-    compute = default_compute_params(topo.gpu.name, profile.compute)
+    compute = compute_params(topo.gpu.name, profile.compute)
     member = _membership(plan, topo.gpus)
     stages = tuple(_stage(plan, s, topo.gpus, member) for s in range(plan.pp))
     return StepSetup(scenario, topo, plan, profile, compute, net, stages)

@@ -3,14 +3,16 @@
 Per pipeline stage a compute stream runs its schedule (:mod:`sim.training.schedule.pipeline`); a
 pass starts when its input (activation or gradient) has arrived and the stream is free,
 and lasts its compute plus exposed TP/EP communication (:mod:`sim.training.compute.passes`).
-Pipeline sends are transfers on the shared network (one per TP rank). Gradients are
-reduced in buckets on a per-stage DP stream: with ``overlap_dp`` a chunk's buckets launch
-as its last backward pass produces them, else after the stage's last pass. On the flow
-network each bucket runs the tuner's collective schedule on the DP groups of *all* TP
-ranks of the stage at once, so DP rings contend with each other and with pipeline sends.
-With the analytical network (no contention) the same model is evaluated by list
-scheduling (:mod:`sim.training.engine.timeline`), and there the DP group of TP rank 0 stands for
-its stage.
+Pipeline sends are transfers on the shared network (one per TP rank). Data-parallel work
+is explicit collective tasks (:mod:`sim.training.engine.stage`): gradient buckets on a
+per-stage DP stream, released as backward passes produce them (every micro-batch under
+ZeRO-2/3, the last one otherwise; after the stage's last pass without ``overlap_dp``),
+and, under ZeRO-3/FSDP, each unit's parameter all-gather on a per-stage gather stream,
+prefetched one unit ahead of the compute that needs it. On the flow network every such
+collective runs the tuner's schedule on the groups of *all* TP ranks of the stage at
+once, so gathers, gradient reductions and pipeline sends contend for the links. With the
+analytical network (no contention) the same model is evaluated by list scheduling
+(:mod:`sim.training.engine.timeline`), and there the groups of TP rank 0 stand for the stage.
 
 Identical replicas are not simulated one by one: DP replica 0's pipeline stands for all.
 Other replicas' pipeline sends use other GPUs' links; only where the fabric is shared
@@ -19,7 +21,7 @@ Other replicas' pipeline sends use other GPUs' links; only where the fabric is s
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -30,15 +32,17 @@ from sim.network import make_network
 from sim.network.base import Network
 from sim.network.flow import FlowNetwork
 from sim.topology.model import Topology
-from sim.training.compute.passes import CollectiveTimer, PassCost
+from sim.training.compute.passes import CollectiveTimer, PassCost, Unit
 from sim.training.engine.setup import StepSetup
 from sim.training.engine.stage import (
     Bucket,
     PassRecord,
     StageTimeline,
+    bucket_release_units,
     buckets_of,
     chunk_costs,
     optimizer_s,
+    reduces_after,
     stage_comm,
     tail_gathers_s,
 )
@@ -57,6 +61,7 @@ class PipelineRun:
     costs: dict[tuple[int, str], PassCost]
     network: Network | None
     pp_wire_bytes: dict[str, float]  # replica 0's pipeline sends, per link scope
+    timer: CollectiveTimer | None = None  # times the analytical run's gathers (for traces)
 
 
 class _Run:
@@ -98,36 +103,87 @@ class _Run:
         last_b = {
             c: max(st.mb for st in order if st.kind == "B" and st.chunk == c) for c in range(self.v)
         }
+        held: list[Bucket] = []
         for st in order:
             vs = st.chunk * self.p + s
             yield (self.act if st.kind == "F" else self.grad)[(vs, st.mb)]
             cost = self.costs[(vs, st.kind)]
             start = self.env.now
-            dur = cost.duration_s(plan.overlap_tp)
-            if st.kind == "B" and st.mb == last_b[st.chunk] and plan.overlap_dp and self.with_dp:
-                yield from self._backward_with_buckets(s, dur)
+            release = self.with_dp and reduces_after(self.setup, st.kind, st.mb, last_b[st.chunk])
+            buckets = buckets_of(self.setup, s) if release else []
+            if plan.overlap_dp:
+                yield from self._run_pass(s, cost, buckets)
             else:
-                yield self.env.timeout(dur)
-            line.compute_s += cost.compute_s
-            line.tp_exposed_s += cost.exposed_tp_s(plan.overlap_tp)
-            line.ep_s += cost.ep_s
-            line.zero3_exposed_s += cost.exposed_prefetch_s(plan.overlap_tp)
-            line.passes.append(PassRecord(s, st.kind, st.mb, st.chunk, start, self.env.now))
+                held += buckets
+                yield from self._run_pass(s, cost, [])
+            line.add_pass(cost, PassRecord(s, st.kind, st.mb, st.chunk, start, self.env.now))
             self._after_pass(s, st, vs)
         line.compute_end_s = self.env.now
-        if self.with_dp and not plan.overlap_dp:
-            for _ in range(self.v):
-                for b in buckets_of(self.setup, s):
-                    self.queues[s].put(b)
+        for b in held:
+            self.queues[s].put(b)
         self.queues[s].put(None)
 
-    def _backward_with_buckets(self, s: int, dur: float) -> Generator[simpy.Event, object, None]:
-        buckets = buckets_of(self.setup, s)
-        for b in buckets:
-            yield self.env.timeout(dur / len(buckets))
-            self.queues[s].put(b)
-        if not buckets:
-            yield self.env.timeout(dur)
+    def _run_pass(
+        self, s: int, cost: PassCost, buckets: Sequence[Bucket]
+    ) -> Generator[simpy.Event, object, None]:
+        """Run a pass unit by unit: wait for each unit's gather, release buckets on time."""
+        units = cost.units
+        if not units or (not cost.gathers and not buckets):
+            yield self.env.timeout(cost.busy_s)
+            for b in buckets:
+                self.queues[s].put(b)
+            return
+        after: dict[int, list[Bucket]] = {}
+        for b, u in zip(buckets, bucket_release_units(len(units), len(buckets)), strict=True):
+            after.setdefault(u, []).append(b)
+        if cost.gathers:
+            gathered = [self.env.event() for _ in units]
+            ran = [self.env.event() for _ in units]
+            self.env.process(self._gathers(s, units, gathered, ran))
+        pending = 0.0  # busy time not yet waited for (units with nothing to release)
+        for j, unit in enumerate(units):
+            if cost.gathers:
+                yield gathered[j]
+                yield self.env.timeout(unit.busy_s)
+                ran[j].succeed()
+            else:
+                pending += unit.busy_s
+                if j not in after:
+                    continue
+                yield self.env.timeout(pending)
+                pending = 0.0
+            for b in after.get(j, []):
+                self.queues[s].put(b)
+        if pending:
+            yield self.env.timeout(pending)
+
+    def _gathers(
+        self, s: int, units: Sequence[Unit], gathered: list[simpy.Event], ran: list[simpy.Event]
+    ) -> Generator[simpy.Event, object, None]:
+        """The stage's gather stream: one all-gather per unit, at most two units ahead."""
+        stage = self.setup.stages[s]
+        for j, unit in enumerate(units):
+            if j >= 2:
+                yield ran[j - 2]
+            procs = []
+            for kind, nbytes in (("shard", unit.gather_bytes), ("edp", unit.expert_gather_bytes)):
+                if nbytes > 0:
+                    procs += [self._collective(g, "all_gather", nbytes) for g in stage.group(kind)]
+            if procs:
+                start = self.env.now
+                yield self.env.all_of(procs)
+                self.lines[s].comm.append(("zero_all_gather", start, self.env.now))
+            gathered[j].succeed()
+
+    def _collective(self, group: Sequence[str], op: str, nbytes: float) -> simpy.Process:
+        """A collective's schedule as transfers on the shared network (a SimPy process)."""
+        sched, proto = self.timer.plan(group, op, nbytes)
+        cs = self.timer.setup(group)
+        body = run_schedule(
+            self.env, self.net, sched, cs.endpoints(sched), cs.routes, cs.params, proto,
+            nccl_channels=cs.nccl_channels(sched.algorithm, proto, nbytes),
+        )  # fmt: skip
+        return self.env.process(body)
 
     def _after_pass(self, s: int, st: Step, vs: int) -> None:
         if st.kind == "F":
@@ -157,19 +213,11 @@ class _Run:
             item = yield self.queues[s].get()
             if item is None:
                 break
-            op, nbytes, expert = cast(Bucket, item)
+            bucket = cast(Bucket, item)
             start = self.env.now
-            procs = []
-            for group in stage.edp if expert else stage.dp:
-                sched, proto = self.timer.plan(group, op, nbytes)
-                cs = self.timer.setup(group)
-                body = run_schedule(
-                    self.env, self.net, sched, cs.endpoints(sched), cs.routes, cs.params, proto,
-                    nccl_channels=cs.nccl_channels(sched.algorithm, proto, nbytes),
-                )  # fmt: skip
-                procs.append(self.env.process(body))
-            yield self.env.all_of(procs)
-            line.comm.append((f"dp_{op}", start, self.env.now))
+            for kind, op, nbytes in bucket.steps:
+                yield self.env.all_of([self._collective(g, op, nbytes) for g in stage.group(kind)])
+            line.comm.append((f"dp_{bucket.steps[0][1]}", start, self.env.now))
         line.dp_end_s = max(self.env.now, line.compute_end_s)
         rp = rank_params(self.setup.scenario.model, self.plan, s)
         line.optimizer_s = optimizer_s(self.setup, self.timer, rp) if self.with_dp else 0.0
@@ -204,13 +252,13 @@ def run_pipeline(
             setup, timer, costs, pp_bytes, p2p_latency_s(setup), free_p2p=free_p2p, with_dp=with_dp
         )
         wire = {} if free_p2p else _analytical_pp_wire(setup, timer, lines, pp_bytes)
-        return PipelineRun(lines, costs, None, wire)
+        return PipelineRun(lines, costs, None, wire, timer)
     run = _Run(setup, timer, costs, free_p2p, with_dp, record)
     for s in range(run.p):
         run.env.process(run.stage_process(s))
         run.env.process(run.dp_process(s))
     run.env.run()
-    return PipelineRun(run.lines, costs, run.net, run.pp_wire)
+    return PipelineRun(run.lines, costs, run.net, run.pp_wire, timer)
 
 
 def _analytical_pp_wire(

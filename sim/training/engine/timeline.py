@@ -20,14 +20,19 @@ from sim.training.engine.stage import (
     Bucket,
     PassRecord,
     StageTimeline,
+    bucket_release_units,
+    bucket_s,
     buckets_of,
+    gathered_pass,
     optimizer_s,
     tail_gathers_s,
+    unit_gather_s,
 )
 from sim.training.schedule.pipeline import Step, make_schedule
 from sim.training.workload.comms import rank_params
+from sim.training.workload.zero import zero_semantics
 
-__all__ = ["list_schedule"]
+__all__ = ["list_schedule", "run_pass_s"]
 
 
 def _p2p_s(
@@ -40,6 +45,34 @@ def _p2p_s(
         max(uncontended_time_s(timer.topology, x, y, nbytes) for x, y in zip(a, b, strict=True))
         + latency_s
     )
+
+
+def run_pass_s(
+    setup: StepSetup,
+    timer: CollectiveTimer,
+    s: int,
+    cost: PassCost,
+    start_s: float,
+    unit_ends: bool = True,
+) -> tuple[float, list[float]]:
+    """End of a pass started at ``start_s`` and each unit's end (gathers uncontended;
+    ``unit_ends=False`` skips the list where nothing needs it)."""
+    if not cost.gathers and not unit_ends:
+        return start_s + cost.busy_s, []
+    if cost.gathers:
+        cache: dict[object, float] = {}
+        gathers = []
+        for u in cost.units:
+            g = cache.get(u)
+            if g is None:
+                g = cache[u] = unit_gather_s(setup, timer, s, u)
+            gathers.append(g)
+        return gathered_pass(start_s, cost.units, gathers)
+    ends, t = [], start_s
+    for u in cost.units:
+        t += u.busy_s
+        ends.append(t)
+    return start_s + cost.busy_s, ends
 
 
 def list_schedule(
@@ -71,6 +104,8 @@ def list_schedule(
         {c: max(st.mb for st in orders[s] if st.kind == "B" and st.chunk == c) for c in range(v)}
         for s in range(p)
     ]
+    every_mb = zero_semantics(plan).reduce_every_microbatch and plan.dp > 1
+    with_buckets = [with_dp and bool(buckets_of(setup, s)) for s in range(p)]
     done, total = 0, sum(len(o) for o in orders)
     while done < total:
         progressed = False
@@ -84,13 +119,14 @@ def list_schedule(
                     break
                 cost = costs[(vs, st.kind)]
                 start = max(free[s], t_in)
-                dur = cost.duration_s(plan.overlap_tp)
-                end = free[s] = start + dur
-                line.compute_s += cost.compute_s
-                line.tp_exposed_s += cost.exposed_tp_s(plan.overlap_tp)
-                line.ep_s += cost.ep_s
-                line.zero3_exposed_s += cost.exposed_prefetch_s(plan.overlap_tp)
-                line.passes.append(PassRecord(s, st.kind, st.mb, st.chunk, start, end))
+                release = (
+                    with_buckets[s]
+                    and st.kind == "B"
+                    and (every_mb or st.mb == last_b[s][st.chunk])
+                )
+                end, unit_ends = run_pass_s(setup, timer, s, cost, start, release)
+                free[s] = end
+                line.add_pass(cost, PassRecord(s, st.kind, st.mb, st.chunk, start, end))
                 if st.kind == "F":
                     if vs < nvs - 1:
                         ready[("F", vs + 1, st.mb)] = end + send[(s, (vs + 1) % p)]
@@ -98,11 +134,11 @@ def list_schedule(
                         ready[("B", vs, st.mb)] = end
                 elif vs > 0:
                     ready[("B", vs - 1, st.mb)] = end + send[(s, (vs - 1) % p)]
-                if with_dp and st.kind == "B" and st.mb == last_b[s][st.chunk]:
+                if release:
                     bs = buckets_of(setup, s)
-                    for i, b in enumerate(bs):
-                        t = start + dur * (i + 1) / len(bs) if plan.overlap_dp else None
-                        bucket_ready[s].append((t, b))
+                    for b, u in zip(bs, bucket_release_units(len(unit_ends), len(bs)), strict=True):
+                        at = unit_ends[u] if unit_ends else end
+                        bucket_ready[s].append((at if plan.overlap_dp else None, b))
                 idx[s] += 1
                 done += 1
                 progressed = True
@@ -122,14 +158,12 @@ def _finish(
     with_dp: bool,
 ) -> None:
     """DP stream, optimizer and tail gathers of stage ``s``."""
-    stage = setup.stages[s]
     t = line.compute_end_s
     dp_free = line.compute_end_s if not setup.plan.overlap_dp else 0.0
-    for ready_t, (op, nbytes, expert) in buckets:
+    for ready_t, bucket in buckets:
         start = max(dp_free, line.compute_end_s if ready_t is None else ready_t)
-        group = stage.edp[0] if expert else stage.dp[0]
-        dp_free = start + timer.time_s(group, op, nbytes)
-        line.comm.append((f"dp_{op}", start, dp_free))
+        dp_free = start + bucket_s(setup, timer, s, bucket)
+        line.comm.append((f"dp_{bucket.steps[0][1]}", start, dp_free))
     line.dp_end_s = max(dp_free, t)
     rp = rank_params(setup.scenario.model, setup.plan, s)
     line.optimizer_s = optimizer_s(setup, timer, rp) if with_dp else 0.0

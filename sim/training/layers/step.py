@@ -3,9 +3,9 @@
 Every GPU holds the whole model and ``global_batch / dp`` samples per step, in
 micro-batches of ``parallel.micro_batch`` (gradient accumulation). Per micro-batch the
 layers run forward in order, then backward in reverse at twice the forward FLOPs; each
-layer is one roofline op (:func:`sim.training.compute.roofline.op_time_s`: FLOPs at the
-GPU's peak for ``training.precision`` times the matmul efficiency, bytes at HBM bandwidth)
-reading its weights, its input and writing its output. During the last backward pass the
+layer is one roofline op (:func:`sim.training.compute.kernels.roofline_time_s`: FLOPs at
+the GPU's peak for ``training.precision`` times its catalog GEMM efficiency, bytes at its
+catalog HBM efficiency) reading its weights, its input and writing its output. During the last backward pass the
 gradients fill a contiguous buffer in reverse layer order, cut into buckets of exactly
 ``parallel.bucket_bytes`` (Megatron-LM's DDP buffer; Horovod's Tensor Fusion and PyTorch
 DDP close a bucket at whole tensors, so theirs vary in size around that); a bucket is
@@ -25,14 +25,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+from sim.catalog import GpuSpec
 from sim.collectives.simulate import CollectiveResult, CollectiveSetup, simulate_collective
 from sim.errors import ConfigError
 from sim.profile import load_profile
 from sim.topology.presets import load_topology
-from sim.training.compute.roofline import default_compute_params, op_time_s
+from sim.training.compute.kernels import roofline_time_s
+from sim.training.compute.params import ComputeParams, compute_params
 from sim.training.layers.scenario import LayerScenario
 from sim.training.result import StepResult
-from sim.training.workload.ops import Op
 
 __all__ = ["ELEMENT_BYTES", "OPTIMIZER_ACCESSES", "WORKSPACE_BYTES", "simulate_layer_step"]
 
@@ -70,19 +71,16 @@ def _check_plan(sc: LayerScenario, gpus: int) -> int:
     return dp
 
 
-def _layer_times(sc: LayerScenario, gpu: object, params: object) -> _Times:
+def _layer_times(sc: LayerScenario, gpu: GpuSpec, params: ComputeParams) -> _Times:
     el = ELEMENT_BYTES[sc.training.precision]
-    mb = sc.parallel.micro_batch
+    dtype, mb = sc.training.precision, sc.parallel.micro_batch
     fwd, bwd = [], []
     prev = sc.model.input_bytes
     for lay in sc.model.layers:
         out = lay.activation_bytes
-        op = Op(lay.name, flops=lay.flops * mb, bytes=el * lay.params + (prev + out) * mb,
-                matmul=True, dtype=sc.training.precision)  # fmt: skip
-        fwd.append(op_time_s(op, gpu, params))  # type: ignore[arg-type]
-        back = Op(f"{lay.name}_bwd", flops=2 * op.flops, bytes=2 * op.bytes, matmul=True,
-                  dtype=sc.training.precision)  # fmt: skip
-        bwd.append(op_time_s(back, gpu, params))  # type: ignore[arg-type]
+        flops, nbytes = lay.flops * mb, el * lay.params + (prev + out) * mb
+        fwd.append(roofline_time_s(flops, nbytes, dtype, gpu, params))
+        bwd.append(roofline_time_s(2 * flops, 2 * nbytes, dtype, gpu, params))
         prev = out
     return _Times(fwd, bwd)
 
@@ -154,7 +152,7 @@ def simulate_layer_step(sc: LayerScenario, network: str | None = None) -> StepRe
     gpus = topo.num_gpus
     dp = _check_plan(sc, gpus)
     profile = load_profile(sc.profile)
-    params = default_compute_params(topo.gpu.name, profile.compute)
+    params = compute_params(topo.gpu.name, profile.compute)
     times = _layer_times(sc, topo.gpu, params)
     mb = sc.parallel.micro_batch
     m = sc.training.global_batch // (mb * dp)

@@ -1,11 +1,20 @@
 """Memory per GPU: weights, gradients, optimizer states, activations, workspace.
 
-Mixed-precision Adam: bf16 weights (2 bytes/param), bf16 gradients (2), and fp32 master
-weights + momentum + variance (12) — 16 bytes per parameter (Rajbhandari et al. 2020).
-ZeRO-1 shards the optimizer states over ``dp``, ZeRO-2 also the gradients, ZeRO-3 also
-the weights (expert parameters shard over ``dp / ep``). Activations come from
+Mixed-precision Adam: bf16 weights (2 bytes/param), gradients in ``plan.grad_bytes``
+(fp32 main gradients, 4, by default: Megatron-LM accumulates them in an fp32 buffer and
+never allocates bf16 ``.grad``), and fp32 master weights + momentum + variance (12):
+18 bytes per parameter, or ``6 + 12 / d`` under the distributed optimizer (Megatron-LM,
+docs/distrib_optimizer.md). ZeRO-1 shards the optimizer states over the shard group
+(``dp``, or HYBRID_SHARD's group), ZeRO-2 also the gradients, ZeRO-3 also the weights
+(expert parameters shard over ``dp / ep``). ZeRO-2/3 add the unsharded gradients of one
+unit and their cast to the reduction dtype; ZeRO-3 keeps two gathered layers (the running
+one and the prefetched one, FSDP's ``limit_all_gathers``) and the root unit (embedding,
+head). Under PyTorch FSDP FULL_SHARD the sharded parameter *is* the fp32 master weight, so
+no bf16 shard is counted beside it (DeepSpeed ZeRO-3 keeps one). Activations come from
 :mod:`sim.training.memory.activations`; each stage holds the in-flight micro-batches of
-its pipeline schedule (:func:`sim.training.schedule.pipeline.in_flight`).
+its pipeline schedule
+(:func:`sim.training.schedule.pipeline.in_flight`). On top: a fixed workspace (CUDA
+context, cuBLAS and NCCL buffers) and allocator fragmentation as a fraction of the rest.
 """
 
 from __future__ import annotations
@@ -14,9 +23,11 @@ from dataclasses import dataclass
 
 from sim.training.memory.activations import stage_activation_bytes
 from sim.training.schedule.pipeline import in_flight, make_schedule
-from sim.training.workload.comms import GRAD_BYTES, PARAM_BYTES, layer_rank_params, rank_params
+from sim.training.workload.comms import end_params, layer_rank_params, rank_params
 from sim.training.workload.models import ModelSpec
 from sim.training.workload.plan import ParallelPlan
+from sim.training.workload.stages import stage_layers
+from sim.training.workload.zero import PARAM_BYTES, zero_semantics
 
 __all__ = [
     "OPTIMIZER_BYTES",
@@ -36,23 +47,32 @@ class MemoryParams:
     Attributes
     ----------
     workspace_bytes : float
-        Fixed margin per GPU for the CUDA context (~0.5 GiB), cuBLAS and NCCL workspaces
-        and allocator fragmentation. Default 2 GiB: an assumption, not a measurement.
+        Fixed per GPU: CUDA context (~0.5 GiB), cuBLAS workspaces and NCCL buffers.
+        Default 1.5 GiB, an assumption.
+    fragmentation : float
+        Allocator fragmentation and caching overhead as a fraction of everything else.
+        Default 0.039, just under 0.0398: the largest fraction under which every run of the
+        llm-foundry H100 and A100 tables (139 + 59 runs) still fits with the default
+        workspace (``python -m calibrate.fit_training --gpu H100-SXM --memory``, the same
+        for A100-SXM): an upper bound fitted to runs that did fit.
     """
 
-    workspace_bytes: float = 2 * 2**30
+    workspace_bytes: float = 1.5 * 2**30
+    fragmentation: float = 0.039
 
 
 @dataclass(frozen=True)
 class MemoryReport:
-    """Memory of the fullest GPU (the pipeline stage with the largest total).
+    """Memory of one GPU (by default the fullest: the stage with the largest total).
 
     Attributes
     ----------
     stage : int
         Pipeline stage the numbers are for.
-    weights_bytes, grads_bytes, optimizer_bytes, activations_bytes, workspace_bytes : float
-        The parts, bytes.
+    weights_bytes, grads_bytes, optimizer_bytes, activations_bytes : float
+        Model states and activations, bytes.
+    workspace_bytes, fragmentation_bytes : float
+        Fixed workspace and allocator fragmentation, bytes.
     hbm_bytes : float
         Device memory capacity, bytes.
     """
@@ -63,6 +83,7 @@ class MemoryReport:
     optimizer_bytes: float
     activations_bytes: float
     workspace_bytes: float
+    fragmentation_bytes: float
     hbm_bytes: float
 
     @property
@@ -76,6 +97,11 @@ class MemoryReport:
         return self.total_bytes <= self.hbm_bytes
 
     @property
+    def over_bytes(self) -> float:
+        """How much more than the HBM the plan needs (0 when it fits), bytes."""
+        return max(0.0, self.total_bytes - self.hbm_bytes)
+
+    @property
     def breakdown(self) -> dict[str, float]:
         """Part name -> bytes."""
         return {
@@ -84,22 +110,31 @@ class MemoryReport:
             "optimizer": self.optimizer_bytes,
             "activations": self.activations_bytes,
             "workspace": self.workspace_bytes,
+            "fragmentation": self.fragmentation_bytes,
         }
 
 
 def _states(model: ModelSpec, plan: ParallelPlan, stage: int) -> tuple[float, float, float]:
     """(weights, grads, optimizer) bytes on a rank of ``stage`` under ZeRO."""
     params = rank_params(model, plan, stage)
+    sem = zero_semantics(plan)
 
-    def sharded(bytes_per: int, from_stage: int) -> float:
+    def sharded(bytes_per: float, from_stage: int) -> float:
         if plan.zero < from_stage:
             return params.total * bytes_per
-        return (params.dense / plan.dp + params.expert / plan.edp) * bytes_per
+        return (params.dense / plan.shard + params.expert / plan.edp) * bytes_per
 
-    weights = sharded(PARAM_BYTES, 3)
-    if plan.zero == 3 and plan.dp > 1:  # the gathered current and prefetched layers
-        weights += 2 * layer_rank_params(model, plan).total * PARAM_BYTES
-    return weights, sharded(GRAD_BYTES, 2), sharded(OPTIMIZER_BYTES, 1)
+    layer = layer_rank_params(model, plan).total
+    # PyTorch FSDP's sharded flat parameter is the fp32 master weight (counted with the
+    # optimizer states): no bf16 shard is kept beside it, only the gathered units.
+    fsdp_flat = plan.fsdp is not None and plan.zero == 3
+    weights = 0.0 if fsdp_flat else sharded(PARAM_BYTES, 3)
+    if plan.zero == 3 and plan.dp > 1:  # two gathered layers and the root unit
+        weights += (2 * layer + end_params(model, plan, stage)) * PARAM_BYTES
+    grads = sharded(plan.grad_bytes, 2)
+    if sem.reduce_every_microbatch and plan.dp > 1:  # one unit's unsharded grads and cast
+        grads += layer * (PARAM_BYTES + plan.grad_bytes)
+    return weights, grads, sharded(OPTIMIZER_BYTES, 1)
 
 
 def memory_per_stage(
@@ -109,19 +144,23 @@ def memory_per_stage(
     hbm_bytes: float,
     params: MemoryParams | None = None,
     flash_attention: bool = True,
+    cross_entropy: str = "fp32",
 ) -> list[MemoryReport]:
     """Memory of one GPU of each pipeline stage, in stage order."""
     params = params or MemoryParams()
     schedule = make_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.virtual_stages)
     held = in_flight(schedule)
+    layers = stage_layers(plan, model)
     reports = []
     for stage in range(plan.pp):
         weights, grads, optimizer = _states(model, plan, stage)
         last = stage == plan.pp - 1
-        acts = stage_activation_bytes(model, plan, seq, held[stage], last, flash_attention)
-        reports.append(
-            MemoryReport(stage, weights, grads, optimizer, acts, params.workspace_bytes, hbm_bytes)
+        acts = stage_activation_bytes(
+            model, plan, seq, held[stage], layers[stage], last, flash_attention, cross_entropy
         )
+        frag = params.fragmentation * (weights + grads + optimizer + acts)
+        parts = (weights, grads, optimizer, acts, params.workspace_bytes, frag)
+        reports.append(MemoryReport(stage, *parts, hbm_bytes))
     return reports
 
 
@@ -132,15 +171,17 @@ def memory_per_gpu(
     hbm_bytes: float,
     params: MemoryParams | None = None,
     flash_attention: bool = True,
+    cross_entropy: str = "fp32",
 ) -> MemoryReport:
     """Memory of the fullest GPU under ``plan``; ``fits`` says whether it fits ``hbm_bytes``.
 
-    Over capacity is an answer, not an error.
+    Over capacity is an answer, not an error (:func:`sim.training.memory.advice.memory_advice`
+    says what to change).
 
     >>> from sim.training.workload.models import model_preset
     >>> plan = ParallelPlan(global_batch=8)
     >>> memory_per_gpu(model_preset("llama2-70b"), plan, 4096, 80 * 2**30).fits
     False
     """
-    reports = memory_per_stage(model, plan, seq, hbm_bytes, params, flash_attention)
+    reports = memory_per_stage(model, plan, seq, hbm_bytes, params, flash_attention, cross_entropy)
     return max(reports, key=lambda r: (r.total_bytes, -r.stage))

@@ -2,12 +2,12 @@
 
 The per-layer TP and EP collectives live in :mod:`.ops`'s op lists. This module gives
 what happens between pipeline stages (activations and their gradients), across
-data-parallel replicas (gradients, ZeRO parameter gathers) and between the two copies of
-tied embeddings.
+data-parallel replicas (gradient reductions and ZeRO parameter gathers, with the timing
+of :mod:`.zero`) and between the two copies of tied embeddings.
 
-Gradients are reduced in bf16 (``GRAD_BYTES = 2``, PyTorch DDP/FSDP with a bf16
-``reduce_dtype``); Megatron-LM's default ``accumulate_allreduce_grads_in_fp32`` doubles
-the DP volume (pass ``grad_bytes=4``).
+Gradients are reduced in ``plan.grad_bytes`` per element (fp32 main gradients by
+default, as Megatron-LM accumulates and reduces them; ``training.grad_dtype: bf16``
+halves the volume); parameters are gathered in bf16.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.training.workload.models import ModelSpec, attention_params, expert_params, norm_params
-from sim.training.workload.ops import ACT_BYTES
 from sim.training.workload.plan import ParallelPlan
+from sim.training.workload.primitives import ACT_BYTES
+from sim.training.workload.stages import stage_layers
+from sim.training.workload.zero import PARAM_BYTES, zero_semantics
 
 __all__ = [
-    "GRAD_BYTES",
     "PARAM_BYTES",
     "RankParams",
     "StepComm",
@@ -28,9 +29,6 @@ __all__ = [
     "rank_params",
     "step_comm",
 ]
-
-PARAM_BYTES = 2  # bf16 weights
-GRAD_BYTES = 2  # bf16 gradients
 
 
 @dataclass(frozen=True)
@@ -70,28 +68,34 @@ def layer_rank_params(model: ModelSpec, plan: ParallelPlan) -> RankParams:
     return RankParams(dense, experts)
 
 
-def rank_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> RankParams:
-    """Parameters on a rank of pipeline ``stage`` (embedding on the first, head on the last).
+def end_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> float:
+    """Embedding (first stage) and head (last stage) parameters on one rank of ``stage``.
 
     With tied embeddings and ``pp > 1`` the last stage keeps its own copy of the word
     embedding, as Megatron-LM does.
+    """
+    m, t = model, plan.tp
+    word = m.vocab * m.hidden / t
+    out = 0.0
+    if stage == 0:
+        out += word + (m.max_seq * m.hidden if m.position == "learned" else 0)
+    if stage == plan.pp - 1:
+        tied_here = m.tied_embeddings and plan.pp == 1
+        out += norm_params(m) + (0 if tied_here else word)
+    return out
+
+
+def rank_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> RankParams:
+    """Parameters on a rank of pipeline ``stage`` (its layers, embedding and head).
 
     >>> from sim.training.workload.models import model_preset, param_count
     >>> m = model_preset("llama2-7b")
     >>> rank_params(m, ParallelPlan(), 0).total == param_count(m)
     True
     """
-    m, t = model, plan.tp
-    layer = layer_rank_params(m, plan)
-    n = m.layers // plan.pp
-    dense, expert = n * layer.dense, n * layer.expert
-    word = m.vocab * m.hidden / t
-    if stage == 0:
-        dense += word + (m.max_seq * m.hidden if m.position == "learned" else 0)
-    if stage == plan.pp - 1:
-        tied_here = m.tied_embeddings and plan.pp == 1
-        dense += norm_params(m) + (0 if tied_here else word)
-    return RankParams(dense, expert)
+    layer = layer_rank_params(model, plan)
+    n = stage_layers(plan, model)[stage]
+    return RankParams(n * layer.dense + end_params(model, plan, stage), n * layer.expert)
 
 
 @dataclass(frozen=True)
@@ -106,14 +110,16 @@ class StepComm:
     dp_grad_op : str or None
         ``all_reduce`` (ZeRO 0), ``reduce_scatter`` (ZeRO 1-3), None when ``dp == 1``.
     dp_grad_bytes : float
-        Dense gradients reduced over ``dp`` once per step.
+        Dense gradients of the stage reduced over ``dp`` (or the shard group) each time
+        they are reduced: once per step (ZeRO 0/1) or per micro-batch (ZeRO 2/3).
     dp_param_gather_bytes : float
-        ZeRO 1/2: ``all_gather`` of updated bf16 parameters after the optimizer step.
+        Once per step after the optimizer (ZeRO 1/2): ``all_gather`` of the stage's
+        updated bf16 parameters.
     edp_grad_bytes, edp_param_gather_bytes : float
         The same for expert parameters over the ``edp`` group.
-    zero3_layer_gather_bytes : float
-        ZeRO-3: ``all_gather`` of one layer's parameters over ``dp``, before its forward
-        and again before its backward, every micro-batch (prefetched one layer ahead).
+    layer_gather_bytes, layer_expert_gather_bytes : float
+        ZeRO-3/FSDP: ``all_gather`` of one layer's dense (expert) parameters before its
+        forward (and backward), every micro-batch.
     tied_embedding_bytes : float
         ``all_reduce`` of the word-embedding gradient between first and last stage.
     """
@@ -124,21 +130,13 @@ class StepComm:
     dp_param_gather_bytes: float
     edp_grad_bytes: float
     edp_param_gather_bytes: float
-    zero3_layer_gather_bytes: float
+    layer_gather_bytes: float
+    layer_expert_gather_bytes: float
     tied_embedding_bytes: float
 
 
-def _reduce_plan(size: int, zero: int, params: float, grad_bytes: int) -> tuple[float, float]:
-    """(gradient bytes, parameter all-gather bytes) of one group of ``size`` ranks."""
-    if size == 1:
-        return 0.0, 0.0
-    gather = params * PARAM_BYTES if zero in (1, 2) else 0.0
-    return params * grad_bytes, gather
-
-
-def step_comm(model: ModelSpec, plan: ParallelPlan, seq: int, stage: int = 0,
-              grad_bytes: int = GRAD_BYTES) -> StepComm:  # fmt: skip
-    """Volumes of ``stage``'s ranks per step and per micro-batch.
+def step_comm(model: ModelSpec, plan: ParallelPlan, seq: int, stage: int = 0) -> StepComm:
+    """Volumes of ``stage``'s ranks per reduction, per gather and per micro-batch.
 
     >>> from sim.training.workload.models import model_preset
     >>> c = step_comm(model_preset("llama2-70b"), ParallelPlan(tp=8, pp=4, dp=8, sp=True), 4096)
@@ -146,22 +144,27 @@ def step_comm(model: ModelSpec, plan: ParallelPlan, seq: int, stage: int = 0,
     True
     """
     params = rank_params(model, plan, stage)
+    sem, g = zero_semantics(plan), plan.grad_bytes
     act = ACT_BYTES * plan.micro_batch * seq * model.hidden
     pp_send = act / plan.tp if plan.sp else act
-    dp_grad, dp_gather = _reduce_plan(plan.dp, plan.zero, params.dense, grad_bytes)
-    edp_grad, edp_gather = _reduce_plan(plan.edp, plan.zero, params.expert, grad_bytes)
+    has_dp, has_edp = plan.dp > 1, plan.edp > 1
     layer = layer_rank_params(model, plan)
-    z3 = layer.total * PARAM_BYTES if plan.zero == 3 and plan.dp > 1 else 0.0
+    per_layer = sem.gather_forward or sem.gather_backward
     tied = model.tied_embeddings and plan.pp > 1 and stage in (0, plan.pp - 1)
     return StepComm(
         pp_send_bytes=pp_send if plan.pp > 1 else 0.0,
-        dp_grad_op=None if plan.dp == 1 else ("all_reduce" if plan.zero == 0 else "reduce_scatter"),
-        dp_grad_bytes=dp_grad,
-        dp_param_gather_bytes=dp_gather,
-        edp_grad_bytes=edp_grad,
-        edp_param_gather_bytes=edp_gather,
-        zero3_layer_gather_bytes=z3,
-        tied_embedding_bytes=model.vocab * model.hidden / plan.tp * grad_bytes if tied else 0.0,
+        dp_grad_op=sem.reduce_op if has_dp else None,
+        dp_grad_bytes=params.dense * g if has_dp else 0.0,
+        dp_param_gather_bytes=params.dense * PARAM_BYTES
+        if has_dp and sem.gather_after_step
+        else 0.0,
+        edp_grad_bytes=params.expert * g if has_edp else 0.0,
+        edp_param_gather_bytes=(
+            params.expert * PARAM_BYTES if has_edp and sem.gather_after_step else 0.0
+        ),
+        layer_gather_bytes=layer.dense * PARAM_BYTES if has_dp and per_layer else 0.0,
+        layer_expert_gather_bytes=layer.expert * PARAM_BYTES if has_edp and per_layer else 0.0,
+        tied_embedding_bytes=model.vocab * model.hidden / plan.tp * g if tied else 0.0,
     )
 
 

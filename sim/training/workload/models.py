@@ -67,6 +67,9 @@ class ModelSpec:
         Rows of the learned position table (ignored for RoPE).
     bias : bool
         Linear layers carry biases (GPT-2/3, Megatron GPT) or not (Llama, Mixtral).
+    dropout : float
+        Dropout probability of the hidden states and attention probabilities (0 = no
+        dropout kernels and masks: Llama, MPT; 0.1 in Megatron's GPT recipes).
     """
 
     name: str
@@ -84,6 +87,7 @@ class ModelSpec:
     position: str = "learned"
     max_seq: int = 2048
     bias: bool = True
+    dropout: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -104,6 +108,10 @@ class ModelSpec:
             raise ConfigError(f"model.top_k: {self.top_k} must be <= model.experts={self.experts}")
         if self.norm not in NORMS:
             raise ConfigError(f"model.norm: {self.norm!r} is not one of {', '.join(NORMS)}")
+        if isinstance(self.dropout, bool) or not (
+            isinstance(self.dropout, (int, float)) and 0 <= self.dropout < 1
+        ):
+            raise ConfigError(f"model.dropout: {self.dropout!r} must be a number in [0, 1)")
         if self.position not in POSITIONS:
             raise ConfigError(
                 f"model.position: {self.position!r} is not one of {', '.join(POSITIONS)}"
@@ -182,7 +190,8 @@ def active_param_count(m: ModelSpec) -> int:
 
 
 def _gpt(name: str, layers: int, hidden: int, heads: int, vocab: int, seq: int) -> ModelSpec:
-    return ModelSpec(name, layers, hidden, 4 * hidden, heads, heads, vocab, max_seq=seq)
+    return ModelSpec(name, layers, hidden, 4 * hidden, heads, heads, vocab, max_seq=seq,
+                     dropout=0.1)  # fmt: skip
 
 
 def _llama(
@@ -197,7 +206,16 @@ def _llama(
 # Shapes from each release's config.json (Hugging Face hub) or paper table.
 PRESETS: dict[str, ModelSpec] = {
     "gpt2-124m": ModelSpec(
-        "gpt2-124m", 12, 768, 3072, 12, 12, 50257, tied_embeddings=True, max_seq=1024
+        "gpt2-124m",
+        12,
+        768,
+        3072,
+        12,
+        12,
+        50257,
+        tied_embeddings=True,
+        max_seq=1024,
+        dropout=0.1,
     ),
     "gpt3-175b": _gpt("gpt3-175b", 96, 12288, 96, 50257, 2048),
     "llama2-7b": _llama("llama2-7b", 32, 4096, 11008, 32, 32, 32000, 4096),
@@ -233,7 +251,8 @@ def model_preset(name: str) -> ModelSpec:
 
 def megatron_gpt(hidden: int, layers: int, heads: int | None = None, vocab: int = 51200,
                  seq: int = 2048) -> ModelSpec:  # fmt: skip
-    """A Megatron-LM GPT of Narayanan et al. (SC21) Table 1: 4h MLP, tied embeddings.
+    """A Megatron-LM GPT of Narayanan et al. (SC21) Table 1: 4h MLP, tied embeddings,
+    dropout 0.1 (Megatron-LM's GPT default for hidden states and attention).
 
     Heads default to ``hidden // 128`` (head size 128); they do not change FLOPs.
 
@@ -245,5 +264,5 @@ def megatron_gpt(hidden: int, layers: int, heads: int | None = None, vocab: int 
         heads = hidden // 128 if hidden % 128 == 0 else hidden // 64
     return ModelSpec(
         f"megatron-gpt-h{hidden}-l{layers}", layers, hidden, 4 * hidden, heads, heads, vocab,
-        tied_embeddings=True, max_seq=seq,
+        tied_embeddings=True, max_seq=seq, dropout=0.1,
     )  # fmt: skip

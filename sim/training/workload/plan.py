@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 AXES = ("tp", "pp", "dp")
-GROUP_KINDS = ("tp", "pp", "dp", "ep", "edp")
+GROUP_KINDS = ("tp", "pp", "dp", "ep", "edp", "shard", "replica")
 SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved")
 RECOMPUTE = ("none", "selective", "full")
 
@@ -65,7 +65,17 @@ class ParallelPlan:
     sp : bool
         Megatron sequence parallelism (needs ``tp > 1``).
     zero : int
-        ZeRO stage 0-3 over ``dp`` (3 = FSDP).
+        ZeRO stage 0-3 over ``dp`` (see :mod:`.zero` for what each stage communicates).
+    fsdp : str or None
+        The PyTorch FSDP sharding strategy the plan was written with (``FULL_SHARD``,
+        ``SHARD_GRAD_OP``, ``HYBRID_SHARD``, ``_HYBRID_SHARD_ZERO2``, ``NO_SHARD``), or None
+        for DeepSpeed/Megatron semantics of ``zero``.
+    shard_size : int or None
+        Ranks that shard the model states (HYBRID_SHARD's shard group, consecutive data-
+        parallel ranks); replicas of the shard group all-reduce gradients. None = ``dp``.
+    grad_bytes : int
+        Bytes per gradient element as accumulated and reduced (4: fp32 main grads,
+        Megatron's default; 2: bf16 reduction).
     micro_batch : int
         Sequences per micro-batch per DP replica.
     global_batch : int
@@ -84,6 +94,13 @@ class ParallelPlan:
         Overlap TP communication with compute / DP gradient reduction with backward.
     bucket_bytes : float
         DDP gradient bucket size in bytes.
+    first_stage_layers, last_stage_layers : int or None
+        Layers of the first and last pipeline stage when they differ from the others
+        (Megatron's ``--decoder-first/last-pipeline-num-layers``).
+    embedding_as_layer, loss_as_layer : bool or None
+        Count the embedding (loss) as one layer of the first (last) stage when splitting
+        layers (Megatron's ``account_for_embedding/loss_in_pipeline_split``); None = only
+        when the layer count needs it (see :mod:`.stages`).
     """
 
     tp: int = 1
@@ -102,6 +119,13 @@ class ParallelPlan:
     overlap_tp: bool = False
     overlap_dp: bool = True
     bucket_bytes: float = 25 * 2**20
+    fsdp: str | None = None
+    shard_size: int | None = None
+    grad_bytes: int = 4
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    embedding_as_layer: bool | None = None
+    loss_as_layer: bool | None = None
 
     @property
     def num_gpus(self) -> int:
@@ -117,6 +141,11 @@ class ParallelPlan:
     def edp(self) -> int:
         """Expert data-parallel size, ``dp // ep``."""
         return self.dp // self.ep
+
+    @property
+    def shard(self) -> int:
+        """Ranks one copy of the sharded model states is spread over (``dp`` unless hybrid)."""
+        return self.shard_size or self.dp
 
 
 def parse_order(text: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
@@ -165,12 +194,9 @@ def _check_model_split(plan: ParallelPlan, model: ModelSpec) -> None:
         )
     if model.ffn_hidden % tp:
         raise ConfigError(f"parallel.tp: {tp} must divide model.ffn_hidden={model.ffn_hidden}")
-    chunks = plan.pp * plan.virtual_stages
-    if model.layers % chunks:
-        raise ConfigError(
-            f"parallel.pp x parallel.virtual_stages = {plan.pp} x {plan.virtual_stages} = "
-            f"{chunks} must divide model.layers={model.layers}"
-        )
+    from sim.training.workload.stages import chunk_layers
+
+    chunk_layers(plan, model)  # raises ConfigError when the layers cannot be placed
     if plan.ep > 1 and not model.moe:
         raise ConfigError(f"parallel.ep: {plan.ep} needs an MoE model (model.experts > 1)")
     if model.experts % plan.ep:
@@ -188,6 +214,14 @@ def _check_batch(plan: ParallelPlan) -> None:
         raise ConfigError(f"parallel.ep: {plan.ep} must divide parallel.dp={plan.dp}")
     if plan.sp and plan.tp == 1:
         raise ConfigError("parallel.sp: sequence parallelism needs parallel.tp > 1 (got tp=1)")
+    if plan.shard_size is not None and (plan.shard_size < 1 or plan.dp % plan.shard_size):
+        raise ConfigError(
+            f"parallel.shard_size: {plan.shard_size} must divide parallel.dp={plan.dp}"
+        )
+    if plan.shard_size is not None and plan.shard_size < plan.dp and plan.zero == 0:
+        raise ConfigError("parallel.shard_size: needs parallel.zero >= 1 (a sharding strategy)")
+    if plan.grad_bytes not in (2, 4):
+        raise ConfigError(f"training.grad_dtype: {plan.grad_bytes} bytes; allowed: fp32, bf16")
 
 
 def _check_schedule(plan: ParallelPlan) -> None:
@@ -255,10 +289,15 @@ def rank_of(plan: ParallelPlan, coord: Coord) -> int:
 
 
 def groups(plan: ParallelPlan, kind: str) -> list[list[int]]:
-    """Rank lists of every group of ``kind``: ``tp``, ``pp``, ``dp``, ``ep`` or ``edp``.
+    """Rank lists of every group of ``kind`` (one of :data:`GROUP_KINDS`).
 
     ``ep`` groups are ``ep`` consecutive DP replicas (same tp and pp); ``edp`` groups
-    join the replicas holding the same experts (``dp // ep`` ranks each).
+    join the replicas holding the same experts (``dp // ep`` ranks each). ``shard``
+    groups are ``plan.shard`` consecutive DP replicas (a hybrid-sharding shard group);
+    ``replica`` groups join the ranks at the same place of every shard group.
+
+    >>> groups(ParallelPlan(dp=4, zero=3, shard_size=2, global_batch=4), "replica")
+    [[0, 2], [1, 3]]
     """
     grid = _grid(plan)
     if kind in AXES:
@@ -269,6 +308,10 @@ def groups(plan: ParallelPlan, kind: str) -> list[list[int]]:
         split = grid.reshape(plan.tp, plan.pp, plan.edp, plan.ep)
     elif kind == "edp":
         split = np.swapaxes(grid.reshape(plan.tp, plan.pp, plan.edp, plan.ep), 2, 3)
+    elif kind == "shard":
+        split = grid.reshape(plan.tp, plan.pp, plan.dp // plan.shard, plan.shard)
+    elif kind == "replica":
+        split = np.swapaxes(grid.reshape(plan.tp, plan.pp, plan.dp // plan.shard, plan.shard), 2, 3)
     else:
         raise ValueError(f"unknown group kind {kind!r}; known: {', '.join(GROUP_KINDS)}")
     rows = split.reshape(-1, split.shape[-1])

@@ -1,0 +1,337 @@
+"""Compute-model parameters per GPU type, read from ``topologies/catalog/compute.yaml``.
+
+Every GPU in the hardware catalog has its own entry there, each value with its source.
+Values that were not fitted to measurements of that GPU are *estimates*: the entry says
+``estimate: true`` and ``basis:`` says what they were derived from, and every result
+computed with them carries that note (:attr:`ComputeParams.notes`). A GPU without an
+entry is an error, never a silent copy of another GPU's parameters.
+
+A profile's ``compute:`` section (written by calibration) overrides single keys.
+
+>>> p = compute_params("H100-SXM")
+>>> p.sm_count, p.gemm_tile
+(132, (128, 256))
+>>> compute_params("H100-SXM", {"mem_eff": 0.8}).mem_eff
+0.8
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from sim.catalog import _entry
+from sim.errors import ConfigError, TopologyError
+from sim.units import parse_time
+
+__all__ = ["ComputeParams", "compute_entry_names", "compute_params", "tunable_keys"]
+
+_FRACTIONS = (
+    "matmul_eff_max", "fp8_matmul_eff_max", "matmul_training_factor", "attn_eff_max",
+    "attn_bwd_ratio", "mem_eff", "vector_eff", "comm_interference", "stream_eff",
+    "attn_odd_head_dim_eff",
+)  # fmt: skip
+_MAY_BE_ZERO = ("fp8_matmul_eff_max", "comm_interference")
+_TUNABLE = (
+    *_FRACTIONS, "matmul_half_flops", "matmul_k_half", "attn_seq_half", "attn_head_dim_half",
+    "launch_overhead_s",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ComputeParams:
+    """Per-GPU parameters of the per-operation compute model (SI units).
+
+    Attributes
+    ----------
+    gpu : str
+        Catalog GPU name the parameters belong to.
+    sm_count : int
+        Streaming multiprocessors (compute units): GEMM tiles run in waves of this many.
+    gemm_tile : tuple of int
+        Output tile (rows, columns) of the GEMM kernels assumed for wave quantization.
+    mamf_shape : tuple of int or None
+        (M, N, K) at which ``matmul_eff_max`` was measured: the GEMM model reproduces
+        that measurement exactly there (None: the curve's ceiling is ``matmul_eff_max``).
+    matmul_eff_max : float
+        Best dense-GEMM fraction of the bf16/fp16 peak in a micro-benchmark
+        (mamf-finder's "maximum achievable matmul FLOPS" where published).
+    fp8_matmul_eff_max : float
+        The same for fp8 GEMMs (fraction of the fp8 peak); 0 where the GPU has no fp8.
+    matmul_half_flops : float
+        Fixed cost of one GEMM, as FLOPs at full rate (prologue, epilogue, tail).
+    matmul_k_half : float
+        Inner dimension at which a GEMM's main loop reaches half its rate: the rate
+        scales with ``K / (K + matmul_k_half)``.
+    matmul_training_factor : float
+        Fraction of the micro-benchmark GEMM rate sustained inside a training step
+        (clocks under sustained power, concurrent NCCL kernels, cache interference);
+        applies to GEMMs and attention kernels.
+    attn_eff_max : float
+        Fused (flash) attention forward: fraction of the bf16 peak reached on the FLOPs
+        it executes (a causal mask skips the blocks above the diagonal).
+    attn_bwd_ratio : float
+        Attention backward rate relative to the forward rate.
+    attn_seq_half, attn_head_dim_half : float
+        Sequence length and head size at which attention reaches half its rate; the rate
+        scales with ``s / (s + attn_seq_half) * d / (d + attn_head_dim_half)``.
+    attn_odd_head_dim_eff : float
+        Rate factor of attention kernels for a head size that is not a power of two
+        (Triton's flash attention pads it and takes a masked path).
+    mem_eff : float
+        Fraction of HBM bandwidth that framework elementwise kernels reach (norms,
+        activations, residual adds, rotary, softmax, cross-entropy, casts to the reduction
+        dtype), as run eagerly inside a training step.
+    stream_eff : float
+        Fraction of HBM bandwidth that fused, bandwidth-tuned kernels reach (fp8
+        cast-transpose, the multi-tensor optimizer step): a STREAM-style copy.
+    vector_eff : float
+        Fraction of ``peak_flops[vector_dtype]`` elementwise kernels reach (a floor that
+        only matters for arithmetic-heavy elementwise ops).
+    vector_dtype : str
+        Peak used for non-tensor-core FLOPs.
+    launch_overhead_s : float
+        Idle time per kernel (launch and tail), seconds.
+    comm_interference : float
+        Slowdown of compute while a data-parallel collective (a ZeRO gather or a
+        per-micro-batch gradient reduction) runs beside it: NCCL kernels take SMs and HBM
+        bandwidth. Compute overlapped with ``x`` seconds of such a collective takes
+        ``comm_interference * x`` seconds longer.
+    estimate : bool
+        True when the values were not fitted to measurements of this GPU.
+    basis : str
+        What the values rest on (a fit, or what an estimate was derived from).
+    validation : dict
+        Errors of these parameters against published data (empty if never validated).
+    sources : dict
+        Field name -> where its value comes from.
+    """
+
+    gpu: str = "custom"
+    sm_count: int = 132
+    gemm_tile: tuple[int, int] = (128, 256)
+    mamf_shape: tuple[int, int, int] | None = None
+    matmul_eff_max: float = 0.803
+    fp8_matmul_eff_max: float = 0.709
+    matmul_half_flops: float = 1e9
+    matmul_k_half: float = 128.0
+    matmul_training_factor: float = 1.0
+    attn_eff_max: float = 0.5
+    attn_bwd_ratio: float = 0.8
+    attn_seq_half: float = 256.0
+    attn_head_dim_half: float = 32.0
+    attn_odd_head_dim_eff: float = 1.0
+    mem_eff: float = 0.866
+    stream_eff: float = 0.866
+    vector_eff: float = 0.5
+    vector_dtype: str = "fp32"
+    launch_overhead_s: float = 4e-6
+    comm_interference: float = 0.0
+    estimate: bool = True
+    basis: str = "dataclass defaults (no catalog entry)"
+    validation: Mapping[str, Any] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for key in _FRACTIONS:
+            value = getattr(self, key)
+            low_ok = value >= 0 if key in _MAY_BE_ZERO else value > 0
+            if not (low_ok and value <= 1):
+                raise ConfigError(f"compute.{key}: {value!r} must be in (0, 1]")
+        for key in ("matmul_half_flops", "matmul_k_half", "attn_seq_half", "attn_head_dim_half"):
+            value = getattr(self, key)
+            if not (math.isfinite(value) and value >= 0):
+                raise ConfigError(f"compute.{key}: {value!r} must be a number >= 0")
+        if self.launch_overhead_s < 0:
+            raise ConfigError(f"compute.launch_overhead_s: {self.launch_overhead_s!r} < 0")
+        if self.sm_count < 1 or min(self.gemm_tile) < 1:
+            raise ConfigError(f"compute: sm_count and gemm_tile must be >= 1 (GPU {self.gpu})")
+
+    @property
+    def notes(self) -> list[str]:
+        """Lines a result must carry: says loudly when the parameters are estimates."""
+        if not self.estimate:
+            return []
+        return [
+            f"compute parameters for {self.gpu} are ESTIMATES, not fitted to measurements "
+            f"of this GPU: {self.basis}"
+        ]
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready description: GPU, estimate flag, basis, validation."""
+        return {
+            "gpu": self.gpu,
+            "estimate": self.estimate,
+            "basis": self.basis,
+            "validation": dict(self.validation),
+        }
+
+    def overridden(self, data: Mapping[str, object], place: str = "compute") -> ComputeParams:
+        """A copy with keys of ``data`` (a profile's ``compute:`` section) replaced.
+
+        Unknown keys raise ConfigError naming them. Overridden values are measured, so
+        the basis says so.
+
+        >>> compute_params("H100-SXM").overridden({"launch_overhead_s": "2us"}).launch_overhead_s
+        2e-06
+        """
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in _TUNABLE and key != "vector_dtype":
+                raise ConfigError(
+                    f"{place}.{key}: unknown key; allowed: {', '.join(sorted(_TUNABLE))}, "
+                    "vector_dtype"
+                )
+            values[key] = _coerce(key, value, place)
+        if not values:
+            return self
+        basis = f"{self.basis}; {', '.join(sorted(values))} from {place}"
+        return replace(self, basis=basis, **values)
+
+
+def _coerce(key: str, value: object, place: str) -> object:
+    if key == "vector_dtype":
+        if not isinstance(value, str):
+            raise ConfigError(f"{place}.{key}: expected a dtype name, got {value!r}")
+        return value
+    if key == "launch_overhead_s":
+        return parse_time(value, f"{place}.{key}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{place}.{key}: expected a number, got {value!r}")
+    return float(value)
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sm_count: int
+    gemm_tile: tuple[int, int]
+    mamf_shape: tuple[int, int, int] | None = None
+    matmul_eff_max: float
+    fp8_matmul_eff_max: float
+    matmul_half_flops: float
+    matmul_k_half: float
+    matmul_training_factor: float
+    attn_eff_max: float
+    attn_bwd_ratio: float
+    attn_seq_half: float
+    attn_head_dim_half: float
+    attn_odd_head_dim_eff: float
+    mem_eff: float
+    stream_eff: float
+    vector_eff: float
+    vector_dtype: str
+    launch_overhead: str
+    comm_interference: float
+    estimate: bool
+    basis: str
+    validation: dict[str, Any] = {}
+    sources: dict[str, str]
+
+
+_UNSOURCED = frozenset({"estimate", "basis", "validation", "sources", "vector_dtype", "mamf_shape"})
+_INHERIT = "inherit"  # {from: GPU, keys: [...]}: values taken from another entry
+
+
+def _resolved(raw: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Entries with ``inherit`` replaced by the named entry's values and sources.
+
+    An entry may take some values from another (``inherit: {from: H100-SXM, keys:
+    [...]}``); it must then be an estimate, and its sources name where they came from.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for name, body in raw.items():
+        if not isinstance(body, dict):
+            raise TopologyError(f"catalog compute.yaml: {name}: expected a mapping of fields")
+        spec = body.get(_INHERIT)
+        if spec is None:
+            out[str(name)] = body
+            continue
+        base = raw.get(str(spec.get("from"))) if isinstance(spec, dict) else None
+        keys = spec.get("keys", []) if isinstance(spec, dict) else []
+        if not isinstance(base, dict) or _INHERIT in base or not isinstance(keys, list):
+            raise TopologyError(
+                f"catalog compute.yaml: {name}.inherit: needs from: <an entry without inherit> "
+                "and keys: [...]"
+            )
+        if body.get("estimate") is not True:
+            raise TopologyError(f"catalog compute.yaml: {name}: inherits values, so estimate: true")
+        merged = {k: v for k, v in body.items() if k != _INHERIT}
+        sources = dict(merged.get("sources") or {})
+        for key in keys:
+            if key in merged or key not in base:
+                raise TopologyError(f"catalog compute.yaml: {name}.inherit: bad key {key!r}")
+            merged[key] = base[key]
+            sources[key] = f"estimate: {spec['from']}'s value ({base['sources'].get(key, '')})"
+        merged["sources"] = sources
+        out[str(name)] = merged
+    return out
+
+
+@cache
+def _entries() -> dict[str, ComputeParams]:
+    text = resources.files("topologies.catalog").joinpath("compute.yaml").read_text("utf-8")
+    raw = yaml.safe_load(text)
+    if not isinstance(raw, dict):
+        raise TopologyError("catalog compute.yaml: expected a mapping of GPU names to entries")
+    out = {}
+    for name, body in _resolved(raw).items():
+        e = _entry(_Entry, name, body, "compute.yaml", _UNSOURCED)
+        values = e.model_dump(exclude={"launch_overhead", "gemm_tile", "mamf_shape"})
+        shape = tuple(int(x) for x in e.mamf_shape) if e.mamf_shape else None
+        try:
+            out[name] = ComputeParams(
+                gpu=name,
+                gemm_tile=(int(e.gemm_tile[0]), int(e.gemm_tile[1])),
+                mamf_shape=shape,  # type: ignore[arg-type]
+                launch_overhead_s=parse_time(e.launch_overhead, f"{name}.launch_overhead"),
+                **values,
+            )
+        except ConfigError as err:
+            raise TopologyError(f"catalog compute.yaml: {name}: {err}") from None
+    return out
+
+
+def compute_entry_names() -> list[str]:
+    """GPU names with an entry in ``compute.yaml``.
+
+    >>> "A100-SXM-80GB" in compute_entry_names()
+    True
+    """
+    return sorted(_entries())
+
+
+def compute_params(gpu: str, overrides: Mapping[str, object] | None = None) -> ComputeParams:
+    """The compute parameters of catalog GPU ``gpu``, with ``overrides`` laid over them.
+
+    Raises
+    ------
+    ConfigError
+        No entry for ``gpu`` in ``topologies/catalog/compute.yaml`` (the message lists
+        the GPUs that have one), or a bad override.
+    """
+    entries = _entries()
+    if gpu not in entries:
+        raise ConfigError(
+            f"GPU {gpu!r} has no compute parameters in topologies/catalog/compute.yaml; "
+            f"add an entry (its sources and whether it is an estimate) or use one of: "
+            f"{', '.join(sorted(entries))}"
+        )
+    base = entries[gpu]
+    return base.overridden(overrides, "profile.compute") if overrides else base
+
+
+def tunable_keys() -> tuple[str, ...]:
+    """Numeric keys a profile or a fit may set.
+
+    >>> "attn_eff_max" in tunable_keys()
+    True
+    """
+    return _TUNABLE

@@ -1,0 +1,86 @@
+"""When a plan does not fit: by how much, and which single change makes it fit.
+
+The candidates are the knobs a user turns first: activation recomputation, a higher
+ZeRO stage, a smaller micro-batch (same global batch), twice the tensor or pipeline
+parallelism (half the data parallelism). Each is checked with the same memory model;
+the ones that fit are listed with their memory, best first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+from sim.errors import ConfigError
+from sim.training.memory.report import MemoryParams, MemoryReport, memory_per_gpu
+from sim.training.workload.models import ModelSpec
+from sim.training.workload.plan import ParallelPlan, validate_plan
+
+__all__ = ["memory_advice"]
+
+GIB = 2**30
+
+
+def _candidates(plan: ParallelPlan) -> Iterator[tuple[str, ParallelPlan]]:
+    for mode in ("selective", "full"):
+        if ("none", "selective", "full").index(mode) > ("none", "selective", "full").index(
+            plan.recompute
+        ):
+            yield f"parallel.recompute={mode}", replace(plan, recompute=mode)
+    for z in range(plan.zero + 1, 4):
+        if plan.dp > 1:
+            yield f"parallel.zero={z}", replace(plan, zero=z, fsdp=None)
+    if plan.micro_batch > 1:
+        mb = plan.micro_batch // 2
+        yield f"parallel.micro_batch={mb}", replace(plan, micro_batch=mb)
+    if plan.dp % 2 == 0:
+        yield f"parallel.tp={2 * plan.tp}", replace(plan, tp=2 * plan.tp, dp=plan.dp // 2)
+        yield f"parallel.pp={2 * plan.pp}", replace(plan, pp=2 * plan.pp, dp=plan.dp // 2)
+
+
+def memory_advice(
+    model: ModelSpec,
+    plan: ParallelPlan,
+    seq: int,
+    report: MemoryReport,
+    params: MemoryParams | None = None,
+    flash_attention: bool = True,
+    cross_entropy: str = "fp32",
+) -> list[str]:
+    """Notes for a result whose plan does not fit (empty when it fits).
+
+    >>> from sim.training.workload.models import model_preset
+    >>> from sim.training.memory.report import memory_per_gpu
+    >>> m, plan = model_preset("llama2-13b"), ParallelPlan(dp=8, global_batch=16)
+    >>> r = memory_per_gpu(m, plan, 4096, 80 * GIB)
+    >>> notes = memory_advice(m, plan, 4096, r)
+    >>> notes[0].startswith("DOES NOT FIT"), "parallel.zero=3" in notes[1]
+    (True, True)
+    """
+    if report.fits:
+        return []
+    notes = [
+        f"DOES NOT FIT: {report.total_bytes / GIB:.1f} GiB needed on stage {report.stage}, "
+        f"{report.over_bytes / GIB:.1f} GiB more than the {report.hbm_bytes / GIB:.1f} GiB "
+        f"of HBM (largest part: {max(report.breakdown, key=report.breakdown.__getitem__)})"
+    ]
+    fits = []
+    for label, cand in _candidates(plan):
+        try:
+            validate_plan(cand, model, cand.num_gpus)
+        except ConfigError:
+            continue
+        r = memory_per_gpu(
+            model, cand, seq, report.hbm_bytes, params, flash_attention, cross_entropy
+        )
+        if r.fits:
+            fits.append((r.total_bytes, label))
+    if fits:
+        changes = ", ".join(f"{label} ({b / GIB:.1f} GiB)" for b, label in sorted(fits))
+        notes.append(f"plans that fit with one change: {changes}")
+    else:
+        notes.append(
+            "no single change among recompute, ZeRO stage, micro-batch, TP x2, PP x2 makes it "
+            "fit; combine them or use more GPUs"
+        )
+    return notes

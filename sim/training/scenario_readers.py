@@ -1,0 +1,137 @@
+"""Typed readers of scenario values: each names the key with its place and what is allowed.
+
+>>> READERS["zero"]("FULL_SHARD", "parallel.zero")
+(3, 'FULL_SHARD')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sim.collectives.algorithms import ALGORITHMS
+from sim.collectives.params import PROTOCOLS
+from sim.collectives.selection import parse_list
+from sim.errors import ConfigError
+from sim.training.workload.plan import parse_order
+from sim.training.workload.zero import parse_zero
+from sim.units import parse_bytes
+
+__all__ = [
+    "GRAD_DTYPES",
+    "NULLABLE",
+    "PRECISIONS",
+    "READERS",
+    "read_choice",
+    "read_int",
+    "read_str",
+]
+
+PRECISIONS = ("bf16", "fp16", "fp8")
+GRAD_DTYPES = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def read_int(value: object, where: str, low: int = 1) -> int:
+    """An integer >= ``low``; ConfigError naming ``where`` otherwise.
+
+    >>> read_int(3, "parallel.tp")
+    3
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{where}: expected an integer >= {low}, got {value!r}")
+    return value
+
+
+def _bool(value: object, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    return value
+
+
+def read_str(value: object, where: str) -> str:
+    """A non-empty string; ConfigError naming ``where`` otherwise."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def read_choice(choices: Sequence[str]) -> Callable[[object, str], str]:
+    """A reader accepting one of ``choices``; its error lists them.
+
+    >>> read_choice(("a", "b"))("b", "x.y")
+    'b'
+    """
+
+    def read(value: object, where: str) -> str:
+        if value not in choices:
+            raise ConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
+        return str(value)
+
+    return read
+
+
+def _zero(value: object, where: str) -> tuple[int, str | None]:
+    return parse_zero(value, where)
+
+
+def _fraction(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ConfigError(f"{where}: expected a number in [0, 1), got {value!r}")
+    return float(value)
+
+
+def _placement(value: object, where: str) -> str | list[str]:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    raise ConfigError(f"{where}: expected an order like 'tp,pp,dp', got {value!r}")
+
+
+def _nccl_list(known: Sequence[str], what: str) -> Callable[[object, str], str]:
+    """A reader of an NCCL_ALGO/NCCL_PROTO-style list (``auto``, ``ring,tree``, ``^nvls``)."""
+
+    def read(value: object, where: str) -> str:
+        text = read_str(value, where)
+        if text.strip().lower() != "auto":
+            parse_list(text, known, f"{where} ({what})")
+        return text
+
+    return read
+
+
+def _price(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError(f"{where}: expected a non-negative number of USD, got {value!r}")
+    return float(value)
+
+
+READERS: dict[str, Callable[[object, str], Any]] = {
+    "tp": read_int, "pp": read_int, "dp": read_int, "ep": read_int, "micro_batch": read_int,
+    "virtual_stages": read_int, "global_batch": read_int, "seq_len": read_int, "nodes": read_int,
+    "shard_size": read_int, "first_stage_layers": lambda v, w: read_int(v, w, 0),
+    "last_stage_layers": lambda v, w: read_int(v, w, 0),
+    "embedding_as_layer": _bool, "loss_as_layer": _bool,
+    "zero": _zero, "dropout": _fraction, "grad_dtype": read_choice(tuple(GRAD_DTYPES)),
+    "cross_entropy": read_choice(("fp32", "fused")),
+    "sp": _bool, "overlap_tp": _bool, "overlap_dp": _bool, "flash_attention": _bool,
+    "fused_kernels": _bool,
+    "nccl_algo": _nccl_list(list(ALGORITHMS), "NCCL_ALGO"),
+    "nccl_proto": _nccl_list(list(PROTOCOLS), "NCCL_PROTO"),
+    "schedule": read_choice(("gpipe", "1f1b", "interleaved")),
+    "recompute": read_choice(("none", "selective", "full")),
+    "precision": read_choice(PRECISIONS),
+    "bucket_bytes": lambda v, w: parse_bytes(v, w),
+    "placement": lambda v, w: parse_order(_placement(v, w)),
+    "topology": read_str, "gpu_hour_usd": _price,
+    "preset": read_str, "norm": read_str, "position": read_str,
+    "layers": read_int, "hidden": read_int, "ffn_hidden": read_int, "heads": read_int, "kv_heads": read_int,
+    "vocab": read_int, "experts": read_int, "top_k": read_int, "max_seq": read_int,
+    "gated_mlp": _bool, "tied_embeddings": _bool, "bias": _bool,
+}  # fmt: skip
+
+
+NULLABLE = (
+    "dp", "nodes", "gpu_hour_usd", "shard_size", "first_stage_layers", "last_stage_layers",
+    "embedding_as_layer", "loss_as_layer",
+)  # fmt: skip

@@ -77,6 +77,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--json", action="store_true", help="print a JSON list of records")
     out.add_argument("--csv", action="store_true", help="print records as CSV, a row per size")
     p.add_argument("--plot", metavar="FILE", help="draw busbw by size (.png or .svg; [plot] extra)")
+    p.add_argument(
+        "--links", type=int, metavar="N", default=0,
+        help="after the table, the N busiest links at the largest size (utilisation, bytes)",
+    )  # fmt: skip
     p.set_defaults(handler=run)
 
 
@@ -107,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.root < setup.n:
         raise ConfigError(f"--root {args.root} is out of range; the group has {setup.n} ranks")
     elem = DTYPE_BYTES[args.dtype]
+    if args.links < 0:
+        raise ConfigError(f"--links {args.links}: must be a number of links >= 1")
 
     def record(r: CollectiveResult) -> dict[str, object]:
         rec = r.record()
@@ -133,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
     if emit is not None:
         emit.close(results)
+        if args.links:
+            print(_busiest(setup, op, results[-1], args))
     if args.json:
         print(json.dumps([record(r) for r in results], indent=1, sort_keys=True))
     if args.plot:
@@ -140,6 +148,19 @@ def run(args: argparse.Namespace) -> int:
 
         plot([record(r) for r in results], None, args.plot)
     return 0
+
+
+def _busiest(setup: Any, op: str, r: CollectiveResult, args: argparse.Namespace) -> str:
+    """The busiest links of ``r``'s collective, replayed on its network alone."""
+    from sim.cli.outputs import busiest_text, link_table
+    from sim.collectives.simulate import run_on_network
+
+    _, _, _, sched, _ = setup.tune(op, r.size_bytes, r.algorithm, r.protocol, args.root)
+    time_s, link_bytes = run_on_network(setup, sched, r.protocol, r.size_bytes, args.network)
+    rows = link_table(setup.topology, link_bytes, {}, time_s)
+    return f"# at {int(r.size_bytes)} B, {r.algorithm}/{r.protocol}\n" + "\n".join(
+        f"# {line}" for line in busiest_text(rows, args.links).splitlines()
+    )
 
 
 class _Table:

@@ -42,6 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--plot", metavar="FILE", help="draw the step-time breakdown (.png or .svg; [plot] extra)"
     )
+    p.add_argument(
+        "--links", type=int, metavar="N", default=0,
+        help="list the N busiest links (utilisation, bytes, which collectives; flow network)",
+    )  # fmt: skip
     p.set_defaults(handler=run)
 
 
@@ -65,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     """Simulate and print a summary (or JSON or CSV); write the trace and figure if asked."""
     from dataclasses import replace
 
-    from sim.cli.outputs import link_rows, plot
+    from sim.cli.outputs import busiest_text, link_rows, plot
     from sim.profile_select import describe, resolve_profile, text_lines
     from sim.topology.presets import load_topology
     from sim.training.layers import LayerScenario, load_any_scenario, simulate_layer_step
@@ -74,7 +78,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.network is not None and args.network not in ("flow", "analytical"):
         raise ConfigError(f"--network {args.network!r} is unknown; allowed: flow, analytical")
+    if args.links < 0:
+        raise ConfigError(f"--links {args.links}: must be a number of links >= 1")
     scenario = load_any_scenario(args.scenario, args.sets)
+    if args.links and (args.network or getattr(scenario, "network", "flow")) != "flow":
+        raise ConfigError(
+            "--links: per-link counters come from the flow network; add --network flow"
+        )
     info: dict[str, Any] | None = None
     if isinstance(scenario, LayerScenario):
         if args.trace:
@@ -108,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
             print("\n".join(text_lines(info)))
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
+        if args.links:
+            print(busiest_text(record.get("links", []), args.links))
     if args.plot:
         plot([record], None, args.plot)
     return 0

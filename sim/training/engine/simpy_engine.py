@@ -168,20 +168,25 @@ class _Run:
             procs = []
             for kind, nbytes in (("shard", unit.gather_bytes), ("edp", unit.expert_gather_bytes)):
                 if nbytes > 0:
-                    procs += [self._collective(g, "all_gather", nbytes) for g in stage.group(kind)]
+                    procs += [
+                        self._collective(g, "all_gather", nbytes, f"zero3 {kind} all_gather")
+                        for g in stage.group(kind)
+                    ]
             if procs:
                 start = self.env.now
                 yield self.env.all_of(procs)
                 self.lines[s].comm.append(("zero_all_gather", start, self.env.now))
             gathered[j].succeed()
 
-    def _collective(self, group: Sequence[str], op: str, nbytes: float) -> simpy.Process:
-        """A collective's schedule as transfers on the shared network (a SimPy process)."""
+    def _collective(self, group: Sequence[str], op: str, nbytes: float,
+                    tag: str = "") -> simpy.Process:  # fmt: skip
+        """A collective's schedule as transfers on the shared network (a SimPy process);
+        ``tag`` names its bytes in the network's per-link counters."""
         sched, proto = self.timer.plan(group, op, nbytes)
         cs = self.timer.setup(group)
         body = run_schedule(
             self.env, self.net, sched, cs.endpoints(sched), cs.routes, cs.params, proto,
-            nccl_channels=cs.nccl_channels(sched.algorithm, proto, nbytes),
+            nccl_channels=cs.nccl_channels(sched.algorithm, proto, nbytes), tag=tag or op,
         )  # fmt: skip
         return self.env.process(body)
 
@@ -201,7 +206,7 @@ class _Run:
             a, b = self.setup.stages[src].gpus, self.setup.stages[dst].gpus
             _add_route_bytes(self.pp_wire, self.timer.topology, zip(a, b, strict=True), nbytes)
             yield self.env.all_of(
-                [self.net.transfer(x, y, nbytes) for x, y in zip(a, b, strict=True)]
+                [self.net.transfer(x, y, nbytes, tag="pp send") for x, y in zip(a, b, strict=True)]
             )
             yield self.env.timeout(self.p2p_latency_s)
             self.lines[src].comm.append(("pp_send", start, self.env.now))
@@ -216,7 +221,9 @@ class _Run:
             bucket = cast(Bucket, item)
             start = self.env.now
             for kind, op, nbytes in bucket.steps:
-                yield self.env.all_of([self._collective(g, op, nbytes) for g in stage.group(kind)])
+                yield self.env.all_of(
+                    [self._collective(g, op, nbytes, f"{kind} {op}") for g in stage.group(kind)]
+                )
             line.comm.append((f"dp_{bucket.steps[0][1]}", start, self.env.now))
         line.dp_end_s = max(self.env.now, line.compute_end_s)
         rp = rank_params(self.setup.scenario.model, self.plan, s)

@@ -167,13 +167,14 @@ def bucket_release_units(units: int, buckets: int) -> list[int]:
 
 
 def gathered_pass(
-    start_s: float, units: Sequence[Unit], gather_s: Sequence[float]
+    start_s: float, units: Sequence[Unit], gather_s: Sequence[float], not_before: float = 0.0
 ) -> tuple[float, list[float]]:
     """End time of a pass whose units wait for their parameter gathers, and each unit's end.
 
     Unit ``j``'s gather (``gather_s[j]`` seconds) starts when gather ``j - 1`` has ended
     and unit ``j - 2`` has run (at most two gathered units, FSDP's ``limit_all_gathers``);
-    unit ``j`` runs when its gather has ended and unit ``j - 1`` has run.
+    unit ``j`` runs when its gather has ended and unit ``j - 1`` has run. No gather starts
+    before ``not_before`` (the network stream the gathers share is busy until then).
 
     >>> from sim.training.compute.passes import Unit
     >>> gathered_pass(0.0, [Unit(1.0)] * 3, [0.5] * 3)  # gathers hidden after the first
@@ -182,7 +183,7 @@ def gathered_pass(
     7.0
     """
     ends: list[float] = []
-    gathered = start_s
+    gathered = max(start_s, not_before)
     for j, unit in enumerate(units):
         freed = ends[j - 2] if j >= 2 else start_s
         gathered = max(gathered, freed) + gather_s[j]
@@ -190,8 +191,8 @@ def gathered_pass(
     return (ends[-1] if ends else start_s), ends
 
 
-def gather_windows(start_s: float, units: Sequence[Unit],
-                   gather_s: Sequence[float]) -> list[tuple[float, float]]:  # fmt: skip
+def gather_windows(start_s: float, units: Sequence[Unit], gather_s: Sequence[float],
+                   not_before: float = 0.0) -> list[tuple[float, float]]:  # fmt: skip
     """(start, end) of each unit's parameter gather in a pass, as :func:`gathered_pass`
     orders them (for traces).
 
@@ -201,7 +202,7 @@ def gather_windows(start_s: float, units: Sequence[Unit],
     """
     windows: list[tuple[float, float]] = []
     ends: list[float] = []
-    gathered = start_s
+    gathered = max(start_s, not_before)
     for j, unit in enumerate(units):
         begin = max(gathered, ends[j - 2] if j >= 2 else start_s)
         gathered = begin + gather_s[j]

@@ -1,16 +1,30 @@
-"""Analytical step timeline: list scheduling of the pass DAG, no contention.
+"""Analytical step timeline: list scheduling of the pass DAG, contention in closed form.
 
-With the ``analytical`` network nothing contends, so every duration is known up front
-and the step is a longest-path problem over the dependency graph of passes: a pass starts
-when its stage is free and its input has arrived (producer's end + pipeline-send time);
-gradient buckets queue on the stage's DP stream. This evaluates exactly what the SimPy
-engine (:mod:`sim.training.engine.simpy_engine`) computes with the analytical backend, in O(passes),
-which is what makes sweeps of thousands of configurations cheap. The flow backend always
-goes through SimPy, where contention is re-solved as transfers start and end.
+On the ``analytical`` network every duration is known up front, so the step is a
+longest-path problem over the dependency graph of passes: a pass starts when its stage
+is free and its input has arrived (producer's end + pipeline-send time); gradient buckets
+queue on the stage's DP stream. This runs in O(passes), which is what makes sweeps of
+thousands of configurations cheap; the flow backend goes through SimPy, where contention
+is re-solved as transfers start and end.
+
+Contention the analytical model does account for (approximations, stated):
+
+- the TP ranks' groups of one collective run together and share NICs and cables:
+  :meth:`sim.training.compute.passes.CollectiveTimer.concurrent_time_s` charges the extra
+  load of their most loaded link;
+- under ZeRO-3/FSDP with reductions every micro-batch, a stage's parameter gathers and
+  gradient reductions cross the same NICs: the gathers go first and the reductions use
+  the gaps between them (:func:`fill_gaps`), so a NIC-bound stage takes its total network
+  work; the flow backend shares the bandwidth instead, which delays the gathers a little
+  and the reductions less.
+
+Not accounted for: one stage's traffic slowing another's (pipeline sends beside DP
+reductions, different stages' groups on one spine link).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 from sim.network.base import uncontended_time_s
@@ -23,6 +37,7 @@ from sim.training.engine.stage import (
     bucket_release_units,
     bucket_s,
     buckets_of,
+    gather_windows,
     gathered_pass,
     optimizer_s,
     tail_gathers_s,
@@ -54,9 +69,11 @@ def run_pass_s(
     cost: PassCost,
     start_s: float,
     unit_ends: bool = True,
+    windows: deque[tuple[float, float]] | None = None,
 ) -> tuple[float, list[float]]:
     """End of a pass started at ``start_s`` and each unit's end (gathers uncontended;
-    ``unit_ends=False`` skips the list where nothing needs it)."""
+    ``unit_ends=False`` skips the list where nothing needs it). ``windows``, when given,
+    receives the (start, end) of each parameter gather."""
     if not cost.gathers and not unit_ends:
         return start_s + cost.busy_s, []
     if cost.gathers:
@@ -67,12 +84,34 @@ def run_pass_s(
             if g is None:
                 g = cache[u] = unit_gather_s(setup, timer, s, u)
             gathers.append(g)
+        if windows is not None:
+            windows.extend(gather_windows(start_s, cost.units, gathers))
         return gathered_pass(start_s, cost.units, gathers)
     ends, t = [], start_s
     for u in cost.units:
         t += u.busy_s
         ends.append(t)
     return start_s + cost.busy_s, ends
+
+
+def fill_gaps(start_s: float, work_s: float, windows: Sequence[tuple[float, float]]) -> float:
+    """When ``work_s`` seconds of network work begun at ``start_s`` end if it yields to
+    ``windows`` (sorted, disjoint busy intervals of higher priority).
+
+    >>> fill_gaps(0.0, 2.0, [(1.0, 3.0)])
+    4.0
+    >>> fill_gaps(0.0, 1.0, [(1.0, 3.0)])
+    1.0
+    """
+    t, work = start_s, work_s
+    for a, b in windows:
+        if b <= t:
+            continue
+        if a >= t + work:
+            break
+        work -= max(0.0, a - t)
+        t = max(t, b)
+    return t + work
 
 
 def list_schedule(
@@ -106,6 +145,11 @@ def list_schedule(
     ]
     every_mb = zero_semantics(plan).reduce_every_microbatch and plan.dp > 1
     with_buckets = [with_dp and bool(buckets_of(setup, s)) for s in range(p)]
+    # ZeRO-3/FSDP with reductions every micro-batch: a stage's parameter gathers and its
+    # gradient reductions cross the same NICs; reductions use the gaps between gathers
+    shared = every_mb and plan.zero >= 3 and plan.overlap_dp and any(with_buckets)
+    net = [0.0] * p  # when each stage's queued reductions end
+    busy: list[deque[tuple[float, float]]] = [deque() for _ in range(p)]
     done, total = 0, sum(len(o) for o in orders)
     while done < total:
         progressed = False
@@ -124,7 +168,13 @@ def list_schedule(
                     and st.kind == "B"
                     and (every_mb or st.mb == last_b[s][st.chunk])
                 )
-                end, unit_ends = run_pass_s(setup, timer, s, cost, start, release)
+                seen = len(busy[s])
+                end, unit_ends = run_pass_s(
+                    setup, timer, s, cost, start, release, busy[s] if shared else None
+                )
+                for g0, g1 in list(busy[s])[seen:]:  # gathers preempt queued reductions
+                    if g0 < net[s]:
+                        net[s] += g1 - g0
                 free[s] = end
                 line.add_pass(cost, PassRecord(s, st.kind, st.mb, st.chunk, start, end))
                 if st.kind == "F":
@@ -138,14 +188,21 @@ def list_schedule(
                     bs = buckets_of(setup, s)
                     for b, u in zip(bs, bucket_release_units(len(unit_ends), len(bs)), strict=True):
                         at = unit_ends[u] if unit_ends else end
-                        bucket_ready[s].append((at if plan.overlap_dp else None, b))
+                        if shared:
+                            begin = max(net[s], at)
+                            while busy[s] and busy[s][0][1] <= begin:
+                                busy[s].popleft()
+                            net[s] = fill_gaps(begin, bucket_s(setup, timer, s, b), busy[s])
+                            line.comm.append((f"dp_{b.steps[0][1]}", begin, net[s]))
+                        else:
+                            bucket_ready[s].append((at if plan.overlap_dp else None, b))
                 idx[s] += 1
                 done += 1
                 progressed = True
             line.compute_end_s = free[s]
         assert progressed, "pipeline schedule deadlocked"
     for s in range(p):
-        _finish(setup, timer, lines[s], s, bucket_ready[s], with_dp)
+        _finish(setup, timer, lines[s], s, bucket_ready[s], with_dp, net[s])
     return lines
 
 
@@ -156,10 +213,11 @@ def _finish(
     s: int,
     buckets: list[tuple[float | None, Bucket]],
     with_dp: bool,
+    net_free_s: float = 0.0,
 ) -> None:
-    """DP stream, optimizer and tail gathers of stage ``s``."""
+    """DP stream (after ``net_free_s``), optimizer and tail gathers of stage ``s``."""
     t = line.compute_end_s
-    dp_free = line.compute_end_s if not setup.plan.overlap_dp else 0.0
+    dp_free = line.compute_end_s if not setup.plan.overlap_dp else net_free_s
     for ready_t, bucket in buckets:
         start = max(dp_free, line.compute_end_s if ready_t is None else ready_t)
         dp_free = start + bucket_s(setup, timer, s, bucket)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -162,17 +163,26 @@ def _residuals(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"columns": list(_COLUMNS), "rows": [[r[c] for c in _COLUMNS] for r in rows]}
 
 
-def dump_profile(profile: dict[str, Any]) -> str:
-    """Deterministic YAML text of a profile tree."""
+def dump_profile(profile: dict[str, Any], schema_ref: str | None = None) -> str:
+    """Deterministic YAML text of a profile tree; ``schema_ref`` (a path or URL to
+    ``profile.schema.json``) becomes a ``yaml-language-server`` first line for editors."""
     head = f"# {profile.get('name', 'profile')}: written by clustersim calibrate fit; do not edit by hand.\n"
+    if schema_ref:
+        head = f"# yaml-language-server: $schema={schema_ref}\n" + head
     return head + yaml.safe_dump(profile, sort_keys=False, default_flow_style=None, width=100)
+
+
+def _schema_ref(out: Path) -> str:
+    """The installed profile schema, relative to the folder ``out`` is written to."""
+    schema = Path(str(resources.files("sim.schemas").joinpath("profile.schema.json")))
+    return Path(os.path.relpath(schema.resolve(), out.resolve().parent)).as_posix()
 
 
 def write_profile(profile: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     """Write ``profile`` to ``path`` and check that ``load_profile`` reads it back."""
     out = Path(path)
     try:
-        out.write_text(dump_profile(profile), encoding="utf-8")
+        out.write_text(dump_profile(profile, _schema_ref(out)), encoding="utf-8")
     except OSError as err:
         raise CalibrationError(f"{out}: cannot write profile: {err.strerror}") from None
     try:

@@ -23,14 +23,14 @@ from sim.errors import ClusterSimError
 __all__ = ["main"]
 
 COMMAND_GROUP = "clustersim.commands"
-BUILTIN_COMMANDS = ("collective", "topologies", "run", "sweep", "plan", "report")
+BUILTIN_COMMANDS = ("collective", "topologies", "run", "sweep", "plan", "report", "schema")
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     from sim import __version__
-    from sim.cli import collective, plan, report, run, sweep, topologies
+    from sim.cli import collective, plan, report, run, schema, sweep, topologies
 
     parser = argparse.ArgumentParser(
         prog="clustersim",
@@ -38,7 +38,7 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"clustersim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (collective, topologies, run, sweep, plan, report):
+    for module in (collective, topologies, run, sweep, plan, report, schema):
         module.register(sub)
     if not argv or argv[0] not in BUILTIN_COMMANDS:
         _register_plugins(sub)

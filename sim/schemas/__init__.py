@@ -1,0 +1,160 @@
+"""JSON Schemas of the files users write: scenarios, topologies and calibration profiles.
+
+Generated from the same definitions the loaders use (the scenario's section dataclasses
+and readers, the topology's pydantic models, the profile's key lists), so an editor with
+the YAML language server validates a file as ``clustersim`` will. Shipped copies live
+beside this module (``scenario.schema.json`` ...); shipped YAML files point at them with a
+``# yaml-language-server: $schema=...`` first line, and a test keeps copies and generator
+equal. ``clustersim schema KIND`` prints one.
+
+The schemas check structure and types (unknown keys, strings where numbers belong);
+cross-field rules (TP x PP x DP = GPUs, divisibility, known preset names) stay with the
+loaders, which name the bad key in one line.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from importlib import resources
+from typing import Any
+
+from pydantic import TypeAdapter
+
+__all__ = ["KINDS", "SCHEMA_COMMENT", "schema", "schema_text", "shipped_schema_text"]
+
+KINDS = ("scenario", "topology", "profile")
+#: First line of a shipped YAML file of ``kind`` that lives ``depth`` folders below the root.
+SCHEMA_COMMENT = "# yaml-language-server: $schema={up}sim/schemas/{kind}.schema.json"
+
+_COUNT = {"type": "integer", "minimum": 1}
+_FSDP = ["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "_HYBRID_SHARD_ZERO2", "NO_SHARD"]
+_BYTES = {"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}]}
+_NULLABLE_COUNT = {"anyOf": [_COUNT, {"type": "null"}]}
+
+
+def _section(cls: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Properties of a section dataclass, every key optional, no others allowed."""
+    props = TypeAdapter(cls).json_schema().get("properties", {})
+    keep = {f.name for f in fields(cls)} - set(skip)
+    out = {k: {kk: vv for kk, vv in v.items() if kk != "title"} for k, v in props.items()
+           if k in keep}  # fmt: skip
+    return {"type": "object", "properties": out, "additionalProperties": False}
+
+
+def _choices(values: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    return {"type": "string", "enum": list(values)}
+
+
+def _scenario() -> dict[str, Any]:
+    from sim.training.scenario import ClusterSection, ParallelSection, PriceSection, TrainingSection
+    from sim.training.scenario_readers import GRAD_DTYPES, PRECISIONS
+    from sim.training.workload.models import ModelSpec
+
+    model = _section(ModelSpec, skip=("name",))
+    model["properties"].update(
+        preset={"type": "string", "description": "a model preset (clustersim run --help)"},
+        layer_list={"type": "array", "description": "layers of a layer-list (CNN) model"},
+        dropout={"type": "number", "minimum": 0, "maximum": 1},
+    )
+    for key in ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "experts",
+                "top_k", "max_seq"):  # fmt: skip
+        model["properties"][key] = _COUNT
+    par = _section(ParallelSection, skip=("fsdp",))
+    par["properties"].update(
+        {k: _COUNT for k in ("tp", "pp", "ep", "micro_batch", "virtual_stages")},
+        dp=_NULLABLE_COUNT, shard_size=_NULLABLE_COUNT,
+        zero={"anyOf": [{"type": "integer", "minimum": 0, "maximum": 3}, _choices(_FSDP)]},
+        schedule=_choices(("gpipe", "1f1b", "interleaved")),
+        recompute=_choices(("none", "selective", "full")),
+        bucket_bytes=_BYTES,
+        placement={"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
+        first_stage_layers={"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
+        last_stage_layers={"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
+    )  # fmt: skip
+    train = _section(TrainingSection)
+    train["properties"].update(
+        global_batch=_COUNT, seq_len=_COUNT, precision=_choices(PRECISIONS),
+        grad_dtype=_choices(tuple(GRAD_DTYPES)), cross_entropy=_choices(("fp32", "fused")),
+    )  # fmt: skip
+    train["required"] = ["global_batch"]
+    cluster = _section(ClusterSection)
+    cluster["properties"]["nodes"] = _NULLABLE_COUNT
+    cluster["required"] = ["topology"]
+    price = _section(PriceSection)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "clustersim scenario",
+        "type": "object",
+        "properties": {
+            "model": model,
+            "cluster": cluster,
+            "parallel": par,
+            "training": train,
+            "price": price,
+            "network": _choices(("flow", "analytical")),
+            "profile": {"type": ["string", "null"]},
+            "seed": {"type": "integer", "minimum": 0},
+        },
+        "required": ["model", "cluster", "training"],
+        "additionalProperties": False,
+    }
+
+
+def _topology() -> dict[str, Any]:
+    from sim.topology.spec import TopologySpec
+
+    out = TopologySpec.model_json_schema()
+    out["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    out["title"] = "clustersim topology"
+    return out
+
+
+def _profile() -> dict[str, Any]:
+    from sim.profile import _BAR_KEYS, _HARDWARE_KEYS
+
+    bar_props: dict[str, Any] = {k: {} for k in _BAR_KEYS}
+    bar_props.update(value={"type": "number", "exclusiveMinimum": 0}, cases=_COUNT)
+    bar = {"type": "object", "properties": bar_props, "required": list(_BAR_KEYS),
+           "additionalProperties": False}  # fmt: skip
+    hardware = {"type": "object", "properties": {k: {} for k in _HARDWARE_KEYS},
+                "additionalProperties": False}  # fmt: skip
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "clustersim calibration profile",
+        "type": "object",
+        "properties": {
+            "schema": {"type": "string"},
+            "name": {"type": "string"},
+            "hardware": hardware,
+            "error_bars": {"type": "array", "items": bar},
+            "provenance": {"type": "object"},
+            "collectives": {"type": "object"},
+            "compute": {"type": "object"},
+        },
+        "additionalProperties": False,
+    }
+
+
+def schema(kind: str) -> dict[str, Any]:
+    """The JSON Schema of a ``kind`` file (one of :data:`KINDS`).
+
+    >>> schema("scenario")["properties"]["parallel"]["properties"]["tp"]
+    {'type': 'integer', 'minimum': 1}
+    """
+    from sim.errors import ConfigError
+
+    makers = {"scenario": _scenario, "topology": _topology, "profile": _profile}
+    if kind not in makers:
+        raise ConfigError(f"schema {kind!r} is unknown; allowed: {', '.join(KINDS)}")
+    return makers[kind]()
+
+
+def schema_text(kind: str) -> str:
+    """:func:`schema` as the text of a shipped ``.schema.json`` file."""
+    return json.dumps(schema(kind), indent=1, sort_keys=True) + "\n"
+
+
+def shipped_schema_text(kind: str) -> str:
+    """The shipped copy of the ``kind`` schema (package data)."""
+    return resources.files("sim.schemas").joinpath(f"{kind}.schema.json").read_text("utf-8")

@@ -211,20 +211,32 @@ def gather_windows(start_s: float, units: Sequence[Unit], gather_s: Sequence[flo
     return windows
 
 
-def unit_gather_s(setup: StepSetup, timer: CollectiveTimer, s: int, unit: Unit) -> float:
+def _groups(setup: StepSetup, s: int, kind: str, all_stages: bool) -> tuple[tuple[str, ...], ...]:
+    """The ``kind`` groups of every TP rank of stage ``s``, or of every stage."""
+    if not all_stages:
+        return setup.stages[s].group(kind)
+    return tuple(g for st in setup.stages for g in st.group(kind))
+
+
+def unit_gather_s(setup: StepSetup, timer: CollectiveTimer, s: int, unit: Unit,
+                  all_stages: bool = False) -> float:  # fmt: skip
     """Seconds of a unit's parameter all-gathers, every TP rank's group at once
-    (:meth:`CollectiveTimer.concurrent_time_s`)."""
-    st = setup.stages[s]
-    return timer.concurrent_time_s(st.shard, "all_gather", unit.gather_bytes) + (
-        timer.concurrent_time_s(st.edp, "all_gather", unit.expert_gather_bytes)
+    (:meth:`CollectiveTimer.concurrent_time_s`); ``all_stages``: every pipeline stage
+    gathering a unit of this size at the same time too (ZeRO-3 in steady state)."""
+    return timer.concurrent_time_s(
+        _groups(setup, s, "shard", all_stages), "all_gather", unit.gather_bytes
+    ) + timer.concurrent_time_s(
+        _groups(setup, s, "edp", all_stages), "all_gather", unit.expert_gather_bytes
     )
 
 
-def bucket_s(setup: StepSetup, timer: CollectiveTimer, s: int, bucket: Bucket) -> float:
-    """Seconds of a gradient bucket's collectives, every TP rank's group at once."""
-    st = setup.stages[s]
+def bucket_s(setup: StepSetup, timer: CollectiveTimer, s: int, bucket: Bucket,
+             all_stages: bool = False) -> float:  # fmt: skip
+    """Seconds of a gradient bucket's collectives, every TP rank's group at once (and
+    every stage's, with ``all_stages``)."""
     return sum(
-        timer.concurrent_time_s(st.group(kind), op, nbytes) for kind, op, nbytes in bucket.steps
+        timer.concurrent_time_s(_groups(setup, s, kind, all_stages), op, nbytes)
+        for kind, op, nbytes in bucket.steps
     )
 
 

@@ -18,8 +18,11 @@ Contention the analytical model does account for (approximations, stated):
   work; the flow backend shares the bandwidth instead, which delays the gathers a little
   and the reductions less.
 
-Not accounted for: one stage's traffic slowing another's (pipeline sends beside DP
-reductions, different stages' groups on one spine link).
+  In that mode every pipeline stage is taken to gather and reduce at the same time as
+  well (steady state), so all stages' groups share the links (ECMP spine collisions).
+
+Not accounted for: pipeline sends beside DP traffic; stages' end-of-step reductions
+(ZeRO-0/1/2 without per-micro-batch reduction) overlapping each other.
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ def run_pass_s(
         for u in cost.units:
             g = cache.get(u)
             if g is None:
-                g = cache[u] = unit_gather_s(setup, timer, s, u)
+                g = cache[u] = unit_gather_s(setup, timer, s, u, windows is not None)
             gathers.append(g)
         if windows is not None:
             windows.extend(gather_windows(start_s, cost.units, gathers))
@@ -192,7 +195,8 @@ def list_schedule(
                             begin = max(net[s], at)
                             while busy[s] and busy[s][0][1] <= begin:
                                 busy[s].popleft()
-                            net[s] = fill_gaps(begin, bucket_s(setup, timer, s, b), busy[s])
+                            work = bucket_s(setup, timer, s, b, all_stages=True)
+                            net[s] = fill_gaps(begin, work, busy[s])
                             line.comm.append((f"dp_{b.steps[0][1]}", begin, net[s]))
                         else:
                             bucket_ready[s].append((at if plan.overlap_dp else None, b))

@@ -2,7 +2,7 @@
 
 - A DP group of one TP rank (one GPU per server) leaves through the NIC beside its GPU,
   as NCCL's topology search places it, so on a rail-optimized fabric the eight TP ranks'
-  groups use eight disjoint rails (``_rail_map``).
+  groups use eight disjoint rails (``rail_map``).
 - The analytical backend's contention model (``CollectiveTimer.concurrent_time_s``):
   groups on disjoint links cost what one costs alone; groups forced through one NIC each
   pay for the others' bytes on it (closed form: the extra load on the most loaded link).
@@ -14,7 +14,8 @@ from __future__ import annotations
 import pytest
 
 from sim.collectives.params import default_params
-from sim.collectives.simulate import CollectiveSetup, _rail_map
+from sim.collectives.rails import rail_map
+from sim.collectives.simulate import CollectiveSetup
 from sim.errors import ConfigError
 from sim.topology.presets import load_topology
 from sim.training.compute.passes import CollectiveTimer
@@ -32,10 +33,10 @@ def rail_groups(topology: str, nodes: int) -> tuple[CollectiveTimer, list[list[s
 def test_a_one_gpu_per_server_group_uses_the_nic_beside_its_gpu() -> None:
     topo = load_topology("h100-ib-ndr", nodes=2)
     for i in range(8):
-        assert _rail_map(topo, [f"n0.gpu{i}", f"n1.gpu{i}"], 2) == (i,)
-    assert _rail_map(topo, list(topo.gpus), 2) == ()  # a full server: channel c on NIC c
+        assert rail_map(topo, [f"n0.gpu{i}", f"n1.gpu{i}"], 2) == (i,)
+    assert rail_map(topo, list(topo.gpus), 2) == ()  # a full server: channel c on NIC c
     p4d = load_topology("aws-p4d-efa", nodes=2)  # 4 NICs for 8 GPUs: two GPUs per NIC
-    assert [_rail_map(p4d, [f"n0.gpu{i}", f"n1.gpu{i}"], 2) for i in (0, 1, 2, 7)] == [
+    assert [rail_map(p4d, [f"n0.gpu{i}", f"n1.gpu{i}"], 2) for i in (0, 1, 2, 7)] == [
         (0,), (0,), (1,), (3,)
     ]  # fmt: skip
 

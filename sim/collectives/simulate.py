@@ -29,6 +29,7 @@ from sim.collectives.engine import (
 from sim.collectives.gloo import algorithms_for, local_time_s
 from sim.collectives.links import scaled_for
 from sim.collectives.params import PROTOCOLS, CollectiveParams, default_params
+from sim.collectives.rails import rail_map, ring_channels
 from sim.collectives.schedule import OPS, Schedule, busbw_factor
 from sim.collectives.selection import allowed_algorithms, allowed_protocols
 from sim.collectives.sharp import aggregation_switches
@@ -162,9 +163,9 @@ class CollectiveSetup:
         self.node_switches = (
             [next(iter(per_node[k])) for k in sorted(per_node)] if node_nvswitch else []
         )
-        self.channels = _channels(topology, self.group, len(first))
+        self.channels = ring_channels(topology, self.group, len(first))
         self.max_nccl_channels = _max_nccl_channels(self.params, topology, self.group, len(first))
-        self.routes = RouteCache(self.topology, _rail_map(topology, self.group, len(first)))
+        self.routes = RouteCache(self.topology, rail_map(topology, self.group, len(first)))
 
     @property
     def n(self) -> int:
@@ -303,41 +304,6 @@ def _group(topology: Topology, ranks: int | Sequence[str] | None) -> tuple[str, 
             f"unknown GPU {unknown[0]!r} in group; GPUs look like {topology.gpus[0]!r}"
         )
     return tuple(ranks)
-
-
-def _channels(topology: Topology, group: Sequence[str], nodes: int) -> int:
-    """Parallel rings (NCCL channels) when the group spans servers, else 1.
-
-    One ring per NIC of a server, but no more than the group's GPUs on that server: each
-    ring enters and leaves a server through a different GPU's nearest NIC (rail).
-    """
-    if nodes <= 1:
-        return 1
-    node = topology.node_of(group[0])
-    local = sum(1 for gpu in group if topology.node_of(gpu) == node)
-    return max(1, min(topology.nics_per_node().get(node, 0), local, 16))
-
-
-def _rail_map(topology: Topology, group: Sequence[str], nodes: int) -> tuple[int, ...]:
-    """NIC of each channel when the group has fewer GPUs on a server than the server has
-    NICs (a DP group of one TP rank): the NIC beside the GPU the channel enters at, GPU
-    ``j`` of ``G`` sitting beside NIC ``j * NICs // G`` as NCCL's topology search finds it.
-    Empty (channel ``c`` on NIC ``c``) for groups that fill the server's NICs.
-
-    >>> from sim.topology.presets import load_topology
-    >>> t = load_topology("h100-ib-ndr", nodes=2)
-    >>> _rail_map(t, ["n0.gpu3", "n1.gpu3"], 2)
-    (3,)
-    """
-    if nodes <= 1:
-        return ()
-    node = topology.node_of(group[0])
-    nics = topology.nics_per_node().get(node, 0)
-    local = [g for g in group if topology.node_of(g) == node]
-    if not nics or len(local) >= nics:
-        return ()
-    server = [g for g in topology.gpus if topology.node_of(g) == node]
-    return tuple(server.index(g) * nics // len(server) for g in local)
 
 
 def _max_nccl_channels(

@@ -12,7 +12,7 @@ even those are too many), and the trace's ``otherData.note`` says which GPUs eac
 Within a pass the TP collectives are drawn as one span of their exposed time (what compute
 does not hide) after the pass's compute (the engine does not order kernels inside a pass);
 ZeRO-3/FSDP parameter gathers as one span per wrapped unit, where the engine started them
-(the analytical engine's order, :func:`sim.training.engine.stage.gather_windows`; the flow
+(the analytical engine's order, :func:`sim.training.engine.stage.gathered_pass`; the flow
 engine records its gathers itself). On the flow network a ``network`` process
 carries counters: utilisation per link class, and per link for the busiest
 :data:`MAX_LINK_COUNTERS` links (carried rate / capacity).
@@ -27,7 +27,7 @@ import numpy as np
 
 from sim.training.engine.setup import StepSetup
 from sim.training.engine.simpy_engine import PipelineRun
-from sim.training.engine.stage import PassRecord, StageTimeline, gather_windows, unit_gather_s
+from sim.training.engine.stage import PassRecord, StageTimeline, gathered_pass, unit_gather_s
 
 __all__ = ["MAX_GPU_PROCESSES", "MAX_LINK_COUNTERS", "TRACKS", "chrome_trace", "trace_json"]
 
@@ -86,7 +86,9 @@ def _pass_events(
         out.append(_span(pid, TRACKS["tp/sp comm"], f"{label} ep all_to_all", ep_start, r.end_s))
     if cost.gathers and run.network is None and run.timer is not None:
         gathers = [unit_gather_s(setup, run.timer, r.stage, u) for u in cost.units]
-        for a, b in gather_windows(start, cost.units, gathers):
+        windows: list[tuple[float, float]] = []
+        gathered_pass(start, cost.units, gathers, windows)
+        for a, b in windows:
             if b > a:
                 out.append(_span(pid, TRACKS["dp/zero comm"], f"{label} zero3 gather", a, b))
     return out

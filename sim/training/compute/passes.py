@@ -84,28 +84,24 @@ class CollectiveTimer:
         """
         if not groups:
             return 0.0
-        alone = max(self.time_s(g, op, nbytes) for g in groups)
-        if len(groups) < 2 or alone <= 0.0:
-            return alone
         key = (tuple(tuple(g) for g in groups), op, float(nbytes))
         t = self._concurrent.get(key)
-        if t is None:
+        if t is not None:
+            return t
+        t = max(self.time_s(g, op, nbytes) for g in groups)
+        if len(groups) > 1 and t > 0.0:
             caps = self.topology.capacity_Bps
             load = np.zeros(len(caps))
             single = 0.0
             for g in groups:
                 sched, proto = self.plan(g, op, nbytes)
                 cs = self.setup(g)
-                b = schedule_link_bytes(
-                    sched,
-                    cs.endpoints(sched),
-                    cs.routes,
-                    wire_scale(cs.params, sched.algorithm, proto),
-                )
+                scale = wire_scale(cs.params, sched.algorithm, proto)
+                b = schedule_link_bytes(sched, cs.endpoints(sched), cs.routes, scale)
                 load += b
                 single = max(single, float(np.max(b / caps)))
-            t = alone + max(0.0, float(np.max(load / caps)) - single)
-            self._concurrent[key] = t
+            t += max(0.0, float(np.max(load / caps)) - single)
+        self._concurrent[key] = t
         return t
 
     def plan(self, group: Sequence[str], op: str, nbytes: float) -> tuple[Schedule, str]:

@@ -15,7 +15,7 @@ Data-parallel work is explicit collective tasks the engines issue:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import MutableSequence, Sequence
 from dataclasses import dataclass, field, replace
 
 from sim.training.compute.passes import (
@@ -167,48 +167,37 @@ def bucket_release_units(units: int, buckets: int) -> list[int]:
 
 
 def gathered_pass(
-    start_s: float, units: Sequence[Unit], gather_s: Sequence[float], not_before: float = 0.0
+    start_s: float,
+    units: Sequence[Unit],
+    gather_s: Sequence[float],
+    windows: MutableSequence[tuple[float, float]] | None = None,
 ) -> tuple[float, list[float]]:
     """End time of a pass whose units wait for their parameter gathers, and each unit's end.
 
     Unit ``j``'s gather (``gather_s[j]`` seconds) starts when gather ``j - 1`` has ended
     and unit ``j - 2`` has run (at most two gathered units, FSDP's ``limit_all_gathers``);
-    unit ``j`` runs when its gather has ended and unit ``j - 1`` has run. No gather starts
-    before ``not_before`` (the network stream the gathers share is busy until then).
+    unit ``j`` runs when its gather has ended and unit ``j - 1`` has run. ``windows``, when
+    given, receives the (start, end) of each gather (traces, the NIC stream of ZeRO-3).
 
     >>> from sim.training.compute.passes import Unit
     >>> gathered_pass(0.0, [Unit(1.0)] * 3, [0.5] * 3)  # gathers hidden after the first
     (3.5, [1.5, 2.5, 3.5])
     >>> gathered_pass(0.0, [Unit(1.0)] * 3, [2.0] * 3)[0]  # gather-bound
     7.0
-    """
-    ends: list[float] = []
-    gathered = max(start_s, not_before)
-    for j, unit in enumerate(units):
-        freed = ends[j - 2] if j >= 2 else start_s
-        gathered = max(gathered, freed) + gather_s[j]
-        ends.append(max(ends[-1] if ends else start_s, gathered) + unit.busy_s)
-    return (ends[-1] if ends else start_s), ends
-
-
-def gather_windows(start_s: float, units: Sequence[Unit], gather_s: Sequence[float],
-                   not_before: float = 0.0) -> list[tuple[float, float]]:  # fmt: skip
-    """(start, end) of each unit's parameter gather in a pass, as :func:`gathered_pass`
-    orders them (for traces).
-
-    >>> from sim.training.compute.passes import Unit
-    >>> gather_windows(0.0, [Unit(1.0)] * 3, [0.5] * 3)
+    >>> w: list[tuple[float, float]] = []
+    >>> _ = gathered_pass(0.0, [Unit(1.0)] * 3, [0.5] * 3, w)
+    >>> w
     [(0.0, 0.5), (0.5, 1.0), (1.5, 2.0)]
     """
-    windows: list[tuple[float, float]] = []
     ends: list[float] = []
-    gathered = max(start_s, not_before)
+    gathered = start_s
     for j, unit in enumerate(units):
         begin = max(gathered, ends[j - 2] if j >= 2 else start_s)
         gathered = begin + gather_s[j]
-        windows.append((begin, gathered))
+        if windows is not None:
+            windows.append((begin, gathered))
         ends.append(max(ends[-1] if ends else start_s, gathered) + unit.busy_s)
-    return windows
+    return (ends[-1] if ends else start_s), ends
 
 
 def _groups(setup: StepSetup, s: int, kind: str, all_stages: bool) -> tuple[tuple[str, ...], ...]:

@@ -40,7 +40,6 @@ from sim.training.engine.stage import (
     bucket_release_units,
     bucket_s,
     buckets_of,
-    gather_windows,
     gathered_pass,
     optimizer_s,
     tail_gathers_s,
@@ -87,9 +86,7 @@ def run_pass_s(
             if g is None:
                 g = cache[u] = unit_gather_s(setup, timer, s, u, windows is not None)
             gathers.append(g)
-        if windows is not None:
-            windows.extend(gather_windows(start_s, cost.units, gathers))
-        return gathered_pass(start_s, cost.units, gathers)
+        return gathered_pass(start_s, cost.units, gathers, windows)
     ends, t = [], start_s
     for u in cost.units:
         t += u.busy_s

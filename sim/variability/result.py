@@ -1,0 +1,90 @@
+"""What the Monte Carlo over step times answers: :class:`VariabilityResult`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["VariabilityResult", "summarise"]
+
+
+@dataclass(frozen=True)
+class VariabilityResult:
+    """Step-time distribution under variability (seconds; slowdowns are ratios to the ideal).
+
+    Attributes
+    ----------
+    ideal_step_s : float
+        The simulated step (identical GPUs that never slow down).
+    mean_step_s, p50_step_s, p90_step_s, p99_step_s, max_step_s : float
+        Over the sampled steps (percentiles by linear interpolation).
+    mean_slowdown, p99_slowdown : float
+        ``mean_step_s / ideal_step_s`` and ``p99_step_s / ideal_step_s``.
+    straggler_sample_share : float
+        Share of sampled steps in which at least one GPU straggled.
+    samples, seed : int
+        Number of sampled steps and the seed of their draws.
+    gpus : int
+        GPUs in the job (``tp * pp * dp``).
+    groups : dict[str, int]
+        The synchronisation structure used: ``tp``, ``pp``, ``dp``.
+    config : dict
+        The ``variability`` section as used.
+    note : str
+        The approximation behind the numbers.
+    notes : list[str]
+        Facts about this run (knobs without effect, breakdown parts held fixed).
+    """
+
+    ideal_step_s: float
+    mean_step_s: float
+    p50_step_s: float
+    p90_step_s: float
+    p99_step_s: float
+    max_step_s: float
+    mean_slowdown: float
+    p99_slowdown: float
+    straggler_sample_share: float
+    samples: int
+    seed: int
+    gpus: int
+    groups: dict[str, int]
+    config: dict[str, Any]
+    note: str
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (plain Python types)."""
+        return asdict(self)
+
+    def summary(self) -> str:
+        """A readable block for ``clustersim run --samples``."""
+        ideal = self.ideal_step_s
+        rows = [("mean", self.mean_step_s), ("p50", self.p50_step_s), ("p90", self.p90_step_s),
+                ("p99", self.p99_step_s), ("max", self.max_step_s)]  # fmt: skip
+        g = self.groups
+        lines = [
+            f"variability: {self.samples} sampled steps, seed {self.seed}, {self.gpus} GPUs "
+            f"(TP {g['tp']} x PP {g['pp']} x DP {g['dp']})",
+            f"  {'ideal':<6} {ideal:10.4f} s",
+        ]
+        lines += [f"  {k:<6} {v:10.4f} s   x{v / ideal if ideal else 1.0:.4f}" for k, v in rows]
+        lines.append(f"  steps with a straggler  {self.straggler_sample_share:.1%}")
+        lines += [f"note: {self.note}"] + [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def summarise(
+    steps: np.ndarray, straggled: np.ndarray, ideal_s: float, **rest: Any
+) -> VariabilityResult:
+    """Build the result from sampled step times (s) and per-step straggler flags."""
+    p50, p90, p99 = (float(v) for v in np.percentile(steps, [50.0, 90.0, 99.0]))
+    mean = float(steps.mean())
+    ratio = (lambda v: v / ideal_s) if ideal_s > 0 else (lambda v: 1.0)
+    return VariabilityResult(
+        ideal_step_s=float(ideal_s), mean_step_s=mean, p50_step_s=p50, p90_step_s=p90,
+        p99_step_s=p99, max_step_s=float(steps.max()), mean_slowdown=ratio(mean),
+        p99_slowdown=ratio(p99), straggler_sample_share=float(straggled.mean()), **rest,
+    )  # fmt: skip

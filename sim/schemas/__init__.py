@@ -92,6 +92,7 @@ def _scenario() -> dict[str, Any]:
             "parallel": par,
             "training": train,
             "price": price,
+            "variability": _variability(),
             "network": _choices(("flow", "analytical")),
             "profile": {"type": ["string", "null"]},
             "seed": {"type": "integer", "minimum": 0},
@@ -99,6 +100,16 @@ def _scenario() -> dict[str, Any]:
         "required": ["model", "cluster", "training"],
         "additionalProperties": False,
     }
+
+
+def _variability() -> dict[str, Any]:
+    """The ``variability`` section (pydantic model), without titles or the class docstring."""
+    from sim.variability.config import VariabilityConfig
+
+    out = VariabilityConfig.model_json_schema()
+    props = {k: {kk: vv for kk, vv in v.items() if kk != "title"}
+             for k, v in out["properties"].items()}  # fmt: skip
+    return {"type": "object", "properties": props, "additionalProperties": False}
 
 
 def _topology() -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """Scenario files: load, override with ``--set``, validate into a frozen :class:`Scenario`.
 
 A scenario is YAML with the sections ``model``, ``cluster``, ``parallel``, ``training``,
-``price`` and the scalars ``network``, ``profile``, ``seed``. Unknown keys are rejected
-with their place (``parallel.foo``). Presets ship in the ``scenarios`` package and are
-found by name; anything else is read as a path.
+``price``, the optional ``variability`` (:mod:`sim.variability.config`) and the scalars
+``network``, ``profile``, ``seed``. Unknown keys are rejected with their place
+(``parallel.foo``). Presets ship in the ``scenarios`` package and are found by name;
+anything else is read as a path.
 
 >>> raw = {"model": {"preset": "gpt2-124m"}, "cluster": {"topology": "single-h100"},
 ...        "training": {"global_batch": 8, "seq_len": 1024}}
@@ -26,6 +27,7 @@ from typing import Any
 import yaml
 
 from sim.errors import ConfigError
+from sim.packaged import validate_section
 from sim.training.scenario_readers import (
     GRAD_DTYPES,
     NULLABLE,
@@ -38,6 +40,7 @@ from sim.training.scenario_readers import (
 from sim.training.workload.models import ModelSpec, model_preset
 from sim.training.workload.plan import ParallelPlan, validate_plan
 from sim.training.workload.zero import FSDP_STRATEGIES
+from sim.variability.config import VariabilityConfig
 
 __all__ = [
     "GRAD_DTYPES",
@@ -147,6 +150,7 @@ class Scenario:
     network: str = "flow"
     profile: str | None = None
     seed: int = 0
+    variability: VariabilityConfig | None = None  # opt-in: clustersim run --samples
 
 
 def _keys(cls: type) -> tuple[str, ...]:
@@ -159,6 +163,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "parallel": tuple(k for k in _keys(ParallelSection) if k != "fsdp"),
     "training": _keys(TrainingSection),
     "price": _keys(PriceSection),
+    "variability": tuple(VariabilityConfig.model_fields),
 }
 TOP_KEYS = (*SECTION_KEYS, "network", "profile", "seed")
 
@@ -226,6 +231,11 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
         network=read_choice(NETWORKS)(raw.get("network", "flow"), "network"),
         profile=None if profile is None else read_str(profile, "profile"),
         seed=read_int(raw.get("seed", 0), "seed", 0),
+        variability=(
+            validate_section(VariabilityConfig, raw["variability"], "variability")
+            if "variability" in raw
+            else None
+        ),
     )
 
 

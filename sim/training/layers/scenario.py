@@ -40,6 +40,7 @@ from sim.training.scenario import (
     read_raw,
     scenario_from_dict,
 )
+from sim.variability.config import VariabilityConfig
 
 __all__ = [
     "LAYER_PRECISIONS",
@@ -66,6 +67,7 @@ class LayerScenario:
     network: str = "flow"
     profile: str | None = None
     seed: int = 0
+    variability: VariabilityConfig | None = None
 
 
 def is_layer_model(raw: Mapping[str, Any]) -> bool:
@@ -113,6 +115,7 @@ def _layer_scenario(raw: Mapping[str, Any], name: str, folder: Path | None) -> L
         network=checked.network,
         profile=checked.profile,
         seed=checked.seed,
+        variability=checked.variability,
     )
 
 

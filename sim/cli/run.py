@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from sim.cli import variability
 from sim.cli.outputs import add_set_option
 from sim.errors import ConfigError
 
@@ -46,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--links", type=int, metavar="N", default=0,
         help="list the N busiest links (utilisation, bytes, which collectives; flow network)",
     )  # fmt: skip
+    variability.add_options(p)
     p.set_defaults(handler=run)
 
 
@@ -80,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--network {args.network!r} is unknown; allowed: flow, analytical")
     if args.links < 0:
         raise ConfigError(f"--links {args.links}: must be a number of links >= 1")
-    scenario = load_any_scenario(args.scenario, args.sets)
+    scenario = load_any_scenario(args.scenario, variability.seed_override(args))
+    variability.check(args, scenario)
     if args.links and (args.network or getattr(scenario, "network", "flow")) != "flow":
         raise ConfigError(
             "--links: per-link counters come from the flow network; add --network flow"
@@ -105,12 +108,17 @@ def run(args: argparse.Namespace) -> int:
         links = link_rows(setup.topology, pipeline.network, result.step_time_s)
         if links:
             record["links"] = links
+    sampled = variability.sample(args, scenario, result)
+    if sampled is not None:
+        record["variability"] = sampled.to_dict()
     if args.json:
         print(json.dumps(record, indent=1, sort_keys=True))
     elif args.csv:
         from sim.studies.files import csv_text
 
         flat = result.to_record()
+        if sampled is not None:
+            flat.update(sampled.to_record())
         sys.stdout.write(csv_text([flat], list(flat)))
     else:
         print(result.summary())
@@ -120,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
         if args.links:
             print(busiest_text(record.get("links", []), args.links))
+        if sampled is not None:
+            print(sampled.summary())
     if args.plot:
         plot([record], None, args.plot)
     return 0

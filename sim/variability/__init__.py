@@ -14,6 +14,7 @@ returns a :class:`VariabilityResult`; the scenario's ``variability:`` section is
 from __future__ import annotations
 
 from sim.variability.config import DISTRIBUTIONS, VariabilityConfig
+from sim.variability.moe import expert_compute_share
 from sim.variability.result import VariabilityResult
 from sim.variability.sample import Groups, sample_breakdown, sample_step_times
 
@@ -22,6 +23,7 @@ __all__ = [
     "Groups",
     "VariabilityConfig",
     "VariabilityResult",
+    "expert_compute_share",
     "sample_breakdown",
     "sample_step_times",
 ]

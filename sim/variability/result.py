@@ -59,6 +59,19 @@ class VariabilityResult:
         """JSON-ready dict (plain Python types)."""
         return asdict(self)
 
+    def to_record(self) -> dict[str, Any]:
+        """Flat columns ``variability.KEY`` (``variability.groups.tp``, ``variability.config.
+        compute_cv``; notes joined by ``"; "``) to join a step's CSV row."""
+        out: dict[str, Any] = {}
+        for key, value in asdict(self).items():
+            if isinstance(value, dict):
+                out.update({f"variability.{key}.{k}": v for k, v in value.items()})
+            elif isinstance(value, list):
+                out[f"variability.{key}"] = "; ".join(value)
+            else:
+                out[f"variability.{key}"] = value
+        return out
+
     def summary(self) -> str:
         """A readable block for ``clustersim run --samples``."""
         ideal = self.ideal_step_s

@@ -20,6 +20,9 @@ class VariabilityResult:
         The simulated step (identical GPUs that never slow down).
     mean_step_s, p50_step_s, p90_step_s, p99_step_s, max_step_s : float
         Over the sampled steps (percentiles by linear interpolation).
+    std_step_s : float
+        Standard deviation of the sampled steps (the Monte Carlo error of the mean is
+        ``std_step_s / sqrt(samples)``).
     mean_slowdown, p99_slowdown : float
         ``mean_step_s / ideal_step_s`` and ``p99_step_s / ideal_step_s``.
     straggler_sample_share : float
@@ -44,6 +47,7 @@ class VariabilityResult:
     p90_step_s: float
     p99_step_s: float
     max_step_s: float
+    std_step_s: float
     mean_slowdown: float
     p99_slowdown: float
     straggler_sample_share: float
@@ -90,14 +94,17 @@ class VariabilityResult:
 
 
 def summarise(
-    steps: np.ndarray, straggled: np.ndarray, ideal_s: float, **rest: Any
+    excess: np.ndarray, straggled: np.ndarray, ideal_s: float, **rest: Any
 ) -> VariabilityResult:
-    """Build the result from sampled step times (s) and per-step straggler flags."""
-    p50, p90, p99 = (float(v) for v in np.percentile(steps, [50.0, 90.0, 99.0]))
-    mean = float(steps.mean())
+    """Build the result from each sampled step's excess over ``ideal_s`` (s) and its
+    straggler flag. Statistics are taken of the excess and added to ``ideal_s``, so that
+    no variability gives exactly the ideal step."""
+    p50, p90, p99 = (ideal_s + float(v) for v in np.percentile(excess, [50.0, 90.0, 99.0]))
+    mean = ideal_s + float(excess.mean())
     ratio = (lambda v: v / ideal_s) if ideal_s > 0 else (lambda v: 1.0)
     return VariabilityResult(
         ideal_step_s=float(ideal_s), mean_step_s=mean, p50_step_s=p50, p90_step_s=p90,
-        p99_step_s=p99, max_step_s=float(steps.max()), mean_slowdown=ratio(mean),
-        p99_slowdown=ratio(p99), straggler_sample_share=float(straggled.mean()), **rest,
+        p99_step_s=p99, max_step_s=ideal_s + float(excess.max()), std_step_s=float(excess.std()),
+        mean_slowdown=ratio(mean), p99_slowdown=ratio(p99),
+        straggler_sample_share=float(straggled.mean()), **rest,
     )  # fmt: skip

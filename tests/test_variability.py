@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shlex
 
 import numpy as np
 import pytest
@@ -21,6 +23,7 @@ from sim.errors import ConfigError
 from sim.packaged import validate_section
 from sim.variability import Groups, VariabilityConfig, sample_breakdown
 from sim.variability import sample as sample_module
+from tests.helpers import REPO
 
 COMPUTE = {"compute": 1.0}
 
@@ -366,3 +369,14 @@ def test_gpu_count_follows_the_cluster(capsys: pytest.CaptureFixture[str]) -> No
     v, plan = rec["variability"], rec["plan"]
     assert v["groups"] == {k: plan[k] for k in ("tp", "pp", "dp")} and v["gpus"] == rec["gpus"]
     assert v["p99_slowdown"] > 1.0 and np.isfinite(v["mean_step_s"])
+
+
+def test_readme_variability_command_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's command cannot rot: it runs and prints the block."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Variability and stragglers", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    argv = shlex.split(block.replace("\\\n", " "))
+    assert argv[:2] == ["clustersim", "run"] and "--samples" in argv
+    assert main(argv[1:]) == 0
+    assert "variability: 1000 sampled steps" in capsys.readouterr().out

@@ -65,7 +65,7 @@ def ring_bytes_per_layer(model: ModelSpec, plan: ParallelPlan, seq: int) -> tupl
     >>> from sim.training.workload.models import model_preset
     >>> m = model_preset("llama3-8b")
     >>> ring_bytes_per_layer(m, ParallelPlan(cp=2, global_batch=1), 8192)
-    (33554432.0, 67108864.0)
+    (16777216.0, 33554432.0)
     """
     fwd = (plan.cp - 1) * ring_step_bytes(model, plan, seq)
     return fwd, 2 * fwd

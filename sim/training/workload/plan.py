@@ -28,9 +28,9 @@ from sim.training.workload.models import ModelSpec
 __all__ = [
     "AXES",
     "GROUP_KINDS",
+    "PLACEMENT_AXES",
     "RECOMPUTE",
     "SCHEDULE_NAMES",
-    "PLACEMENT_AXES",
     "Coord",
     "ParallelPlan",
     "full_order",

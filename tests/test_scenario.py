@@ -244,6 +244,7 @@ def test_groups_partition_ranks_and_coords_round_trip(
 def test_public_api_is_pinned() -> None:
     """The plan module's public names (the engine imports these)."""
     assert set(plan_module.__all__) == {
-        "AXES", "GROUP_KINDS", "RECOMPUTE", "SCHEDULE_NAMES", "Coord", "ParallelPlan",
-        "groups", "parse_order", "placement_notes", "rank_coords", "rank_of", "validate_plan",
+        "AXES", "GROUP_KINDS", "PLACEMENT_AXES", "RECOMPUTE", "SCHEDULE_NAMES", "Coord",
+        "ParallelPlan", "full_order", "groups", "parse_order", "placement_notes", "rank_coords",
+        "rank_of", "validate_plan",
     }  # fmt: skip

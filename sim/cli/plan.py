@@ -42,6 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="only clusters whose GPUs cost at most X USD per hour (needs price.gpu_hour_usd)",
     )
     p.add_argument("--top", type=int, default=10, help="how many layouts to rank (default 10)")
+    p.add_argument(
+        "--cp",
+        default="1",
+        metavar="N,N",
+        help="context-parallel sizes to search, e.g. 1,2,4 (default 1: no context parallelism)",
+    )
     p.add_argument("--json", action="store_true", help="print the ranked layouts as a JSON list")
     p.set_defaults(handler=run)
 
@@ -75,6 +81,19 @@ def _gpu_counts(scenario: Any, gpus: int | None, budget: float | None) -> list[i
     return list(reversed(affordable))
 
 
+def _cp_sizes(text: str) -> list[int]:
+    """``--cp 1,2,4`` -> [1, 2, 4]; ConfigError naming the bad value."""
+    from sim.errors import ConfigError
+
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise ConfigError(f"--cp {text!r}: expected context-parallel sizes >= 1, e.g. 1,2,4")
+    return sizes
+
+
 def run(args: argparse.Namespace) -> int:
     """Search, then print the ranking (or JSON)."""
     from sim.errors import ConfigError
@@ -87,8 +106,10 @@ def run(args: argparse.Namespace) -> int:
             f"plan: {scenario.model.name} is a layer-list model, which runs data-parallel only: "
             "sweep parallel.micro_batch or the cluster instead"
         )
+    cps = _cp_sizes(args.cp)
     results = [
-        plan(scenario, n, args.top) for n in _gpu_counts(scenario, args.gpus, args.max_usd_per_hour)
+        plan(scenario, n, args.top, cps)
+        for n in _gpu_counts(scenario, args.gpus, args.max_usd_per_hour)
     ]
     result = merge(results, args.top)
     if args.json:

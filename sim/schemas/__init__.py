@@ -64,6 +64,7 @@ def _scenario() -> dict[str, Any]:
     par["properties"].update(
         {k: _COUNT for k in ("tp", "pp", "ep", "micro_batch", "virtual_stages")},
         dp=_NULLABLE_COUNT, shard_size=_NULLABLE_COUNT,
+        cp=_COUNT,  # context parallelism (sim.training.workload.context)
         zero={"anyOf": [{"type": "integer", "minimum": 0, "maximum": 3}, _choices(_FSDP)]},
         schedule=_choices(("gpipe", "1f1b", "interleaved")),
         recompute=_choices(("none", "selective", "full")),

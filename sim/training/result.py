@@ -46,6 +46,10 @@ class StepResult:
         Which compute parameters were used: ``gpu``, ``estimate`` (True when they were not
         fitted to measurements of this GPU), ``basis`` and ``validation`` (their errors
         on published data).
+    cp_bytes_per_gpu : float
+        Bytes one GPU sends around its context-parallel ring in a step (ring attention's
+        K/V and, in backward, their gradients; 0 without ``parallel.cp``). What it leaves
+        exposed is ``breakdown["cp_comm_exposed"]``.
     """
 
     scenario: str
@@ -70,6 +74,7 @@ class StepResult:
     cost_per_million_tokens_usd: float | None
     notes: list[str] = field(default_factory=list)
     compute_params: dict[str, Any] = field(default_factory=dict)
+    cp_bytes_per_gpu: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (plain Python types)."""
@@ -103,6 +108,12 @@ class StepResult:
         for k, v in self.breakdown.items():
             share = v / self.step_time_s if self.step_time_s else 0.0
             lines.append(f"  {k:<22} {v:10.4f}  {share:6.1%}")
+        if self.plan.get("cp", 1) > 1:
+            exposed = self.breakdown.get("cp_comm_exposed", 0.0)
+            lines.append(
+                f"context parallel cp={self.plan['cp']}: ring attention sends "
+                f"{self.cp_bytes_per_gpu / 1e9:.2f} GB per GPU per step, {exposed:.4f} s exposed"
+            )
         lines.append(
             "bytes on links   "
             + ", ".join(f"{k} {v / 1e9:.1f} GB" for k, v in self.link_bytes_by_scope.items())

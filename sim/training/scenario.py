@@ -37,6 +37,7 @@ from sim.training.scenario_readers import (
     read_int,
     read_str,
 )
+from sim.training.workload.context import check_context
 from sim.training.workload.models import ModelSpec, model_preset
 from sim.training.workload.plan import ParallelPlan, validate_plan
 from sim.training.workload.zero import FSDP_STRATEGIES
@@ -83,12 +84,14 @@ class ParallelSection:
     :mod:`sim.training.workload.stages` for the other keys. ``nccl_algo`` and
     ``nccl_proto`` restrict the collective tuner as ``NCCL_ALGO``/``NCCL_PROTO`` do
     (``ring,tree``, ``^nvls``; :mod:`sim.collectives.selection`) for every collective
-    of the step.
+    of the step. ``cp`` is context parallelism (ring attention over sequence chunks;
+    :mod:`sim.training.workload.context`).
     """
 
     tp: int = 1
     pp: int = 1
     dp: int | None = None
+    cp: int = 1
     ep: int = 1
     sp: bool = False
     zero: int = 0
@@ -328,17 +331,18 @@ def load_scenario(source: str | Path, sets: Sequence[str] = ()) -> Scenario:
 def resolve_plan(scenario: Scenario, num_gpus: int, gpus_per_node: int) -> ParallelPlan:
     """The validated :class:`ParallelPlan` of ``scenario`` on ``num_gpus`` GPUs.
 
-    ``parallel.dp`` defaults to ``num_gpus / (tp * pp)``.
+    ``parallel.dp`` defaults to ``num_gpus / (tp * cp * pp)``.
     """
     par = scenario.parallel
     dp = par.dp
     if dp is None:
-        if num_gpus % (par.tp * par.pp):
+        if num_gpus % (par.tp * par.cp * par.pp):
+            cp = f" x cp {par.cp}" if par.cp > 1 else ""
             raise ConfigError(
-                f"parallel.tp x parallel.pp = {par.tp} x {par.pp} does not divide the "
+                f"parallel.tp x parallel.pp = {par.tp} x {par.pp}{cp} does not divide the "
                 f"cluster's {num_gpus} GPUs, so parallel.dp cannot be derived"
             )
-        dp = num_gpus // (par.tp * par.pp)
+        dp = num_gpus // (par.tp * par.cp * par.pp)
     plan = ParallelPlan(
         tp=par.tp, pp=par.pp, dp=dp, ep=par.ep, sp=par.sp, zero=par.zero,
         micro_batch=par.micro_batch, global_batch=scenario.training.global_batch,
@@ -348,8 +352,9 @@ def resolve_plan(scenario: Scenario, num_gpus: int, gpus_per_node: int) -> Paral
         shard_size=_shard_size(par, dp, gpus_per_node),
         grad_bytes=GRAD_DTYPES[scenario.training.grad_dtype],
         first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers,
-        embedding_as_layer=par.embedding_as_layer, loss_as_layer=par.loss_as_layer,
+        embedding_as_layer=par.embedding_as_layer, loss_as_layer=par.loss_as_layer, cp=par.cp,
     )  # fmt: skip
+    check_context(plan, scenario.training.seq_len, scenario.training.flash_attention)
     return validate_plan(plan, scenario.model, num_gpus)
 
 

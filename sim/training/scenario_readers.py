@@ -107,7 +107,7 @@ def _price(value: object, where: str) -> float:
 
 
 READERS: dict[str, Callable[[object, str], Any]] = {
-    "tp": read_int, "pp": read_int, "dp": read_int, "ep": read_int, "micro_batch": read_int,
+    "tp": read_int, "pp": read_int, "dp": read_int, "cp": read_int, "ep": read_int, "micro_batch": read_int,
     "virtual_stages": read_int, "global_batch": read_int, "seq_len": read_int, "nodes": read_int,
     "shard_size": read_int, "first_stage_layers": lambda v, w: read_int(v, w, 0),
     "last_stage_layers": lambda v, w: read_int(v, w, 0),

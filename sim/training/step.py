@@ -84,15 +84,19 @@ def run_step(
 
 def _breakdown(line: StageTimeline, ideal: StageTimeline) -> dict[str, float]:
     """The critical stage's time by cause; ``zero3_gather_exposed`` is what per-layer
-    parameter gathers (ZeRO-3, FSDP SHARD_GRAD_OP forwards) leave on the critical path."""
-    busy = line.compute_s + line.tp_exposed_s + line.ep_s + line.zero3_exposed_s
+    parameter gathers (ZeRO-3, FSDP SHARD_GRAD_OP forwards) leave on the critical path;
+    ``cp_comm_exposed`` what the ring attention's K/V transfers leave exposed."""
+    busy = line.compute_s + line.tp_exposed_s + line.ep_s + line.cp_exposed_s
+    busy += line.zero3_exposed_s
     idle = max(0.0, line.compute_end_s - busy)
-    ideal_busy = ideal.compute_s + ideal.tp_exposed_s + ideal.ep_s + ideal.zero3_exposed_s
+    ideal_busy = ideal.compute_s + ideal.tp_exposed_s + ideal.ep_s + ideal.cp_exposed_s
+    ideal_busy += ideal.zero3_exposed_s
     ideal_idle = max(0.0, ideal.compute_end_s - ideal_busy)
     bubble = min(idle, ideal_idle)
     return {
         "compute": line.compute_s,
         "tp_comm_exposed": line.tp_exposed_s,
+        "cp_comm_exposed": line.cp_exposed_s,
         "ep_comm": line.ep_s,
         "zero3_gather_exposed": line.zero3_exposed_s,
         "pipeline_bubble": bubble,
@@ -125,24 +129,28 @@ def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: PipelineRun) -> d
         for i in run.network.link_bytes.nonzero()[0]:
             out[scopes[i]] += float(run.network.link_bytes[i])
         for scope, b in run.pp_wire_bytes.items():
-            out[scope] += b * (plan.dp - 1)
+            out[scope] += b * (plan.dp_cp - 1)
     else:  # analytical: DP of TP rank 0's group stands for every TP rank's
         for s, stage in enumerate(setup.stages):
             for (kind, op, nbytes), n in _dp_collectives(setup, run, s).items():
                 group = stage.group(kind)[0]
-                add(group, op, nbytes, n * len(stage.dp) * plan.dp / len(group))
+                add(group, op, nbytes, n * len(stage.dp) * plan.dp_cp / len(group))
         for scope, b in run.pp_wire_bytes.items():
-            out[scope] += b * plan.dp
+            out[scope] += b * plan.dp_cp
     for s, stage in enumerate(setup.stages):  # after the optimizer, timed alone
         c = stage_comm(setup, s)
         for kind, nbytes in (("shard", c.dp_param_gather_bytes), ("edp", c.edp_param_gather_bytes)):
             if nbytes > 0:
                 group = stage.group(kind)[0]
-                add(group, "all_gather", nbytes, len(stage.dp) * plan.dp / len(group))
+                add(group, "all_gather", nbytes, len(stage.dp) * plan.dp_cp / len(group))
         if c.tied_embedding_bytes > 0 and s == 0:
             pair = (setup.stages[0].gpus[0], setup.stages[-1].gpus[0])
-            add(pair, "all_reduce", c.tied_embedding_bytes, plan.tp * plan.dp)
-    groups_per_stage = {"tp": plan.dp, "ep": plan.tp * plan.dp // max(1, plan.ep)}
+            add(pair, "all_reduce", c.tied_embedding_bytes, plan.tp * plan.dp_cp)
+    groups_per_stage = {
+        "tp": plan.dp_cp,
+        "ep": plan.tp * plan.dp // max(1, plan.ep),
+        "cp": plan.tp * plan.dp_cp,  # one ring pair per rank; wire bytes are one pair's
+    }
     for line in run.lines:
         for rec in line.passes:
             cost = run.costs[(rec.chunk * plan.pp + rec.stage, rec.kind)]
@@ -183,8 +191,8 @@ def _result(
     m = plan.num_microbatches
     per_rank_model = sum(c.model_flops for c in run.costs.values()) * m
     per_rank_hw = sum(c.hardware_flops for c in run.costs.values()) * m
-    model_flops = per_rank_model * plan.tp * plan.dp
-    hw_flops = per_rank_hw * plan.tp * plan.dp
+    model_flops = per_rank_model * plan.tp * plan.dp_cp
+    hw_flops = per_rank_hw * plan.tp * plan.dp_cp
     n = topo.num_gpus
     peak = topo.gpu.peak_flops.get(sc.training.precision, topo.gpu.peak_flops["bf16"])
     tokens = sc.training.global_batch * sc.training.seq_len
@@ -207,6 +215,7 @@ def _result(
         gpu=topo.gpu.name,
         plan={
             "tp": plan.tp,
+            "cp": plan.cp,
             "pp": plan.pp,
             "dp": plan.dp,
             "ep": plan.ep,
@@ -237,4 +246,12 @@ def _result(
         cost_per_million_tokens_usd=cost / tokens * 1e6 if cost is not None else None,
         notes=notes,
         compute_params=setup.compute.summary,
+        cp_bytes_per_gpu=_cp_bytes(run),
     )
+
+
+def _cp_bytes(run: PipelineRun) -> float:
+    """Ring-attention bytes one GPU of the busiest stage sends in a step (0 without CP)."""
+    per_stage = [sum(run.costs[(r.chunk * len(run.lines) + r.stage, r.kind)].cp_bytes
+                     for r in line.passes) for line in run.lines]  # fmt: skip
+    return float(max(per_stage, default=0.0))

@@ -126,15 +126,13 @@ def _processes(setup: StepSetup) -> tuple[list[tuple[str, int, str]], str]:
         note = "a process per GPU; every data-parallel replica shows replica 0's simulated timeline"
         return sorted(out, key=lambda x: setup.topology.gpus.index(x[0])), note
     if plan.pp * plan.tp <= MAX_GPU_PROCESSES:
-        out = [(g, s, f"{g}: stage {s}, tp rank {t} (stands for {plan.dp} GPUs)")
+        out = [(g, s, f"{g}: stage {s}, tp rank {t} (stands for {plan.dp_cp} GPUs)")
                for s, st in enumerate(stages) for t, g in enumerate(st.gpus)]  # fmt: skip
-        note = (
-            f"a process per GPU of data-parallel replica 0; each stands for its {plan.dp} replicas"
-        )
+        note = f"a process per GPU of data-parallel replica 0; each stands for its {plan.dp_cp} replicas"
         return out, note
-    out = [(st.gpus[0], s, f"{st.gpus[0]}: stage {s} (stands for {plan.tp * plan.dp} GPUs)")
+    out = [(st.gpus[0], s, f"{st.gpus[0]}: stage {s} (stands for {plan.tp * plan.dp_cp} GPUs)")
            for s, st in enumerate(stages)]  # fmt: skip
-    note = f"a process per pipeline stage (GPU of tp rank 0, replica 0): each stands for {plan.tp * plan.dp} GPUs"
+    note = f"a process per pipeline stage (GPU of tp rank 0, replica 0): each stands for {plan.tp * plan.dp_cp} GPUs"
     return out, note
 
 

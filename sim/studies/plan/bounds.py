@@ -1,6 +1,6 @@
 """A lower bound on a layout's step time, from one cheap simulated step per compute shape.
 
-The compute of one micro-batch through the whole model depends on TP, SP, EP, the
+The compute of one micro-batch through the whole model depends on TP, SP, EP, CP, the
 micro-batch size and recompute only (the *shape*), not on PP, DP or ZeRO. So the planner
 simulates, once per shape, a one-micro-batch step of the same model on one server (or
 the few servers one EP group needs) with PP = 1 and reads its compute time ``t``
@@ -22,12 +22,12 @@ from sim.training.scenario import ClusterSection, Scenario
 
 __all__ = ["Shape", "ShapeTimes", "lower_bound_s", "shape_of"]
 
-Shape = tuple[int, bool, int, int, str]  # tp, sp, ep, micro_batch, recompute
+Shape = tuple[int, bool, int, int, str, int]  # tp, sp, ep, micro_batch, recompute, cp
 
 
 def shape_of(layout: Layout) -> Shape:
     """The part of a layout that sets its compute per micro-batch."""
-    return (layout.tp, layout.sp, layout.ep, layout.micro_batch, layout.recompute)
+    return (layout.tp, layout.sp, layout.ep, layout.micro_batch, layout.recompute, layout.cp)
 
 
 class ShapeTimes:
@@ -63,17 +63,17 @@ class ShapeTimes:
     def _probe(self, shape: Shape) -> float:
         from sim.training.step import simulate_step
 
-        tp, sp, ep, mb, recompute = shape
-        nodes = -(-tp * ep // self.gpus_per_node)  # enough servers for one EP group
+        tp, sp, ep, mb, recompute, cp = shape
+        nodes = -(-tp * ep * cp // self.gpus_per_node)  # enough servers for one EP/CP group
         if nodes > 1 and self.cluster.nodes is None:
             return 0.0  # a single-server topology: no bound
-        dp = nodes * self.gpus_per_node // tp
+        dp = nodes * self.gpus_per_node // (tp * cp)
         if dp < 1 or dp % ep:
             return 0.0
         sc = self.scenario
         par = dataclasses.replace(
             sc.parallel, tp=tp, pp=1, dp=dp, ep=ep, sp=sp, zero=0, micro_batch=mb,
-            schedule="1f1b", virtual_stages=1, recompute=recompute,
+            schedule="1f1b", virtual_stages=1, recompute=recompute, cp=cp,
         )  # fmt: skip
         training = dataclasses.replace(sc.training, global_batch=mb * dp)
         cluster = dataclasses.replace(self.cluster, nodes=nodes) if nodes > 1 else self.cluster

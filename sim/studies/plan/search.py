@@ -228,7 +228,7 @@ class _Search:
         for c in found[:FINALISTS]:
             lay = c.layout
             alts = [dataclasses.replace(lay, overlap_tp=False)] if lay.tp > 1 else []
-            alts += [dataclasses.replace(lay, overlap_dp=False)] if lay.dp > 1 else []
+            alts += [dataclasses.replace(lay, overlap_dp=False)] if lay.dp * lay.cp > 1 else []
             for alt in alts:
                 cand = self.simulate(alt)
                 if cand is not None:
@@ -236,7 +236,9 @@ class _Search:
         return sorted(out, key=_rank_key)
 
 
-def plan(scenario: Scenario, gpus: int | None = None, top: int = 10) -> PlanResult:
+def plan(
+    scenario: Scenario, gpus: int | None = None, top: int = 10, cps: Sequence[int] = (1,)
+) -> PlanResult:
     """Search the layouts of ``scenario``'s job on its cluster (or on ``gpus`` GPUs).
 
     Parameters
@@ -248,6 +250,9 @@ def plan(scenario: Scenario, gpus: int | None = None, top: int = 10) -> PlanResu
         (``cluster.nodes`` is set) or, on one server, its first ``gpus`` GPUs.
     top : int
         How many fitting layouts to rank.
+    cps : sequence of int
+        Context-parallel sizes to search (default ``(1,)``: no context parallelism, and
+        the search costs what it did before CP existed).
 
     Returns
     -------
@@ -265,14 +270,17 @@ def plan(scenario: Scenario, gpus: int | None = None, top: int = 10) -> PlanResu
 
     if top < 1:
         raise ConfigError(f"--top {top}: expected an integer >= 1")
+    if not cps or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in cps):
+        raise ConfigError(f"--cp {','.join(map(str, cps))}: expected integers >= 1, e.g. 1,2,4")
     start = time.perf_counter()
     with cluster_for(scenario, gpus) as (cluster, topo, notes):
         search = _Search(scenario, cluster, topo, top)
         model = scenario.model
         assert isinstance(model, ModelSpec)
         found_layouts, skipped = layouts(
-            model, search.gpus, search.per_node, scenario.training.global_batch
-        )
+            model, search.gpus, search.per_node, scenario.training.global_batch,
+            sorted(set(cps)), scenario.training.seq_len,
+        )  # fmt: skip
         found, pruned = search.run(found_layouts)
         ranked = search.refine(found)[:top]
     rejected = sorted(search.rejected, key=lambda r: (r.bound_s, r.layout))

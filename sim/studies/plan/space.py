@@ -5,7 +5,8 @@ every layout of a model on ``gpus`` GPUs that divides evenly: TP a power of two 
 one server that divides the heads and the MLP width, PP a divisor of the layers, EP a
 divisor of the experts and of DP (MoE only), micro-batches that divide the global batch,
 interleaving (2, 4 or 8 virtual stages) where the layers and micro-batches allow it, ZeRO 0-3
-(only 0 without data parallelism) and sequence parallelism with TP. Recompute is not
+(only 0 without data parallelism) and sequence parallelism with TP; context parallelism
+(CP) only for the sizes asked for (``clustersim plan --cp 1,2,4``; default CP 1). Recompute is not
 enumerated: the search takes the least recompute that fits (none, selective, full: each
 is slower and smaller than the one before), and the overlap switches are tried on the
 finalists only. GPipe is left out: it has 1F1B's bubble and holds more activations.
@@ -16,7 +17,7 @@ why they were left out.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -50,6 +51,7 @@ class Layout:
     recompute: str = "none"
     overlap_tp: bool = True
     overlap_dp: bool = True
+    cp: int = 1
 
     def settings(self) -> dict[str, Any]:
         """The ``parallel`` keys and values, as a scenario takes them."""
@@ -57,7 +59,8 @@ class Layout:
 
     def label(self) -> str:
         """Short text, e.g. ``tp8 pp4 dp8 zero1 mb1 sp vs2 rc=selective``."""
-        parts = [f"tp{self.tp}", f"pp{self.pp}", f"dp{self.dp}"]
+        parts = [f"tp{self.tp}"] + ([f"cp{self.cp}"] if self.cp > 1 else [])
+        parts += [f"pp{self.pp}", f"dp{self.dp}"]
         parts += [f"ep{self.ep}"] if self.ep > 1 else []
         parts += [f"zero{self.zero}", f"mb{self.micro_batch}"]
         parts += ["sp"] if self.sp else []
@@ -108,9 +111,17 @@ def _schedules(pp: int, m: int, layers: int) -> Iterator[tuple[str, int]]:
 
 
 def layouts(
-    model: ModelSpec, gpus: int, per_node: int, global_batch: int
+    model: ModelSpec,
+    gpus: int,
+    per_node: int,
+    global_batch: int,
+    cps: Sequence[int] = (1,),
+    seq_len: int = 0,
 ) -> tuple[list[Layout], Skipped]:
     """Every evenly dividing layout (recompute ``none``, overlap on), and the skipped counts.
+
+    ``cps``: context-parallel sizes to try (default only 1, today's search); a CP size
+    must divide ``seq_len / 2`` and leaves MoE expert parallelism out.
 
     >>> from sim.training.workload.models import model_preset
     >>> found, skipped = layouts(model_preset("gpt2-124m"), 8, 8, 8)
@@ -120,21 +131,27 @@ def layouts(
     skipped = Skipped(Counter())
     out: list[Layout] = []
     for tp in _tp_values(model, gpus, per_node, skipped):
-        for pp in _divisors(model.layers):
-            if (gpus // tp) % pp or pp > gpus // tp:
+        for cp in cps:
+            if cp > 1 and (seq_len % (2 * cp) or (gpus // tp) % cp):
+                skipped.add(f"cp={cp} does not divide seq_len/2={seq_len // 2} or gpus/tp")
                 continue
-            dp = gpus // (tp * pp)
-            for ep in _divisors(model.experts) if model.moe else [1]:
-                if dp % ep:
-                    skipped.add(f"ep={ep} does not divide dp={dp}")
+            rest = gpus // (tp * cp)
+            for pp in _divisors(model.layers):
+                if rest % pp or pp > rest:
                     continue
-                out += _inner(model, tp, pp, dp, ep, global_batch, skipped)
+                dp = rest // pp
+                for ep in _divisors(model.experts) if model.moe and cp == 1 else [1]:
+                    if dp % ep:
+                        skipped.add(f"ep={ep} does not divide dp={dp}")
+                        continue
+                    out += _inner(model, tp, pp, dp, ep, global_batch, skipped, cp)
     return out, skipped
 
 
 def _inner(
-    model: ModelSpec, tp: int, pp: int, dp: int, ep: int, batch: int, skipped: Skipped
-) -> list[Layout]:
+    model: ModelSpec, tp: int, pp: int, dp: int, ep: int, batch: int, skipped: Skipped,
+    cp: int = 1,
+) -> list[Layout]:  # fmt: skip
     out = []
     for mb in MICRO_BATCHES:
         if batch % (mb * dp):
@@ -142,7 +159,7 @@ def _inner(
             continue
         m = batch // (mb * dp)
         for schedule, v in _schedules(pp, m, model.layers):
-            for zero in (0, 1, 2, 3) if dp > 1 else (0,):
+            for zero in (0, 1, 2, 3) if dp * cp > 1 else (0,):
                 for sp in (False, True) if tp > 1 else (False,):
-                    out.append(Layout(tp, pp, dp, ep, sp, zero, mb, schedule, v))
+                    out.append(Layout(tp, pp, dp, ep, sp, zero, mb, schedule, v, cp=cp))
     return out

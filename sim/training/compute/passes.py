@@ -27,7 +27,15 @@ from sim.training.compute.kernels import op_time_s
 from sim.training.compute.params import ComputeParams
 from sim.training.workload.ops import LayerOps, Op
 
-__all__ = ["CollectiveTimer", "OpsCost", "PassCost", "Unit", "pass_cost", "unit_cost"]
+__all__ = [
+    "CollectiveTimer",
+    "OpsCost",
+    "PassCost",
+    "Unit",
+    "pass_cost",
+    "ring_exposed_s",
+    "unit_cost",
+]
 
 
 class CollectiveTimer:
@@ -126,10 +134,13 @@ class OpsCost:
     model_flops: float
     hardware_flops: float
     wire_bytes: dict[str, dict[str, float]]  # group kind -> scope -> bytes
+    cp_s: float = 0.0  # ring attention's K/V transfers left exposed (seconds)
+    cp_bytes: float = 0.0  # ring attention bytes this rank sends
 
     def busy_s(self, overlap_tp: bool) -> float:
-        """Compute plus TP (only what compute does not hide when ``overlap_tp``) plus EP."""
-        return self.compute_s + self.exposed_tp_s(overlap_tp) + self.ep_s
+        """Compute plus TP (only what compute does not hide when ``overlap_tp``) plus EP
+        plus the exposed part of the context-parallel ring."""
+        return self.compute_s + self.exposed_tp_s(overlap_tp) + self.ep_s + self.cp_s
 
     def exposed_tp_s(self, overlap_tp: bool) -> float:
         """TP communication left on the critical path."""
@@ -157,7 +168,9 @@ class Unit:
 class PassCost:
     """Cost of one pass: seconds, FLOPs per rank per micro-batch, and its units in order.
 
-    ``busy_s`` (compute + exposed TP + EP) is the pass's duration when no unit waits for
+    ``cp_exposed_s`` is what the ring attention's transfers leave exposed and
+    ``cp_bytes`` what this rank sends around the ring. ``busy_s`` (compute + exposed
+    TP + EP + CP) is the pass's duration when no unit waits for
     a parameter gather; the engine adds what gathers leave exposed.
     """
 
@@ -168,13 +181,16 @@ class PassCost:
     hardware_flops: float
     wire_bytes: dict[str, dict[str, float]] = field(default_factory=dict)
     units: tuple[Unit, ...] = ()
+    cp_exposed_s: float = 0.0
+    cp_bytes: float = 0.0
     busy_s: float = field(init=False)
     gathers: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        # busy_s: compute plus exposed TP and EP communication, seconds; gathers: whether
+        # busy_s: compute plus exposed TP, EP and CP communication, seconds; gathers: whether
         # some unit gathers parameters before it runs (read in the engines' inner loops).
-        object.__setattr__(self, "busy_s", self.compute_s + self.tp_exposed_s + self.ep_s)
+        busy = self.compute_s + self.tp_exposed_s + self.ep_s + self.cp_exposed_s
+        object.__setattr__(self, "busy_s", busy)
         gathers = any(u.gather_bytes > 0 or u.expert_gather_bytes > 0 for u in self.units)
         object.__setattr__(self, "gathers", gathers)
 
@@ -186,37 +202,68 @@ def unit_cost(
     timer: CollectiveTimer,
     groups: Mapping[str, Sequence[str]],
     cache: dict[Op, float],
+    cp_ring: Sequence[Sequence[str]] = (),
 ) -> OpsCost:
     """Sum the kernels and collectives of a sequence of ops (one unit).
 
     ``groups`` maps ``"tp"``/``"ep"`` to the GPU names of this rank's group; ``cache``
-    memoises per-op times across passes (ops are frozen and hashable).
+    memoises per-op times across passes (ops are frozen and hashable). ``cp_ring``: the
+    (sender, receiver) pairs of every context-parallel ring of the stage, which send at
+    the same time (a ring step is timed as their concurrent ``send_recv``).
+
+    A ``cp_comm`` op (``shape[0]`` ring steps) overlaps the attention kernels before it
+    in the list: each step's transfer hides behind one step of attention compute (the
+    kernels' time over ``steps + 1``), and the rest is exposed (:func:`ring_exposed_s`).
     """
-    compute = tp = ep = 0.0
+    compute = tp = ep = cp = cp_bytes = attn = 0.0
     wire: dict[str, dict[str, float]] = {}
     for op in ops:
         t = cache.get(op)
         if t is None:
             if op.kind == "compute":
                 t = op_time_s(op, topology.gpu, gpu_time)
+            elif op.kind == "cp_comm":
+                assert op.comm_op is not None
+                t = timer.concurrent_time_s(cp_ring, op.comm_op, op.comm_bytes)
             else:
                 assert op.comm_op is not None and op.group is not None
                 t = timer.time_s(groups[op.group], op.comm_op, op.comm_bytes)
             cache[op] = t
         if op.kind == "compute":
             compute += t
+            attn += t if op.cls in ("attn_fwd", "attn_bwd") else 0.0
             continue
         assert op.comm_op is not None and op.group is not None
+        steps = op.shape[0] if op.kind == "cp_comm" else 1.0
+        group = cp_ring[0] if op.kind == "cp_comm" else groups[op.group]
         per = wire.setdefault(op.group, {})
-        key = (tuple(groups[op.group]), op.comm_op, float(op.comm_bytes))
+        key = (tuple(group), op.comm_op, float(op.comm_bytes))
         for scope, b in timer.wire_bytes.get(key, {}).items():
-            per[scope] = per.get(scope, 0.0) + b
+            per[scope] = per.get(scope, 0.0) + steps * b
         if op.kind == "tp_comm":
             tp += t
+        elif op.kind == "cp_comm":
+            cp += ring_exposed_s(t, attn, int(steps))
+            cp_bytes += steps * op.comm_bytes
+            attn = 0.0
         else:
             ep += t
     flops = LayerOps(tuple(ops), ())
-    return OpsCost(compute, tp, ep, flops.model_flops, flops.hardware_flops, wire)
+    return OpsCost(compute, tp, ep, flops.model_flops, flops.hardware_flops, wire, cp, cp_bytes)
+
+
+def ring_exposed_s(step_s: float, attention_s: float, steps: int) -> float:
+    """Seconds a ring of ``steps`` transfers of ``step_s`` each leaves exposed beside
+    ``attention_s`` of attention compute spread evenly over ``steps + 1`` steps.
+
+    An approximation: real steps differ a little (the diagonal step is causal).
+
+    >>> ring_exposed_s(2.0, 3.0, 2), ring_exposed_s(0.5, 3.0, 2)
+    (2.0, 0.0)
+    """
+    if steps <= 0:
+        return 0.0
+    return steps * max(0.0, step_s - attention_s / (steps + 1))
 
 
 def pass_cost(parts: Sequence[tuple[OpsCost, int, Unit]], overlap_tp: bool) -> PassCost:
@@ -227,13 +274,15 @@ def pass_cost(parts: Sequence[tuple[OpsCost, int, Unit]], overlap_tp: bool) -> P
     >>> p.busy_s, len(p.units), p.model_flops
     (3.0, 3, 30.0)
     """
-    compute = tp = ep = model = hw = 0.0
+    compute = tp = ep = cp = cp_bytes = model = hw = 0.0
     wire: dict[str, dict[str, float]] = {}
     units: list[Unit] = []
     for cost, count, gather in parts:
         compute += count * cost.compute_s
         tp += count * cost.exposed_tp_s(overlap_tp)
         ep += count * cost.ep_s
+        cp += count * cost.cp_s
+        cp_bytes += count * cost.cp_bytes
         model += count * cost.model_flops
         hw += count * cost.hardware_flops
         for kind, per in cost.wire_bytes.items():
@@ -242,4 +291,4 @@ def pass_cost(parts: Sequence[tuple[OpsCost, int, Unit]], overlap_tp: bool) -> P
                 into[scope] = into.get(scope, 0.0) + count * b
         unit = Unit(cost.busy_s(overlap_tp), gather.gather_bytes, gather.expert_gather_bytes)
         units += [unit] * count
-    return PassCost(compute, tp, ep, model, hw, wire, tuple(units))
+    return PassCost(compute, tp, ep, model, hw, wire, tuple(units), cp, cp_bytes)

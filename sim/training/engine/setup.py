@@ -2,7 +2,8 @@
 
 Loads the topology and profile, validates the plan, and maps the parallel plan onto GPU
 names: for each pipeline stage, the GPUs of data-parallel replica 0 (one per TP rank),
-and the TP, EP, DP and expert-DP groups those GPUs belong to.
+and the TP, EP, DP and expert-DP groups those GPUs belong to (the DP groups span the
+``dp * cp`` ranks holding the same weights), and the context-parallel rings.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class StageGroups:
     edp: tuple[tuple[str, ...], ...]  # the expert-DP group of every TP rank
     shard: tuple[tuple[str, ...], ...]  # the ZeRO shard group of every TP rank (= dp)
     replica: tuple[tuple[str, ...], ...]  # hybrid sharding's replica group of every TP rank
+    cp_ring: tuple[tuple[str, str], ...] = ()  # (sender, receiver) of every CP ring's steps
 
     def group(self, kind: str) -> tuple[tuple[str, ...], ...]:
         """The groups of ``kind`` (``dp``, ``edp``, ``shard``, ``replica``), one per TP rank."""
@@ -83,7 +85,20 @@ def _stage(plan: ParallelPlan, s: int, names: tuple[str, ...], member: Membershi
         edp=tuple(member["edp"][r] for r in ranks),
         shard=tuple(member["shard"][r] for r in ranks),
         replica=tuple(member["replica"][r] for r in ranks),
+        cp_ring=_cp_ring(plan, s, names),
     )
+
+
+def _cp_ring(plan: ParallelPlan, s: int, names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(sender, receiver) GPU names of every ring step of stage ``s``'s CP rings (replica 0,
+    every TP rank): CP rank ``c`` sends to ``c + 1``."""
+    if plan.cp == 1:
+        return ()
+    return tuple(
+        (names[rank_of(plan, Coord(t, s, 0, c))], names[rank_of(plan, Coord(t, s, 0, (c + 1) % plan.cp))])
+        for t in range(plan.tp)
+        for c in range(plan.cp)
+    )  # fmt: skip
 
 
 def prepare_step(scenario: Scenario, network: str | None = None) -> StepSetup:

@@ -97,6 +97,7 @@ class StageTimeline:
     compute_s: float = 0.0
     tp_exposed_s: float = 0.0
     ep_s: float = 0.0
+    cp_exposed_s: float = 0.0
     zero3_exposed_s: float = 0.0
     compute_end_s: float = 0.0
     dp_end_s: float = 0.0
@@ -111,6 +112,7 @@ class StageTimeline:
         self.compute_s += cost.compute_s
         self.tp_exposed_s += cost.tp_exposed_s
         self.ep_s += cost.ep_s
+        self.cp_exposed_s += cost.cp_exposed_s
         waited = rec.end_s - rec.start_s - cost.busy_s
         if waited > 1e-9 * max(cost.busy_s, 1e-12):  # not rounding: gathers left exposed
             self.zero3_exposed_s += waited
@@ -152,7 +154,7 @@ def buckets_of(setup: StepSetup, s: int) -> list[Bucket]:
 def reduces_after(setup: StepSetup, kind: str, mb: int, last_mb: int) -> bool:
     """Whether a pass releases gradient buckets: backward of every micro-batch under
     ZeRO-2/3, of the chunk's last micro-batch otherwise."""
-    if kind != "B" or setup.plan.dp == 1:
+    if kind != "B" or setup.plan.dp_cp == 1:
         return False
     return zero_semantics(setup.plan).reduce_every_microbatch or mb == last_mb
 
@@ -292,7 +294,7 @@ def _context(setup: StepSetup) -> OpContext:
     sem = zero_semantics(plan)
     # gradients cast to an fp32 reduction dtype per layer backward (FSDP / ZeRO-2+)
     cast = 2 + plan.grad_bytes if sem.reduce_every_microbatch and plan.grad_bytes > 2 else 0
-    if plan.fsdp is not None and plan.zero >= 2 and plan.dp > 1:
+    if plan.fsdp is not None and plan.zero >= 2 and plan.dp_cp > 1:
         cast += FSDP_FLAT_GRAD_BYTES
     return context_for(sc.model, plan, sc.training.seq_len, sc.training.precision,
                        sc.training.flash_attention, cast, sc.training.cross_entropy,
@@ -312,7 +314,7 @@ def _unit_costs(
         ("head", head_ops(ctx)),
     ):
         out[name] = tuple(
-            unit_cost(part, setup.compute, timer.topology, timer, grp, cache)
+            unit_cost(part, setup.compute, timer.topology, timer, grp, cache, st.cp_ring)
             for part in (ops.fwd, ops.bwd)
         )
     return out  # type: ignore[return-value]
@@ -345,7 +347,7 @@ def _interfered(
 ) -> tuple[PassCost, PassCost]:
     """Both passes slowed by the gathers and per-micro-batch reductions beside them."""
     kappa = setup.compute.comm_interference
-    if kappa <= 0 or setup.plan.dp == 1:
+    if kappa <= 0 or setup.plan.dp_cp == 1:
         return fwd, bwd
     reduce = 0.0
     if zero_semantics(setup.plan).reduce_every_microbatch:

@@ -143,7 +143,7 @@ def list_schedule(
         {c: max(st.mb for st in orders[s] if st.kind == "B" and st.chunk == c) for c in range(v)}
         for s in range(p)
     ]
-    every_mb = zero_semantics(plan).reduce_every_microbatch and plan.dp > 1
+    every_mb = zero_semantics(plan).reduce_every_microbatch and plan.dp_cp > 1
     with_buckets = [with_dp and bool(buckets_of(setup, s)) for s in range(p)]
     # ZeRO-3/FSDP with reductions every micro-batch: a stage's parameter gathers and its
     # gradient reductions cross the same NICs; reductions use the gaps between gathers

@@ -94,8 +94,12 @@ def stage_activation_bytes(
     """Activation bytes a rank of one stage holds: ``held`` micro-batches of its ``layers``.
 
     Adds one re-materialised layer under full recompute and, on the ``last`` stage, the
-    logits of the cross-entropy (:data:`LOGIT_BYTES`).
+    logits of the cross-entropy (:data:`LOGIT_BYTES`). Under context parallelism a rank
+    holds ``seq / cp`` tokens of each sequence, so everything here divides by ``cp``
+    (with fused attention no term is quadratic in ``seq``; the K/V chunks in flight
+    around the ring, two per layer at a time, are not counted).
     """
+    seq = seq // plan.cp
     args = (model, seq, plan.micro_batch, plan.tp, plan.sp)
     per_layer = activation_bytes_per_layer(*args, plan.recompute, flash_attention)
     total = layers * per_layer * held

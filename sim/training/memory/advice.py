@@ -21,14 +21,20 @@ __all__ = ["memory_advice"]
 GIB = 2**30
 
 
-def _candidates(plan: ParallelPlan) -> Iterator[tuple[str, ParallelPlan]]:
+#: Sequences at least this long get a context-parallel suggestion (CP x2) when they do not
+#: fit; shorter ones keep today's advice (CP pays a ring per layer for little memory).
+CP_ADVICE_MIN_SEQ = 16384
+
+
+def _candidates(plan: ParallelPlan, seq: int = 0,
+                flash: bool = True) -> Iterator[tuple[str, ParallelPlan]]:  # fmt: skip
     for mode in ("selective", "full"):
         if ("none", "selective", "full").index(mode) > ("none", "selective", "full").index(
             plan.recompute
         ):
             yield f"parallel.recompute={mode}", replace(plan, recompute=mode)
     for z in range(plan.zero + 1, 4):
-        if plan.dp > 1:
+        if plan.dp_cp > 1:
             yield f"parallel.zero={z}", replace(plan, zero=z, fsdp=None)
     if plan.micro_batch > 1:
         mb = plan.micro_batch // 2
@@ -36,6 +42,9 @@ def _candidates(plan: ParallelPlan) -> Iterator[tuple[str, ParallelPlan]]:
     if plan.dp % 2 == 0:
         yield f"parallel.tp={2 * plan.tp}", replace(plan, tp=2 * plan.tp, dp=plan.dp // 2)
         yield f"parallel.pp={2 * plan.pp}", replace(plan, pp=2 * plan.pp, dp=plan.dp // 2)
+        cp = 2 * plan.cp
+        if flash and seq >= CP_ADVICE_MIN_SEQ and seq % (2 * cp) == 0 and plan.ep == 1:
+            yield f"parallel.cp={cp}", replace(plan, cp=cp, dp=plan.dp // 2)
 
 
 def memory_advice(
@@ -65,7 +74,7 @@ def memory_advice(
         f"of HBM (largest part: {max(report.breakdown, key=report.breakdown.__getitem__)})"
     ]
     fits = []
-    for label, cand in _candidates(plan):
+    for label, cand in _candidates(plan, seq, flash_attention):
         try:
             validate_plan(cand, model, cand.num_gpus)
         except ConfigError:
@@ -80,7 +89,9 @@ def memory_advice(
         notes.append(f"plans that fit with one change: {changes}")
     else:
         notes.append(
-            "no single change among recompute, ZeRO stage, micro-batch, TP x2, PP x2 makes it "
+            "no single change among recompute, ZeRO stage, micro-batch, TP x2, PP x2"
+            + (", CP x2" if seq >= CP_ADVICE_MIN_SEQ else "")
+            + " makes it "
             "fit; combine them or use more GPUs"
         )
     return notes

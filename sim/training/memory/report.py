@@ -129,10 +129,10 @@ def _states(model: ModelSpec, plan: ParallelPlan, stage: int) -> tuple[float, fl
     # optimizer states): no bf16 shard is kept beside it, only the gathered units.
     fsdp_flat = plan.fsdp is not None and plan.zero == 3
     weights = 0.0 if fsdp_flat else sharded(PARAM_BYTES, 3)
-    if plan.zero == 3 and plan.dp > 1:  # two gathered layers and the root unit
+    if plan.zero == 3 and plan.dp_cp > 1:  # two gathered layers and the root unit
         weights += (2 * layer + end_params(model, plan, stage)) * PARAM_BYTES
     grads = sharded(plan.grad_bytes, 2)
-    if sem.reduce_every_microbatch and plan.dp > 1:  # one unit's unsharded grads and cast
+    if sem.reduce_every_microbatch and plan.dp_cp > 1:  # one unit's unsharded grads and cast
         grads += layer * (PARAM_BYTES + plan.grad_bytes)
     return weights, grads, sharded(OPTIMIZER_BYTES, 1)
 

@@ -110,7 +110,7 @@ class StepComm:
     dp_grad_op : str or None
         ``all_reduce`` (ZeRO 0), ``reduce_scatter`` (ZeRO 1-3), None when ``dp == 1``.
     dp_grad_bytes : float
-        Dense gradients of the stage reduced over ``dp`` (or the shard group) each time
+        Dense gradients of the stage reduced over ``dp * cp`` (or the shard group) each time
         they are reduced: once per step (ZeRO 0/1) or per micro-batch (ZeRO 2/3).
     dp_param_gather_bytes : float
         Once per step after the optimizer (ZeRO 1/2): ``all_gather`` of the stage's
@@ -145,9 +145,9 @@ def step_comm(model: ModelSpec, plan: ParallelPlan, seq: int, stage: int = 0) ->
     """
     params = rank_params(model, plan, stage)
     sem, g = zero_semantics(plan), plan.grad_bytes
-    act = ACT_BYTES * plan.micro_batch * seq * model.hidden
+    act = ACT_BYTES * plan.micro_batch * (seq // plan.cp) * model.hidden  # local tokens
     pp_send = act / plan.tp if plan.sp else act
-    has_dp, has_edp = plan.dp > 1, plan.edp > 1
+    has_dp, has_edp = plan.dp_cp > 1, plan.edp > 1  # CP ranks reduce gradients too
     layer = layer_rank_params(model, plan)
     per_layer = sem.gather_forward or sem.gather_backward
     tied = model.tied_embeddings and plan.pp > 1 and stage in (0, plan.pp - 1)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from sim.training.workload.context import ring_attention_core
 from sim.training.workload.models import ModelSpec, layer_params
 from sim.training.workload.plan import ParallelPlan
 from sim.training.workload.primitives import (
@@ -84,7 +85,12 @@ def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str =
     """
     return OpContext(model, plan.micro_batch, seq, plan.tp, plan.sp, plan.recompute,
                      precision, flash_attention, grad_cast_bytes, cross_entropy,
-                     fused_kernels)  # fmt: skip
+                     fused_kernels, plan.cp)  # fmt: skip
+
+
+def _core(ctx: OpContext) -> list[Block]:
+    """The attention core: one kernel (or GEMMs and softmax), or ring attention under CP."""
+    return ring_attention_core(ctx) if ctx.cp > 1 else attention_core(ctx)
 
 
 def _tp_full(ctx: OpContext) -> float:
@@ -148,7 +154,7 @@ def _attention(ctx: OpContext) -> list[Block]:
         blocks.append(elementwise("rotary", rope, 4, 4, fused=ctx.fused_kernels))
     return [
         *blocks,
-        *attention_core(ctx),
+        *_core(ctx),
         linear(ctx, "attn_out", m.hidden // t, m.hidden),
         _tp_exit(ctx, "attn"),
         _residual(ctx, "attn_residual"),
@@ -232,7 +238,7 @@ def layer_ops(ctx: OpContext) -> LayerOps:
     if ctx.recompute == "full":
         recompute = _as_recompute(fwd)
     elif ctx.recompute == "selective":
-        recompute = _as_recompute([o for f, _ in attention_core(ctx) for o in f])
+        recompute = _as_recompute([o for f, _ in _core(ctx) for o in f])
     else:
         recompute = []
     layer = _assemble(blocks, recompute)

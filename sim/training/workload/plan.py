@@ -1,13 +1,16 @@
 """Parallel plans: validation against a model and a cluster, and rank placement.
 
-A :class:`ParallelPlan` splits a job over ``tp * pp * dp`` GPUs. Ranks are numbered by
-a mixed radix whose fastest axis is the first of :attr:`ParallelPlan.order` (default
-``("tp", "pp", "dp")``: TP inside a node first, then PP, then DP), so with 8 GPUs per
-node and ``tp = 8`` every TP group is one node.
+A :class:`ParallelPlan` splits a job over ``tp * cp * pp * dp`` GPUs. Ranks are numbered
+by a mixed radix whose fastest axis is the first of :attr:`ParallelPlan.order` (default
+``("tp", "pp", "dp")`` with ``cp`` right after ``tp``: TP inside a node first, then CP,
+PP, DP), so with 8 GPUs per node and ``tp = 8`` every TP group is one node. Context-
+parallel (CP) ranks hold the same weights and different parts of each sequence, so
+gradients are reduced over the combined ``dp * cp`` group (Megatron-Core's DP-CP group):
+the ``dp``, ``shard``, ``replica`` and ``edp`` groups span it.
 
 >>> plan = ParallelPlan(tp=2, pp=2, dp=2, global_batch=8)
 >>> rank_coords(plan, 5)
-Coord(tp=1, pp=0, dp=1)
+Coord(tp=1, pp=0, dp=1, cp=0)
 >>> groups(plan, "pp")[0]
 [0, 2]
 """
@@ -25,10 +28,12 @@ from sim.training.workload.models import ModelSpec
 __all__ = [
     "AXES",
     "GROUP_KINDS",
+    "PLACEMENT_AXES",
     "RECOMPUTE",
     "SCHEDULE_NAMES",
     "Coord",
     "ParallelPlan",
+    "full_order",
     "groups",
     "parse_order",
     "placement_notes",
@@ -38,17 +43,19 @@ __all__ = [
 ]
 
 AXES = ("tp", "pp", "dp")
-GROUP_KINDS = ("tp", "pp", "dp", "ep", "edp", "shard", "replica")
+PLACEMENT_AXES = ("tp", "cp", "pp", "dp")
+GROUP_KINDS = ("tp", "pp", "dp", "cp", "ep", "edp", "shard", "replica")
 SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved")
 RECOMPUTE = ("none", "selective", "full")
 
 
 class Coord(NamedTuple):
-    """A rank's position: TP rank, pipeline stage, data-parallel replica."""
+    """A rank's position: TP rank, pipeline stage, data-parallel replica, CP rank."""
 
     tp: int
     pp: int
     dp: int
+    cp: int = 0
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,9 @@ class ParallelPlan:
     ----------
     tp, pp, dp : int
         Tensor-, pipeline- and data-parallel sizes.
+    cp : int
+        Context-parallel size: each CP rank holds ``seq / cp`` tokens of every sequence
+        (ring attention; :mod:`.context`).
     ep : int
         Expert-parallel size (divides ``dp``; MoE only). Experts are replicated over
         ``dp // ep`` "expert data-parallel" ranks.
@@ -126,11 +136,17 @@ class ParallelPlan:
     last_stage_layers: int | None = None
     embedding_as_layer: bool | None = None
     loss_as_layer: bool | None = None
+    cp: int = 1
 
     @property
     def num_gpus(self) -> int:
-        """``tp * pp * dp``."""
-        return self.tp * self.pp * self.dp
+        """``tp * cp * pp * dp``."""
+        return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def dp_cp(self) -> int:
+        """Ranks holding the same weights, ``dp * cp`` (the gradient-reduction group)."""
+        return self.dp * self.cp
 
     @property
     def num_microbatches(self) -> int:
@@ -139,32 +155,47 @@ class ParallelPlan:
 
     @property
     def edp(self) -> int:
-        """Expert data-parallel size, ``dp // ep``."""
-        return self.dp // self.ep
+        """Expert data-parallel size, ``dp * cp // ep``."""
+        return self.dp_cp // self.ep
 
     @property
     def shard(self) -> int:
-        """Ranks one copy of the sharded model states is spread over (``dp`` unless hybrid)."""
-        return self.shard_size or self.dp
+        """Ranks one copy of the sharded model states is spread over (``dp * cp`` unless
+        hybrid)."""
+        return self.shard_size or self.dp_cp
 
 
 def parse_order(text: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    """Parse a placement order like ``"tp,pp,dp"`` (fastest axis first).
+    """Parse a placement order like ``"tp,pp,dp"`` (fastest axis first; ``cp`` optional).
 
     >>> parse_order("tp, dp, pp")
     ('tp', 'dp', 'pp')
     """
     parts = text.split(",") if isinstance(text, str) else list(text)
     order = tuple(str(p).strip() for p in parts)
-    if sorted(order) != sorted(AXES):
+    if sorted(order) not in (sorted(AXES), sorted(PLACEMENT_AXES)):
         raise ConfigError(
-            f"parallel.placement: {text!r} must order each of tp, pp, dp once, e.g. 'tp,pp,dp'"
+            f"parallel.placement: {text!r} must order each of tp, pp, dp (and optionally cp) "
+            "once, e.g. 'tp,pp,dp' or 'tp,cp,pp,dp'"
         )
     return order
 
 
+def full_order(order: tuple[str, ...] | list[str] | str) -> tuple[str, ...]:
+    """The placement order with ``cp`` (inserted right after ``tp`` when not given).
+
+    >>> full_order(("tp", "pp", "dp")), full_order("dp,tp,pp")
+    (('tp', 'cp', 'pp', 'dp'), ('dp', 'tp', 'cp', 'pp'))
+    """
+    axes = parse_order(order)
+    if "cp" in axes:
+        return axes
+    at = axes.index("tp") + 1
+    return (*axes[:at], "cp", *axes[at:])
+
+
 def _check_sizes(plan: ParallelPlan) -> None:
-    ints = ("tp", "pp", "dp", "ep", "micro_batch", "global_batch", "virtual_stages")
+    ints = ("tp", "cp", "pp", "dp", "ep", "micro_batch", "global_batch", "virtual_stages")
     for key in (*ints, "gpus_per_node"):
         value = getattr(plan, key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -214,11 +245,15 @@ def _check_batch(plan: ParallelPlan) -> None:
         raise ConfigError(f"parallel.ep: {plan.ep} must divide parallel.dp={plan.dp}")
     if plan.sp and plan.tp == 1:
         raise ConfigError("parallel.sp: sequence parallelism needs parallel.tp > 1 (got tp=1)")
-    if plan.shard_size is not None and (plan.shard_size < 1 or plan.dp % plan.shard_size):
+    if plan.shard_size is not None and (plan.shard_size < 1 or plan.dp_cp % plan.shard_size):
+        where = f"parallel.dp={plan.dp}" if plan.cp == 1 else f"dp x cp = {plan.dp_cp}"
+        raise ConfigError(f"parallel.shard_size: {plan.shard_size} must divide {where}")
+    if plan.cp > 1 and plan.ep > 1:
         raise ConfigError(
-            f"parallel.shard_size: {plan.shard_size} must divide parallel.dp={plan.dp}"
+            f"parallel.cp: {plan.cp} with parallel.ep={plan.ep} is not modelled; "
+            "use cp=1 for MoE expert parallelism"
         )
-    if plan.shard_size is not None and plan.shard_size < plan.dp and plan.zero == 0:
+    if plan.shard_size is not None and plan.shard_size < plan.dp_cp and plan.zero == 0:
         raise ConfigError("parallel.shard_size: needs parallel.zero >= 1 (a sharding strategy)")
     if plan.grad_bytes not in (2, 4):
         raise ConfigError(f"training.grad_dtype: {plan.grad_bytes} bytes; allowed: fp32, bf16")
@@ -250,9 +285,14 @@ def validate_plan(plan: ParallelPlan, model: ModelSpec, num_gpus: int) -> Parall
     8
     """
     _check_sizes(plan)
-    if plan.num_gpus != num_gpus:
+    if plan.num_gpus != num_gpus and plan.cp == 1:
         raise ConfigError(
             f"parallel.tp x parallel.pp x parallel.dp = {plan.tp} x {plan.pp} x {plan.dp} = "
+            f"{plan.num_gpus}, but the cluster has {num_gpus} GPUs"
+        )
+    if plan.num_gpus != num_gpus:
+        raise ConfigError(
+            f"parallel.tp x cp x pp x dp = {plan.tp} x {plan.cp} x {plan.pp} x {plan.dp} = "
             f"{plan.num_gpus}, but the cluster has {num_gpus} GPUs"
         )
     _check_model_split(plan, model)
@@ -262,56 +302,68 @@ def validate_plan(plan: ParallelPlan, model: ModelSpec, num_gpus: int) -> Parall
 
 
 def _grid(plan: ParallelPlan) -> np.ndarray:
-    """Array ``g[tp, pp, dp] = rank`` for the plan's placement order."""
-    sizes = {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp}
-    order = parse_order(plan.order)
+    """Array ``g[tp, pp, dp, cp] = rank`` for the plan's placement order."""
+    sizes = {"tp": plan.tp, "cp": plan.cp, "pp": plan.pp, "dp": plan.dp}
+    order = full_order(plan.order)
     # C order makes the last axis fastest, so lay the axes out slowest first.
     slow_first = order[::-1]
     ranks = np.arange(plan.num_gpus).reshape([sizes[a] for a in slow_first])
-    return np.transpose(ranks, [slow_first.index(a) for a in AXES])
+    return np.transpose(ranks, [slow_first.index(a) for a in Coord._fields])
 
 
 def rank_coords(plan: ParallelPlan, rank: int) -> Coord:
-    """The (tp, pp, dp) coordinates of global ``rank``."""
+    """The (tp, pp, dp, cp) coordinates of global ``rank``."""
     if not 0 <= rank < plan.num_gpus:
         raise ValueError(f"rank {rank} outside 0..{plan.num_gpus - 1}")
-    sizes = {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp}
+    sizes = {"tp": plan.tp, "cp": plan.cp, "pp": plan.pp, "dp": plan.dp}
     coord: dict[str, int] = {}
     rest = rank
-    for axis in parse_order(plan.order):
+    for axis in full_order(plan.order):
         rest, coord[axis] = divmod(rest, sizes[axis])
-    return Coord(coord["tp"], coord["pp"], coord["dp"])
+    return Coord(coord["tp"], coord["pp"], coord["dp"], coord["cp"])
 
 
 def rank_of(plan: ParallelPlan, coord: Coord) -> int:
     """Global rank at ``coord`` (inverse of :func:`rank_coords`)."""
-    return int(_grid(plan)[coord.tp, coord.pp, coord.dp])
+    return int(_grid(plan)[coord.tp, coord.pp, coord.dp, coord.cp])
 
 
 def groups(plan: ParallelPlan, kind: str) -> list[list[int]]:
     """Rank lists of every group of ``kind`` (one of :data:`GROUP_KINDS`).
 
-    ``ep`` groups are ``ep`` consecutive DP replicas (same tp and pp); ``edp`` groups
-    join the replicas holding the same experts (``dp // ep`` ranks each). ``shard``
-    groups are ``plan.shard`` consecutive DP replicas (a hybrid-sharding shard group);
+    ``cp`` groups are the context-parallel rings (ranks in ring order). ``dp`` groups
+    join every rank holding the same weights: the ``dp * cp`` ranks of a TP rank and
+    stage (Megatron-Core's DP-CP group, over which gradients are reduced). ``ep`` groups
+    are ``ep`` consecutive DP replicas (same tp and pp); ``edp`` groups join the replicas
+    holding the same experts (``dp // ep`` ranks each). ``shard`` groups are
+    ``plan.shard`` consecutive ranks of the DP-CP group (a hybrid-sharding shard group);
     ``replica`` groups join the ranks at the same place of every shard group.
 
     >>> groups(ParallelPlan(dp=4, zero=3, shard_size=2, global_batch=4), "replica")
     [[0, 2], [1, 3]]
+    >>> groups(ParallelPlan(dp=2, cp=2, global_batch=2), "cp"), groups(
+    ...     ParallelPlan(dp=2, cp=2, global_batch=2), "dp")
+    ([[0, 1], [2, 3]], [[0, 1, 2, 3]])
     """
     grid = _grid(plan)
-    if kind in AXES:
-        axis = AXES.index(kind)
+    if kind in ("tp", "pp", "cp"):
+        axis = Coord._fields.index(kind)
         rows = np.moveaxis(grid, axis, -1).reshape(-1, grid.shape[axis])
         return [[int(r) for r in row] for row in rows]
-    if kind == "ep":
-        split = grid.reshape(plan.tp, plan.pp, plan.edp, plan.ep)
+    # the DP-CP axis: dp replica d, CP rank c at d * cp + c
+    data = grid.reshape(plan.tp, plan.pp, plan.dp_cp)
+    if kind == "dp":
+        split = data.reshape(plan.tp, plan.pp, 1, plan.dp_cp)
+    elif kind == "ep":
+        split = data.reshape(plan.tp, plan.pp, plan.edp, plan.ep)
     elif kind == "edp":
-        split = np.swapaxes(grid.reshape(plan.tp, plan.pp, plan.edp, plan.ep), 2, 3)
+        split = np.swapaxes(data.reshape(plan.tp, plan.pp, plan.edp, plan.ep), 2, 3)
     elif kind == "shard":
-        split = grid.reshape(plan.tp, plan.pp, plan.dp // plan.shard, plan.shard)
+        split = data.reshape(plan.tp, plan.pp, plan.dp_cp // plan.shard, plan.shard)
     elif kind == "replica":
-        split = np.swapaxes(grid.reshape(plan.tp, plan.pp, plan.dp // plan.shard, plan.shard), 2, 3)
+        split = np.swapaxes(
+            data.reshape(plan.tp, plan.pp, plan.dp_cp // plan.shard, plan.shard), 2, 3
+        )
     else:
         raise ValueError(f"unknown group kind {kind!r}; known: {', '.join(GROUP_KINDS)}")
     rows = split.reshape(-1, split.shape[-1])
@@ -326,9 +378,11 @@ def placement_notes(plan: ParallelPlan) -> list[str]:
     """
     notes = []
     gpus_per_node = plan.gpus_per_node
-    for kind in ("tp", "ep"):
+    for kind in ("tp", "ep", "cp"):
+        if kind == "cp" and plan.cp == 1:
+            continue
         spans = {len({r // gpus_per_node for r in g}) for g in groups(plan, kind)}
-        size = plan.tp if kind == "tp" else plan.ep
+        size = {"tp": plan.tp, "ep": plan.ep, "cp": plan.cp}[kind]
         if max(spans) > 1:
             notes.append(
                 f"{kind.upper()} groups of {size} span {max(spans)} nodes each "

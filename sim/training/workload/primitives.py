@@ -57,7 +57,8 @@ class Op:
     name : str
         E.g. ``"qkv"``, ``"mlp_down_wgrad"``, ``"recompute_attn_core"``, ``"attn_rs"``.
     kind : str
-        ``"compute"``, ``"tp_comm"`` or ``"ep_comm"``.
+        ``"compute"``, ``"tp_comm"``, ``"ep_comm"`` or ``"cp_comm"`` (the ring attention's
+        K/V transfers, ``shape[0]`` steps of ``comm_bytes`` each).
     flops : float
         FLOPs counted for this op (Megatron's convention; see the module docstring).
     bytes : float
@@ -106,6 +107,8 @@ class OpContext:
     scores to HBM. ``grad_cast_bytes`` > 0 adds, per layer backward, a cast of the
     layer's gradients to the reduction dtype (FSDP/ZeRO-2+ with fp32 reduction), in bytes
     per parameter. ``cross_entropy`` is the loss kernel (a key of :data:`CE_BYTES`).
+    ``cp``: context-parallel ranks each holding ``seq / cp`` tokens of every sequence
+    (:mod:`sim.training.workload.context`).
     ``fused_kernels``: the layer's norms, activations, residual adds (with dropout),
     rotary and softmax are fused bandwidth-tuned kernels (Megatron-LM, Transformer
     Engine) rather than eager framework kernels.
@@ -122,11 +125,13 @@ class OpContext:
     grad_cast_bytes: float = 0.0
     cross_entropy: str = "fp32"
     fused_kernels: bool = False
+    cp: int = 1
 
     @property
     def tokens(self) -> int:
-        """Tokens of one micro-batch, ``b * s``."""
-        return self.micro_batch * self.seq
+        """Tokens of one micro-batch on this rank, ``b * s / cp`` (context parallelism
+        splits every sequence)."""
+        return self.micro_batch * (self.seq // self.cp)
 
     @property
     def local_tokens(self) -> float:

@@ -113,7 +113,7 @@ def zero_semantics(plan: ParallelPlan) -> ZeroSemantics:
     (True, False, True)
     """
     z, fsdp = plan.zero, plan.fsdp
-    hybrid = plan.shard < plan.dp
+    hybrid = plan.shard < plan.dp_cp
     if fsdp is not None and fsdp not in FSDP_STRATEGIES:
         raise ConfigError(f"parallel.zero: unknown FSDP strategy {fsdp!r}")
     return ZeroSemantics(
@@ -137,7 +137,7 @@ def dp_bytes_per_step(params: float, plan: ParallelPlan) -> dict[str, float]:
     >>> dp_bytes_per_step(1.0, plan)
     {'reduce_scatter': 8.0, 'all_gather': 8.0}
     """
-    if plan.dp == 1:
+    if plan.dp_cp == 1:
         return {}
     sem, m, g = zero_semantics(plan), plan.num_microbatches, plan.grad_bytes
     reduces = m if sem.reduce_every_microbatch else 1
@@ -149,6 +149,6 @@ def dp_bytes_per_step(params: float, plan: ParallelPlan) -> dict[str, float]:
     )
     if gathers:
         out["all_gather"] = gathers * params * PARAM_BYTES
-    if sem.hybrid and plan.dp > plan.shard:
+    if sem.hybrid and plan.dp_cp > plan.shard:
         out["all_reduce"] = out.get("all_reduce", 0.0) + reduces * params * g / plan.shard
     return out

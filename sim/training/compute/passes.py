@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sim.catalog import GpuSpec
 from sim.collectives.engine import schedule_link_bytes, wire_scale
 from sim.collectives.links import scaled_for
 from sim.collectives.params import CollectiveParams
@@ -186,11 +187,13 @@ def unit_cost(
     timer: CollectiveTimer,
     groups: Mapping[str, Sequence[str]],
     cache: dict[Op, float],
+    gpu: GpuSpec | None = None,
 ) -> OpsCost:
     """Sum the kernels and collectives of a sequence of ops (one unit).
 
     ``groups`` maps ``"tp"``/``"ep"`` to the GPU names of this rank's group; ``cache``
-    memoises per-op times across passes (ops are frozen and hashable).
+    memoises per-op times across passes (ops are frozen and hashable; one cache per GPU
+    model); ``gpu`` is the model the kernels run on (default ``topology.gpu``).
     """
     compute = tp = ep = 0.0
     wire: dict[str, dict[str, float]] = {}
@@ -198,7 +201,7 @@ def unit_cost(
         t = cache.get(op)
         if t is None:
             if op.kind == "compute":
-                t = op_time_s(op, topology.gpu, gpu_time)
+                t = op_time_s(op, gpu or topology.gpu, gpu_time)
             else:
                 assert op.comm_op is not None and op.group is not None
                 t = timer.time_s(groups[op.group], op.comm_op, op.comm_bytes)

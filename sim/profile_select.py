@@ -70,6 +70,9 @@ def mismatch(hardware: Hardware, topology: Topology) -> str | None:
     """
     if hardware.gpu != topology.gpu.name:
         return f"it was measured on {hardware.gpu}, not {topology.gpu.name}"
+    if topology.heterogeneous:
+        mixed = ", ".join(sorted({g.name for g in topology.gpu_models}))
+        return f"it was measured on {hardware.gpu} alone; this cluster mixes {mixed}"
     links = topology_links(topology)
     for scope, kind in sorted(hardware.links.items()):
         have = links.get(scope)

@@ -31,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
     for name in preset_names():
         t = load_topology(name)
         desc = t.description.splitlines()[0] if t.description else ""
-        print(f"{name:<22} {t.num_gpus:>6} {t.nodes:>8}  {t.gpu.name:<14} {desc}")
+        gpu = "mixed" if t.heterogeneous else t.gpu.name  # servers of several GPU models
+        print(f"{name:<22} {t.num_gpus:>6} {t.nodes:>8}  {gpu:<14} {desc}")
     return 0
 
 

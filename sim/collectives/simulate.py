@@ -145,7 +145,8 @@ class CollectiveSetup:
         self.group = _group(topology, ranks)
         nodes = [topology.node_of(g) for g in self.group]
         first = {n: i for i, n in reversed(list(enumerate(dict.fromkeys(nodes))))}
-        sharp = topology.gpu.nvlink in NVLS_NVLINK
+        # NVLS needs every member's NVLink generation (a mixed cluster's A100s have none)
+        sharp = all(topology.gpu_of(g).nvlink in NVLS_NVLINK for g in self.group)
         switch_of = [topology.nvswitch_of(g) if sharp else None for g in self.group]
         nvswitch = len(set(switch_of)) == 1 and None not in switch_of and len(self.group) > 1
         per_node: dict[int, set[str | None]] = {}

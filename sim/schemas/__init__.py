@@ -72,6 +72,8 @@ def _scenario() -> dict[str, Any]:
         placement={"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
         first_stage_layers={"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
         last_stage_layers={"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
+        batch_split=_choices(("equal", "proportional")),
+        stage_split=_choices(("equal", "speed")),
     )  # fmt: skip
     train = _section(TrainingSection)
     train["properties"].update(

@@ -74,23 +74,40 @@ def check_connected(g: nx.DiGraph, gpus: tuple[str, ...], name: str) -> None:
 
 
 def _servers(
-    g: nx.DiGraph, servers: list[tuple[str, NodeSpec]], gpu: GpuSpec, source: str
+    g: nx.DiGraph, servers: list[tuple[str, NodeSpec]], gpus_of: list[GpuSpec], source: str
 ) -> tuple[list[str], list[list[str]], list[LinkSpec | None]]:
-    """Add the servers built from ``node``/``servers``; return GPUs, NICs, NIC links."""
-    resolved: dict[int, ServerLinks] = {}
+    """Add the servers built from ``node``/``servers`` (server ``k`` holds GPUs of model
+    ``gpus_of[k]``); return GPUs, NICs, NIC links."""
+    resolved: dict[tuple[int, str], ServerLinks] = {}
     width = len(str(max(len(servers) - 1, 0)))
     gpus: list[str] = []
     nics: list[list[str]] = []
     nic_links: list[LinkSpec | None] = []
-    for k, (key, node) in enumerate(servers):
-        links = resolved.get(id(node))
+    for k, ((key, node), gpu) in enumerate(zip(servers, gpus_of, strict=True)):
+        links = resolved.get((id(node), gpu.name))
         if links is None:
-            links = resolved[id(node)] = server_links(node, gpu, key, source)
+            links = resolved[(id(node), gpu.name)] = server_links(node, gpu, key, source)
         server_gpus, server_nics = add_server(g, k, node, links, width)
         gpus.extend(server_gpus)
         nics.append(server_nics)
         nic_links.append(links.nic)
     return gpus, nics, nic_links
+
+
+def _server_gpus(spec: TopologySpec, primary: GpuSpec, source: str) -> list[GpuSpec]:
+    """The GPU model of each server: its group's ``gpu``, else the file's."""
+    out: list[GpuSpec] = []
+    named = {primary.name: primary}
+    groups = spec.servers or []
+    for i, group in enumerate(groups):
+        name = group.gpu or primary.name
+        if name not in named:
+            try:
+                named[name] = gpu_spec(name)
+            except TopologyError as e:
+                raise TopologyError(f"{source}: servers[{i}].gpu: {e}") from None
+        out += [named[name]] * group.count
+    return out or [primary] * len(spec.server_nodes())
 
 
 def _scale_out(
@@ -157,7 +174,8 @@ def build_topology(spec: TopologySpec, *, seed: int = 0, source: str | None = No
     servers = spec.server_nodes()
     first: NodeSpec | None = servers[0][1] if servers else None
     g = nx.DiGraph(fabric=first.fabric if first else "graph", p2p=first.p2p if first else True)
-    gpus, nics, nic_links = _servers(g, servers, gpu, source)
+    per_server = _server_gpus(spec, gpu, source)
+    gpus, nics, nic_links = _servers(g, servers, per_server, source)
     if spec.network.kind != "none":
         _scale_out(g, spec, nics, nic_links, source)
     if spec.graph is not None:
@@ -180,7 +198,18 @@ def build_topology(spec: TopologySpec, *, seed: int = 0, source: str | None = No
         pxn=net.pxn,
         congestion_loss=net.congestion_loss,
         sharp=net.sharp,
+        gpu_models=_gpu_models(per_server, len(gpus) // spec.nodes, len(gpus)),
     )
+
+
+def _gpu_models(per_server: list[GpuSpec], per_node: int, gpus: int) -> tuple[GpuSpec, ...]:
+    """One GPU model per GPU in rank order when servers differ; empty when every GPU is
+    the same model (the homogeneous cluster of today, built exactly as before)."""
+    if len({g.name for g in per_server}) <= 1:
+        return ()
+    out = tuple(g for g in per_server for _ in range(per_node))
+    assert len(out) == gpus, (len(out), gpus)
+    return out
 
 
 def _default_routing(g: nx.DiGraph) -> str:

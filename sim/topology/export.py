@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from sim.catalog import link_names, link_spec
+from sim.errors import TopologyError
 from sim.topology.model import Topology
 
 __all__ = ["graph_document"]
@@ -76,6 +77,11 @@ def graph_document(topology: Topology) -> dict[str, Any]:
     >>> len(doc["graph"]["nodes"]), doc["graph"]["edges"][0]
     (22, {'a': 'n0.host', 'b': 'n0.pcie0', 'link': 'pcie-gen5'})
     """
+    if topology.heterogeneous:  # an explicit graph has one gpu model for every GPU
+        raise TopologyError(
+            f"topology {topology.name!r}: servers of different GPU models cannot be written "
+            "as an explicit graph; copy the servers file instead"
+        )
     g = topology.graph
     catalog = frozenset(link_names())
     edges: list[dict[str, Any]] = []

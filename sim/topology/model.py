@@ -98,6 +98,9 @@ class Topology:
         None: the per-transport default.
     sharp : bool
         The network switches reduce in-network (SHARP): NCCL's CollNet may run.
+    gpu_models : tuple[GpuSpec, ...]
+        The GPU model of each GPU of ``gpus`` when servers hold different models (a
+        ``servers`` group's ``gpu``); empty when every GPU is ``gpu``.
     """
 
     name: str
@@ -113,6 +116,7 @@ class Topology:
     pxn: bool = True
     congestion_loss: float | None = None
     sharp: bool = False
+    gpu_models: tuple[GpuSpec, ...] = ()
     links: tuple[tuple[str, str], ...] = field(init=False)
     link_loss: np.ndarray = field(init=False)
     link_index: dict[tuple[str, str], int] = field(init=False)
@@ -130,8 +134,15 @@ class Topology:
     _router: ServerRouter | None = field(init=False)
     _router_built: bool = field(init=False)
     _nics: dict[int, int] | None = field(init=False)
+    _model_of: dict[str, GpuSpec] = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.gpu_models and len(self.gpu_models) != len(self.gpus):
+            raise TopologyError(
+                f"topology {self.name!r}: {len(self.gpu_models)} GPU models for "
+                f"{len(self.gpus)} GPUs"
+            )
+        self._model_of = dict(zip(self.gpus, self.gpu_models, strict=False))
         if self.routing not in ("ecmp", "adaptive"):
             raise TopologyError(f"routing {self.routing!r}: allowed: ecmp, adaptive")
         if self.qps < 1:
@@ -169,6 +180,15 @@ class Topology:
     def num_gpus(self) -> int:
         """Number of GPUs."""
         return len(self.gpus)
+
+    @property
+    def heterogeneous(self) -> bool:
+        """True when the GPUs are not all of one model."""
+        return len({g.name for g in self.gpu_models}) > 1
+
+    def gpu_of(self, gpu: str) -> GpuSpec:
+        """The GPU model of GPU node ``gpu`` (``self.gpu`` on a homogeneous cluster)."""
+        return self._model_of.get(gpu, self.gpu)
 
     def node_of(self, gpu: str) -> int:
         """Server index of GPU node ``gpu``."""

@@ -35,8 +35,10 @@ Three-tier fat-trees add ``nodes_per_pod``, ``spines_per_pod``, ``cores_per_plan
 Every link field takes a catalog name or an inline link (:mod:`sim.topology.links`).
 Servers that differ are ``servers: [{count: 16, node: {...}}, ...]`` in place of
 ``nodes``/``node`` (same GPU count in each; the fabric's switch ports are sized for the
-fastest NIC). ``graph`` writes nodes and edges out (:mod:`sim.topology.graph`) and
-``overrides`` change chosen links after the build (:mod:`sim.topology.overrides`).
+fastest NIC); a group's ``gpu`` gives its servers another GPU model (a heterogeneous
+cluster, :attr:`sim.topology.model.Topology.gpu_models`). ``graph`` writes nodes and
+edges out (:mod:`sim.topology.graph`) and ``overrides`` change chosen links after the
+build (:mod:`sim.topology.overrides`).
 docs/topology-format.md describes every form with examples.
 """
 
@@ -77,10 +79,12 @@ class NodeSpec(BaseModel):
 
 
 class ServerGroup(BaseModel):
-    """``count`` identical servers, one entry of ``servers``."""
+    """``count`` identical servers, one entry of ``servers``; ``gpu`` (a catalog name)
+    replaces the file's ``gpu`` for these servers (a heterogeneous cluster)."""
 
     model_config = _STRICT
     count: int = Field(ge=1)
+    gpu: str | None = None
     node: NodeSpec
 
 
@@ -143,6 +147,13 @@ class TopologySpec(BaseModel):
             return [(f"servers[{i}].node", s.node) for i, s in enumerate(self.servers)
                     for _ in range(s.count)]  # fmt: skip
         return [("node", self.node)] * self.nodes if self.node is not None else []
+
+    def server_gpus(self) -> list[str]:
+        """Catalog GPU name of each server built from ``node`` or ``servers`` (a group's
+        ``gpu``, else the file's)."""
+        if self.servers is not None:
+            return [s.gpu or self.gpu for s in self.servers for _ in range(s.count)]
+        return [self.gpu] * len(self.server_nodes())
 
 
 def _where(loc: tuple[int | str, ...]) -> str:

@@ -50,6 +50,11 @@ class StepResult:
         Bytes one GPU sends around its context-parallel ring in a step (ring attention's
         K/V and, in backward, their gradients; 0 without ``parallel.cp``). What it leaves
         exposed is ``breakdown["cp_comm_exposed"]``.
+    gpu_types : dict or None
+        On a heterogeneous cluster (or a speed-based split): per GPU model its ``count``,
+        ``microbatches``, ``compute_per_microbatch_s``, ``compute_per_step_s``, ``idle_s``
+        (waiting for the slowest model's compute) and ``bottleneck``
+        (:mod:`sim.training.hetero.report`). None (and left out of dicts) otherwise.
     """
 
     scenario: str
@@ -75,10 +80,14 @@ class StepResult:
     notes: list[str] = field(default_factory=list)
     compute_params: dict[str, Any] = field(default_factory=dict)
     cp_bytes_per_gpu: float = 0.0
+    gpu_types: dict[str, dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (plain Python types)."""
-        return asdict(self)
+        """JSON-ready dict (plain Python types); ``gpu_types`` only when given."""
+        out = asdict(self)
+        if out["gpu_types"] is None:
+            del out["gpu_types"]
+        return out
 
     def to_record(self) -> dict[str, Any]:
         """One flat row: scalars as they are, each dict field as ``field.key`` columns
@@ -87,14 +96,18 @@ class StepResult:
         For tables: CSV rows, data frames (:func:`sim.results_frame`).
         """
         out: dict[str, Any] = {}
-        _flatten(asdict(self), "", out)
+        _flatten(self.to_dict(), "", out)
         return out
 
     def summary(self) -> str:
         """A readable multi-line summary."""
         gib = 2**30
+        gpus = f"{self.gpus} x {self.gpu}"
+        if self.gpu_types and len(self.gpu_types) > 1:
+            mix = " + ".join(f"{t['count']} {n}" for n, t in self.gpu_types.items())
+            gpus = f"{self.gpus} GPUs ({mix})"
         lines = [
-            f"{self.scenario}: {self.gpus} x {self.gpu} on {self.topology} ({self.network} network)",
+            f"{self.scenario}: {gpus} on {self.topology} ({self.network} network)",
             "plan: " + ", ".join(f"{k}={v}" for k, v in self.plan.items()),
             f"step time        {self.step_time_s:.4f} s   ({self.tokens_per_s:,.0f} tokens/s)",
             f"model TFLOP/s    {self.tflops_per_gpu:.1f} per GPU   MFU {self.mfu:.1%}   HFU {self.hfu:.1%}",
@@ -123,8 +136,26 @@ class StepResult:
                 f"cost             ${self.cost_per_step_usd:.4f} per step, "
                 f"${self.cost_per_million_tokens_usd:.4f} per million tokens"
             )
+        lines += _gpu_type_lines(self.gpu_types)
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+def _gpu_type_lines(types: dict[str, dict[str, Any]] | None) -> list[str]:
+    """Per GPU model rows of the summary and which model is the bottleneck."""
+    if not types:
+        return []
+    lines = [f"{'GPU type':<16} {'count':>6} {'micro-batches':>14} {'compute/mb s':>13} "
+             f"{'compute/step s':>15} {'idle s':>8}"]  # fmt: skip
+    for name, t in types.items():
+        mbs = ",".join(map(str, t["microbatches"]))
+        lines.append(
+            f"{name:<16} {t['count']:>6} {mbs:>14} {t['compute_per_microbatch_s']:>13.4f} "
+            f"{t['compute_per_step_s']:>15.4f} {t['idle_s']:>8.4f}"
+        )
+    slow = next(n for n, t in types.items() if t["bottleneck"])
+    lines.append(f"bottleneck GPU type: {slow} (the others wait for its compute: idle s)")
+    return lines
 
 
 def _flatten(tree: dict[str, Any], prefix: str, out: dict[str, Any]) -> None:

@@ -86,6 +86,10 @@ class ParallelSection:
     (``ring,tree``, ``^nvls``; :mod:`sim.collectives.selection`) for every collective
     of the step. ``cp`` is context parallelism (ring attention over sequence chunks;
     :mod:`sim.training.workload.context`).
+    ``batch_split`` (``equal`` | ``proportional``) and ``stage_split``
+    (``equal`` | ``speed``) share micro-batches among data-parallel replicas and layers
+    among pipeline stages by GPU speed on a heterogeneous cluster
+    (:mod:`sim.training.hetero`); on one GPU model they change nothing.
     """
 
     tp: int = 1
@@ -111,6 +115,8 @@ class ParallelSection:
     fsdp: str | None = None
     nccl_algo: str = "auto"
     nccl_proto: str = "auto"
+    batch_split: str = "equal"
+    stage_split: str = "equal"
 
 
 @dataclass(frozen=True)
@@ -345,7 +351,7 @@ def resolve_plan(scenario: Scenario, num_gpus: int, gpus_per_node: int) -> Paral
         dp = num_gpus // (par.tp * par.cp * par.pp)
     plan = ParallelPlan(
         tp=par.tp, pp=par.pp, dp=dp, ep=par.ep, sp=par.sp, zero=par.zero,
-        micro_batch=par.micro_batch, global_batch=scenario.training.global_batch,
+        micro_batch=par.micro_batch, global_batch=_plan_batch(scenario, dp),
         schedule=par.schedule, virtual_stages=par.virtual_stages, recompute=par.recompute,
         order=par.placement, gpus_per_node=gpus_per_node, overlap_tp=par.overlap_tp,
         overlap_dp=par.overlap_dp, bucket_bytes=par.bucket_bytes, fsdp=par.fsdp,
@@ -356,6 +362,21 @@ def resolve_plan(scenario: Scenario, num_gpus: int, gpus_per_node: int) -> Paral
     )  # fmt: skip
     check_context(plan, scenario.training.seq_len, scenario.training.flash_attention)
     return validate_plan(plan, scenario.model, num_gpus)
+
+
+def _plan_batch(scenario: Scenario, dp: int) -> int:
+    """``training.global_batch``; with ``parallel.batch_split: proportional`` (replicas run
+    different micro-batch counts, :mod:`sim.training.hetero`) it need only be a multiple of
+    ``micro_batch`` with one micro-batch per replica, and the plan holds the even share."""
+    batch, mb = scenario.training.global_batch, scenario.parallel.micro_batch
+    if scenario.parallel.batch_split != "proportional":
+        return batch
+    if batch % mb or batch // mb < dp:
+        raise ConfigError(
+            f"parallel.batch_split: proportional needs training.global_batch ({batch}) to be a "
+            f"multiple of parallel.micro_batch ({mb}) with one micro-batch per replica (dp={dp})"
+        )
+    return mb * dp * (batch // (mb * dp))
 
 
 def _shard_size(par: ParallelSection, dp: int, gpus_per_node: int) -> int | None:

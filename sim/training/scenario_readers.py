@@ -128,6 +128,8 @@ READERS: dict[str, Callable[[object, str], Any]] = {
     "layers": read_int, "hidden": read_int, "ffn_hidden": read_int, "heads": read_int, "kv_heads": read_int,
     "vocab": read_int, "experts": read_int, "top_k": read_int, "max_seq": read_int,
     "gated_mlp": _bool, "tied_embeddings": _bool, "bias": _bool,
+    "batch_split": read_choice(("equal", "proportional")),
+    "stage_split": read_choice(("equal", "speed")),
 }  # fmt: skip
 
 

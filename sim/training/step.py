@@ -6,10 +6,13 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 
+from sim.topology.model import Topology
 from sim.training.compute.passes import CollectiveTimer
 from sim.training.engine.setup import StepSetup, prepare_step
 from sim.training.engine.simpy_engine import PipelineRun, run_pipeline
 from sim.training.engine.stage import StageTimeline, buckets_of, reduces_after, stage_comm
+from sim.training.hetero.replicas import mixed_path, mixed_step
+from sim.training.hetero.report import gpu_type_report, mixed_notes
 from sim.training.memory.advice import memory_advice
 from sim.training.memory.report import memory_per_gpu
 from sim.training.result import StepResult
@@ -77,6 +80,16 @@ def run_step(
     if compute:
         setup = replace(setup, compute=setup.compute.overridden(compute, "compute"))
     timer = _timer(setup)
+    if mixed_path(setup):  # mixed GPU models or a speed-based split: every replica class
+        mixed = mixed_step(setup, timer, record=record and setup.network == "flow")
+        crit = mixed.critical
+        run, setup = crit.run, crit.setup
+        ideal = (
+            run_pipeline(setup, timer, free_p2p=True, with_dp=False) if setup.plan.pp > 1 else run
+        )
+        result = _result(setup, timer, run, ideal, mixed.total_microbatches)
+        notes = [*result.notes, *mixed_notes(mixed)]
+        return replace(result, notes=notes, gpu_types=gpu_type_report(mixed)), run, setup
     run = run_pipeline(setup, timer, record=record and setup.network == "flow")
     ideal = run_pipeline(setup, timer, free_p2p=True, with_dp=False) if setup.plan.pp > 1 else run
     return _result(setup, timer, run, ideal), run, setup
@@ -182,9 +195,21 @@ def _dp_collectives(setup: StepSetup, run: PipelineRun, s: int) -> Counter[tuple
     return out
 
 
+def _peak_flops(topo: Topology, precision: str) -> float:
+    """Dense peak FLOP/s per GPU at ``precision``: the mean over a mixed cluster's GPUs."""
+    models = topo.gpu_models or (topo.gpu,)
+    return sum(g.peak_flops.get(precision, g.peak_flops["bf16"]) for g in models) / len(models)
+
+
 def _result(
-    setup: StepSetup, timer: CollectiveTimer, run: PipelineRun, ideal: PipelineRun
+    setup: StepSetup,
+    timer: CollectiveTimer,
+    run: PipelineRun,
+    ideal: PipelineRun,
+    total_microbatches: int | None = None,
 ) -> StepResult:
+    """The StepResult of ``run``; ``total_microbatches`` (all replicas) when replicas run
+    different counts (a proportional batch split)."""
     sc, plan, topo = setup.scenario, setup.plan, setup.topology
     crit = max(range(plan.pp), key=lambda s: (run.lines[s].end_s, -s))
     step = run.lines[crit].end_s
@@ -193,11 +218,22 @@ def _result(
     per_rank_hw = sum(c.hardware_flops for c in run.costs.values()) * m
     model_flops = per_rank_model * plan.tp * plan.dp_cp
     hw_flops = per_rank_hw * plan.tp * plan.dp_cp
+    if total_microbatches is not None:
+        model_flops = (
+            sum(c.model_flops for c in run.costs.values()) * total_microbatches * plan.tp * plan.cp
+        )
+        hw_flops = (
+            sum(c.hardware_flops for c in run.costs.values())
+            * total_microbatches
+            * plan.tp
+            * plan.cp
+        )
     n = topo.num_gpus
-    peak = topo.gpu.peak_flops.get(sc.training.precision, topo.gpu.peak_flops["bf16"])
+    peak = _peak_flops(topo, sc.training.precision)
     tokens = sc.training.global_batch * sc.training.seq_len
     seq, flash, ce = sc.training.seq_len, sc.training.flash_attention, sc.training.cross_entropy
-    mem = memory_per_gpu(sc.model, plan, seq, topo.gpu.hbm_bytes, None, flash, ce)
+    hbm = min(g.hbm_bytes for g in topo.gpu_models or (topo.gpu,))  # fit on the smallest
+    mem = memory_per_gpu(sc.model, plan, seq, hbm, None, flash, ce)
     notes = [
         *setup.compute.notes,
         *placement_notes(plan),

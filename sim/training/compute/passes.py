@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sim.catalog import GpuSpec
 from sim.collectives.engine import schedule_link_bytes, wire_scale
 from sim.collectives.links import scaled_for
 from sim.collectives.params import CollectiveParams
@@ -203,13 +204,15 @@ def unit_cost(
     groups: Mapping[str, Sequence[str]],
     cache: dict[Op, float],
     cp_ring: Sequence[Sequence[str]] = (),
+    gpu: GpuSpec | None = None,
 ) -> OpsCost:
     """Sum the kernels and collectives of a sequence of ops (one unit).
 
     ``groups`` maps ``"tp"``/``"ep"`` to the GPU names of this rank's group; ``cache``
-    memoises per-op times across passes (ops are frozen and hashable). ``cp_ring``: the
-    (sender, receiver) pairs of every context-parallel ring of the stage, which send at
-    the same time (a ring step is timed as their concurrent ``send_recv``).
+    memoises per-op times across passes (ops are frozen and hashable; one cache per GPU
+    model); ``gpu`` is the model the kernels run on (default ``topology.gpu``).
+    ``cp_ring``: the (sender, receiver) pairs of every context-parallel ring of the
+    stage, which send at the same time (a ring step is timed as their concurrent ``send_recv``).
 
     A ``cp_comm`` op (``shape[0]`` ring steps) overlaps the attention kernels before it
     in the list: each step's transfer hides behind one step of attention compute (the
@@ -221,7 +224,7 @@ def unit_cost(
         t = cache.get(op)
         if t is None:
             if op.kind == "compute":
-                t = op_time_s(op, topology.gpu, gpu_time)
+                t = op_time_s(op, gpu or topology.gpu, gpu_time)
             elif op.kind == "cp_comm":
                 assert op.comm_op is not None
                 t = timer.concurrent_time_s(cp_ring, op.comm_op, op.comm_bytes)

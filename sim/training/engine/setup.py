@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+from sim.catalog import GpuSpec
 from sim.profile import Profile, load_profile
 from sim.topology.model import Topology
 from sim.topology.presets import load_topology
@@ -18,7 +19,7 @@ from sim.training.compute.params import ComputeParams, compute_params
 from sim.training.scenario import Scenario, resolve_plan
 from sim.training.workload.plan import Coord, ParallelPlan, groups, rank_of
 
-__all__ = ["StageGroups", "StepSetup", "prepare_step"]
+__all__ = ["StageGroups", "StepSetup", "membership", "prepare_step", "stage_groups"]
 
 NETWORKS = ("flow", "analytical")
 
@@ -43,7 +44,12 @@ class StageGroups:
 
 @dataclass(frozen=True)
 class StepSetup:
-    """A scenario resolved against its cluster, profile and network backend."""
+    """A scenario resolved against its cluster, profile and network backend.
+
+    ``stage_gpus``/``stage_compute``: the GPU model and compute parameters each pipeline
+    stage runs at, on a heterogeneous cluster (:mod:`sim.training.hetero`); empty: every
+    stage runs at ``topology.gpu`` with ``compute``.
+    """
 
     scenario: Scenario
     topology: Topology
@@ -52,6 +58,16 @@ class StepSetup:
     compute: ComputeParams
     network: str
     stages: tuple[StageGroups, ...]
+    stage_gpus: tuple[GpuSpec, ...] = ()
+    stage_compute: tuple[ComputeParams, ...] = ()
+
+    def gpu_at(self, s: int) -> GpuSpec:
+        """The GPU model pipeline stage ``s`` runs at."""
+        return self.stage_gpus[s] if self.stage_gpus else self.topology.gpu
+
+    def compute_at(self, s: int) -> ComputeParams:
+        """The compute parameters of pipeline stage ``s``."""
+        return self.stage_compute[s] if self.stage_compute else self.compute
 
 
 @cache
@@ -62,7 +78,7 @@ def _topology(name: str, nodes: int | None, seed: int) -> Topology:
 Membership = dict[str, dict[int, tuple[str, ...]]]
 
 
-def _membership(plan: ParallelPlan, names: tuple[str, ...]) -> Membership:
+def membership(plan: ParallelPlan, names: tuple[str, ...]) -> Membership:
     """kind -> rank -> GPU names of the rank's group of that kind."""
     out: Membership = {}
     for kind in ("tp", "ep", "dp", "edp", "shard", "replica"):
@@ -75,8 +91,11 @@ def _membership(plan: ParallelPlan, names: tuple[str, ...]) -> Membership:
     return out
 
 
-def _stage(plan: ParallelPlan, s: int, names: tuple[str, ...], member: Membership) -> StageGroups:
-    ranks = [rank_of(plan, Coord(t, s, 0)) for t in range(plan.tp)]
+def stage_groups(
+    plan: ParallelPlan, s: int, names: tuple[str, ...], member: Membership, replica: int = 0
+) -> StageGroups:
+    """The GPUs and groups of stage ``s`` of data-parallel replica ``replica``."""
+    ranks = [rank_of(plan, Coord(t, s, replica)) for t in range(plan.tp)]
     return StageGroups(
         gpus=tuple(names[r] for r in ranks),
         tp=member["tp"][ranks[0]],
@@ -115,6 +134,6 @@ def prepare_step(scenario: Scenario, network: str | None = None) -> StepSetup:
     plan = resolve_plan(scenario, topo.num_gpus, topo.gpus_per_node)
     profile = load_profile(scenario.profile)
     compute = compute_params(topo.gpu.name, profile.compute)
-    member = _membership(plan, topo.gpus)
-    stages = tuple(_stage(plan, s, topo.gpus, member) for s in range(plan.pp))
+    member = membership(plan, topo.gpus)
+    stages = tuple(stage_groups(plan, s, topo.gpus, member) for s in range(plan.pp))
     return StepSetup(scenario, topo, plan, profile, compute, net, stages)

@@ -43,6 +43,7 @@ __all__ = [
     "buckets_of",
     "chunk_costs",
     "gathered_pass",
+    "op_context",
     "optimizer_bytes_per_param",
     "optimizer_s",
     "tail_gathers_s",
@@ -262,14 +263,14 @@ def with_interference(cost: PassCost, gathers_s: Sequence[float], reduce_s: floa
     return replace(cost, compute_s=cost.compute_s + sum(extra), units=new_units)
 
 
-def optimizer_s(setup: StepSetup, timer: CollectiveTimer, rp: RankParams) -> float:
-    """Adam step time of one rank: a fused multi-tensor kernel, memory-bound over its
-    (ZeRO-sharded) parameters at ``stream_eff``."""
+def optimizer_s(setup: StepSetup, timer: CollectiveTimer, rp: RankParams, s: int = 0) -> float:
+    """Adam step time of one rank of stage ``s``: a fused multi-tensor kernel, memory-bound
+    over its (ZeRO-sharded) parameters at ``stream_eff``."""
     plan = setup.plan
     dense = rp.dense / plan.shard if plan.zero >= 1 else rp.dense
     expert = rp.expert / plan.edp if plan.zero >= 1 else rp.expert
     nbytes = (dense + expert) * optimizer_bytes_per_param(plan.grad_bytes)
-    return nbytes / (timer.topology.gpu.hbm_Bps * setup.compute.stream_eff)
+    return nbytes / (setup.gpu_at(s).hbm_Bps * setup.compute_at(s).stream_eff)
 
 
 def tail_gathers_s(setup: StepSetup, timer: CollectiveTimer, s: int) -> float:
@@ -289,7 +290,8 @@ def tail_gathers_s(setup: StepSetup, timer: CollectiveTimer, s: int) -> float:
 FSDP_FLAT_GRAD_BYTES = 6
 
 
-def _context(setup: StepSetup) -> OpContext:
+def op_context(setup: StepSetup) -> OpContext:
+    """The op-building context of the scenario (model, plan, precision, kernels)."""
     sc, plan = setup.scenario, setup.plan
     sem = zero_semantics(plan)
     # gradients cast to an fp32 reduction dtype per layer backward (FSDP / ZeRO-2+)
@@ -305,7 +307,7 @@ def _unit_costs(
     setup: StepSetup, timer: CollectiveTimer, s: int, cache: dict[Op, float]
 ) -> dict[str, tuple[OpsCost, OpsCost]]:
     """(forward, backward) cost of one embedding, layer and head unit of stage ``s``."""
-    ctx, st = _context(setup), setup.stages[s]
+    ctx, st = op_context(setup), setup.stages[s]
     grp = {"tp": st.tp, "ep": st.ep}
     out = {}
     for name, ops in (
@@ -314,7 +316,16 @@ def _unit_costs(
         ("head", head_ops(ctx)),
     ):
         out[name] = tuple(
-            unit_cost(part, setup.compute, timer.topology, timer, grp, cache, st.cp_ring)
+            unit_cost(
+                part,
+                setup.compute_at(s),
+                timer.topology,
+                timer,
+                grp,
+                cache,
+                st.cp_ring,
+                setup.gpu_at(s),
+            )
             for part in (ops.fwd, ops.bwd)
         )
     return out  # type: ignore[return-value]
@@ -326,7 +337,7 @@ def chunk_costs(setup: StepSetup, timer: CollectiveTimer) -> dict[tuple[int, str
     nvs = plan.pp * plan.virtual_stages
     layers = chunk_layers(plan, setup.scenario.model)
     sem = zero_semantics(plan)
-    cache: dict[Op, float] = {}
+    caches: dict[str, dict[Op, float]] = {}  # per GPU model: op times differ between them
     units: dict[int, dict[str, tuple[OpsCost, OpsCost]]] = {}
     shapes: dict[tuple[bool, bool, int, int], tuple[PassCost, PassCost]] = {}
     out: dict[tuple[int, str], PassCost] = {}
@@ -335,6 +346,7 @@ def chunk_costs(setup: StepSetup, timer: CollectiveTimer) -> dict[tuple[int, str
         key = (vs == 0, vs == nvs - 1, s, layers[vs])
         if key not in shapes:
             if s not in units:
+                cache = caches.setdefault(setup.gpu_at(s).name, {})
                 units[s] = _unit_costs(setup, timer, s, cache)
             f, b = _chunk_passes(setup, units[s], key, sem.gather_forward, sem.gather_backward)
             shapes[key] = _interfered(setup, timer, s, f, b)
@@ -346,7 +358,7 @@ def _interfered(
     setup: StepSetup, timer: CollectiveTimer, s: int, fwd: PassCost, bwd: PassCost
 ) -> tuple[PassCost, PassCost]:
     """Both passes slowed by the gathers and per-micro-batch reductions beside them."""
-    kappa = setup.compute.comm_interference
+    kappa = setup.compute_at(s).comm_interference
     if kappa <= 0 or setup.plan.dp_cp == 1:
         return fwd, bwd
     reduce = 0.0

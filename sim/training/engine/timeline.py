@@ -225,6 +225,6 @@ def _finish(
         line.comm.append((f"dp_{bucket.steps[0][1]}", start, dp_free))
     line.dp_end_s = max(dp_free, t)
     rp = rank_params(setup.scenario.model, setup.plan, s)
-    line.optimizer_s = optimizer_s(setup, timer, rp) if with_dp else 0.0
+    line.optimizer_s = optimizer_s(setup, timer, rp, s) if with_dp else 0.0
     line.param_gather_s = tail_gathers_s(setup, timer, s) if with_dp else 0.0
     line.end_s = line.dp_end_s + line.optimizer_s + line.param_gather_s

@@ -111,6 +111,10 @@ class ParallelPlan:
         Count the embedding (loss) as one layer of the first (last) stage when splitting
         layers (Megatron's ``account_for_embedding/loss_in_pipeline_split``); None = only
         when the layer count needs it (see :mod:`.stages`).
+    layer_split : tuple of int or None
+        Layers of each pipeline stage, given outright (summing to the model's layers);
+        set by ``parallel.stage_split: speed`` on a heterogeneous cluster
+        (:mod:`sim.training.hetero`). None: placed as above.
     """
 
     tp: int = 1
@@ -137,6 +141,7 @@ class ParallelPlan:
     embedding_as_layer: bool | None = None
     loss_as_layer: bool | None = None
     cp: int = 1
+    layer_split: tuple[int, ...] | None = None
 
     @property
     def num_gpus(self) -> int:

@@ -37,6 +37,13 @@ __all__ = ["chunk_layers", "stage_layers"]
 def _per_stage(plan: ParallelPlan, layers: int) -> tuple[list[int], bool, bool]:
     """Layer slots per stage and whether embedding / loss take a slot."""
     p, v = plan.pp, plan.virtual_stages
+    if plan.layer_split is not None:  # given per stage (stage_split: speed)
+        if len(plan.layer_split) != p or sum(plan.layer_split) != layers:
+            raise ConfigError(
+                f"layers per stage {list(plan.layer_split)}: need {p} stages summing to "
+                f"model.layers={layers}"
+            )
+        return list(plan.layer_split), False, False
     first, last = plan.first_stage_layers, plan.last_stage_layers
     emb, loss = plan.embedding_as_layer, plan.loss_as_layer
     if first is not None or last is not None:

@@ -210,6 +210,13 @@ def test_proportional_split_with_fewer_microbatches_than_replicas_exits_2(
     assert "batch_split" in err and "dp=8" in err
 
 
+def test_context_parallel_on_a_mixed_cluster_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "llama3-8b-dgx", *MIXED_SETS, "--set", "parallel.cp=2"]
+    code, err = _run_err(capsys, argv)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "parallel.cp" in err and "heterogeneous" in err
+
+
 def test_bad_split_name_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _run_err(capsys, ["run", "llama3-8b-dgx", "--set", "parallel.stage_split=fast"])
     assert code == 2 and "parallel.stage_split" in err and "speed" in err

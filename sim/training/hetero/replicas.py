@@ -85,7 +85,13 @@ def mixed_path(setup: StepSetup) -> bool:
     """Whether ``setup`` needs the per-replica step (mixed GPUs or a speed-based split)."""
     par = setup.scenario.parallel
     hetero = setup.topology.heterogeneous
-    return hetero or par.batch_split != "equal" or par.stage_split != "equal"
+    mixed = hetero or par.batch_split != "equal" or par.stage_split != "equal"
+    if mixed and setup.plan.cp > 1:
+        raise ConfigError(
+            f"parallel.cp: {setup.plan.cp} is not modelled on a heterogeneous cluster or with a "
+            "speed-based batch/stage split; use parallel.cp=1 there"
+        )
+    return mixed
 
 
 def layer_compute_s(setup: StepSetup, gpu: GpuSpec, params: ComputeParams) -> float:

@@ -46,6 +46,12 @@ class StepResult:
         Which compute parameters were used: ``gpu``, ``estimate`` (True when they were not
         fitted to measurements of this GPU), ``basis`` and ``validation`` (their errors
         on published data).
+    techniques : dict
+        Data-parallel communication techniques when any is active (gradient compression,
+        parameter server, local SGD: :mod:`sim.training.techniques`): their parameters
+        and a ``dp_comm`` block (wire bytes per GPU per step before and after, exposed
+        seconds, compute overhead) and ``memory_added_bytes``. Empty (and left out of
+        :meth:`to_dict`) otherwise.
     """
 
     scenario: str
@@ -70,10 +76,14 @@ class StepResult:
     cost_per_million_tokens_usd: float | None
     notes: list[str] = field(default_factory=list)
     compute_params: dict[str, Any] = field(default_factory=dict)
+    techniques: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (plain Python types)."""
-        return asdict(self)
+        """JSON-ready dict (plain Python types); ``techniques`` only when active."""
+        out = asdict(self)
+        if not self.techniques:
+            del out["techniques"]
+        return out
 
     def to_record(self) -> dict[str, Any]:
         """One flat row: scalars as they are, each dict field as ``field.key`` columns
@@ -107,6 +117,8 @@ class StepResult:
             "bytes on links   "
             + ", ".join(f"{k} {v / 1e9:.1f} GB" for k, v in self.link_bytes_by_scope.items())
         )
+        if self.techniques:
+            lines.append(_techniques_line(self.techniques))
         if self.cost_per_step_usd is not None:
             lines.append(
                 f"cost             ${self.cost_per_step_usd:.4f} per step, "
@@ -126,3 +138,16 @@ def _flatten(tree: dict[str, Any], prefix: str, out: dict[str, Any]) -> None:
             out[name] = "; ".join(str(v) for v in value)
         else:
             out[name] = value
+
+
+def _techniques_line(block: dict[str, Any]) -> str:
+    """One summary line of the data-parallel techniques' block."""
+    dp = block["dp_comm"]
+    return (
+        f"DP techniques    compression {block['grad_compression']}, {block['dp_mode']}, "
+        f"sync every {block['sync_every']}: {dp['wire_bytes_per_gpu_before'] / 1e9:.2f} -> "
+        f"{dp['wire_bytes_per_gpu_after'] / 1e9:.2f} GB per GPU per step, exposed "
+        f"{dp['exposed_s_per_step']:.4f} s, compression compute "
+        f"{dp['compute_overhead_s_per_step']:.4f} s, memory "
+        f"+{sum(block['memory_added_bytes'].values()) / 2**30:.2f} GiB"
+    )

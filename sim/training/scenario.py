@@ -80,7 +80,9 @@ class ParallelSection:
     :mod:`sim.training.workload.stages` for the other keys. ``nccl_algo`` and
     ``nccl_proto`` restrict the collective tuner as ``NCCL_ALGO``/``NCCL_PROTO`` do
     (``ring,tree``, ``^nvls``; :mod:`sim.collectives.selection`) for every collective
-    of the step.
+    of the step. ``grad_compression``, ``topk_ratio``, ``powersgd_rank``, ``dp_mode``,
+    ``ps_servers``, ``staleness`` and ``sync_every`` change the data-parallel
+    synchronisation (:mod:`sim.training.workload.techniques`; defaults: none).
     """
 
     tp: int = 1
@@ -105,6 +107,14 @@ class ParallelSection:
     fsdp: str | None = None
     nccl_algo: str = "auto"
     nccl_proto: str = "auto"
+    # data-parallel communication techniques: sim.training.workload.techniques
+    grad_compression: str = "none"
+    topk_ratio: float = 0.01
+    powersgd_rank: int = 4
+    dp_mode: str = "allreduce"
+    ps_servers: int | None = None
+    staleness: int = 0
+    sync_every: int = 1
 
 
 @dataclass(frozen=True)

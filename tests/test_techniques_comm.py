@@ -9,6 +9,7 @@ dominates. Analytical network unless said otherwise (fast, deterministic).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -293,3 +294,17 @@ def test_bad_settings_exit_2_with_one_line(
     assert main(["run", "gpt2-1gpu", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and named in err, err
+
+
+def test_layer_list_models_refuse_the_techniques(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CNN (layer-list) steps do not model the techniques: refused, not ignored."""
+    path = tmp_path / "cnn.yaml"
+    path.write_text(
+        "model: {preset: resnet50}\ncluster: {topology: h100-ib-ndr, nodes: 1}\n"
+        "parallel: {micro_batch: 128, grad_compression: bf16}\n"
+        "training: {global_batch: 1024, seq_len: 1}\nnetwork: analytical\n"
+    )
+    assert main(["run", str(path)]) == 2
+    assert "parallel.grad_compression" in capsys.readouterr().err

@@ -130,6 +130,11 @@ def apply_techniques(
     before = max(dp_wire_bytes(setup, s)[0] for s in range(plan.pp))
     after = max(dp_wire_bytes(setup, s)[1] for s in range(plan.pp))
     out.memory = _memory(setup, mem_stage)
+    if out.memory:
+        out.notes.append(
+            f"memory: the techniques add {sum(out.memory.values()) / 2**30:.2f} GiB per GPU "
+            f"({', '.join(out.memory)}); any fit advice above is for the plan without them"
+        )
     out.block = {
         "grad_compression": tech.grad_compression,
         "dp_mode": tech.dp_mode,

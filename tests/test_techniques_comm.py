@@ -9,6 +9,7 @@ dominates. Analytical network unless said otherwise (fast, deterministic).
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -308,3 +309,16 @@ def test_layer_list_models_refuse_the_techniques(
     )
     assert main(["run", str(path)]) == 2
     assert "parallel.grad_compression" in capsys.readouterr().err
+
+
+def test_readme_commands_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's technique commands (``$S`` expanded) run and report the block."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text.split("### Gradient compression, parameter servers, local SGD", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    sets = shlex.split(block[0])[0].split("=", 1)[1]  # S="--set ..." -> --set ...
+    for line in block[1:]:
+        argv = shlex.split(line.replace("$S", sets))
+        assert argv[0] == "clustersim"
+        assert main(argv[1:]) == 0, line
+        assert "techniques" in capsys.readouterr().out.lower()

@@ -24,10 +24,16 @@ from typing import Any
 from sim.training.compute.passes import CollectiveTimer
 from sim.training.engine.setup import StepSetup
 from sim.training.engine.simpy_engine import PipelineRun
-from sim.training.engine.stage import Bucket, buckets_of, stage_comm
-from sim.training.engine.techniques import _powersgd_stage, nic_Bps, ps_servers
+from sim.training.engine.stage import Bucket, bucket_s, buckets_of, stage_comm
+from sim.training.engine.techniques import nic_Bps, powersgd_stage, ps_servers
 from sim.training.workload.comms import rank_params
-from sim.training.workload.techniques import OUTER_STATE_BYTES, techniques_of, wire_factor
+from sim.training.workload.techniques import (
+    OUTER_STATE_BYTES,
+    CommTechniques,
+    techniques_of,
+    topk_crossover_dp,
+    wire_factor,
+)
 from sim.training.workload.zero import zero_semantics
 
 __all__ = ["OUTER_STEP_BYTES", "TechniquesOutcome", "apply_techniques", "dp_wire_bytes"]
@@ -78,7 +84,7 @@ def _memory(setup: StepSetup, stage: int) -> dict[str, float]:
     if tech.grad_compression == "topk":
         out["error_feedback"] = 4.0 * params
     if tech.grad_compression == "powersgd":
-        p, q, comp, _ = _powersgd_stage(sc.model, plan, tech.powersgd_rank, stage)
+        p, q, comp, _ = powersgd_stage(sc.model, plan, tech.powersgd_rank, stage)
         out["error_feedback"] = 4.0 * comp
         out["powersgd_pq"] = 4.0 * (p + q - (params - comp))
     if tech.sync_every > 1:
@@ -101,8 +107,6 @@ def apply_techniques(
     tech = techniques_of(setup.scenario.parallel)
     if not tech.active or setup.plan.dp == 1:
         return out
-    from sim.training.engine.stage import bucket_s
-
     plan, bd = setup.plan, out.breakdown
     buckets = buckets_of(setup, crit)
     v, h = plan.virtual_stages, tech.sync_every
@@ -154,13 +158,11 @@ def apply_techniques(
     return out
 
 
-def _parameters(setup: StepSetup, tech: Any, out: TechniquesOutcome) -> None:
+def _parameters(setup: StepSetup, tech: CommTechniques, out: TechniquesOutcome) -> None:
     """Technique parameters and approximation notes into ``out``."""
     comp = tech.grad_compression
     if comp == "topk":
         out.block["topk_ratio"] = tech.topk_ratio
-        from sim.training.workload.techniques import topk_crossover_dp
-
         out.block["topk_crossover_dp"] = topk_crossover_dp(tech.topk_ratio, setup.plan.grad_bytes)
     if comp == "powersgd":
         out.block["powersgd_rank"] = tech.powersgd_rank

@@ -46,6 +46,7 @@ __all__ = [
     "cast_s",
     "nic_Bps",
     "powersgd_s",
+    "powersgd_stage",
     "ps_s",
     "ps_servers",
     "technique_steps",
@@ -87,7 +88,7 @@ def topk_s(setup: StepSetup, nbytes: float, ratio: float, ranks: int) -> float:
 
 
 @lru_cache(maxsize=64)
-def _powersgd_stage(
+def powersgd_stage(
     model: ModelSpec, plan: ParallelPlan, rank: int, stage: int
 ) -> tuple[float, ...]:
     """(P elements, Q elements, compressed elements, FLOPs) of one rank of ``stage``."""
@@ -107,7 +108,7 @@ def powersgd_s(setup: StepSetup, s: int) -> float:
     passes over the compressed matrices, whichever is longer (roofline)."""
     plan, gpu = setup.plan, setup.topology.gpu
     tech = techniques_of(setup.scenario.parallel)
-    p, q, comp, flops = _powersgd_stage(setup.scenario.model, plan, tech.powersgd_rank, s)
+    p, q, comp, flops = powersgd_stage(setup.scenario.model, plan, tech.powersgd_rank, s)
     peak = gpu.peak_flops.get("fp32" if plan.grad_bytes >= 4 else "bf16", gpu.peak_flops["bf16"])
     nbytes = (PASSES_POWERSGD * comp + 2 * (p + q)) * plan.grad_bytes
     return max(flops / peak, nbytes / _stream_Bps(setup))
@@ -182,7 +183,7 @@ def technique_steps(
         out = ranks * compressed_bytes(tech, nbytes, plan.grad_bytes)
         return ((kind, "all_gather", out),), topk_s(setup, nbytes, tech.topk_ratio, ranks)
     if comp == "powersgd":
-        p, q, _, _ = _powersgd_stage(setup.scenario.model, plan, tech.powersgd_rank, s)
+        p, q, _, _ = powersgd_stage(setup.scenario.model, plan, tech.powersgd_rank, s)
         share = nbytes / (rank_params(setup.scenario.model, plan, s).dense * plan.grad_bytes)
         g = plan.grad_bytes
         new = ((kind, "all_reduce", p * g * share), (kind, "all_reduce", q * g * share))

@@ -50,6 +50,7 @@ def _scenario() -> dict[str, Any]:
     from sim.training.scenario import ClusterSection, ParallelSection, PriceSection, TrainingSection
     from sim.training.scenario_readers import GRAD_DTYPES, PRECISIONS
     from sim.training.workload.models import ModelSpec
+    from sim.training.workload.techniques import COMPRESSIONS, DP_MODES
 
     model = _section(ModelSpec, skip=("name",))
     model["properties"].update(
@@ -74,6 +75,10 @@ def _scenario() -> dict[str, Any]:
         last_stage_layers={"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
         batch_split=_choices(("equal", "proportional")),
         stage_split=_choices(("equal", "speed")),
+        grad_compression=_choices(COMPRESSIONS), dp_mode=_choices(DP_MODES),
+        topk_ratio={"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        powersgd_rank=_COUNT, sync_every=_COUNT, ps_servers=_NULLABLE_COUNT,
+        staleness={"type": "integer", "minimum": 0},
     )  # fmt: skip
     train = _section(TrainingSection)
     train["properties"].update(

@@ -55,6 +55,12 @@ class StepResult:
         ``microbatches``, ``compute_per_microbatch_s``, ``compute_per_step_s``, ``idle_s``
         (waiting for the slowest model's compute) and ``bottleneck``
         (:mod:`sim.training.hetero.report`). None (and left out of dicts) otherwise.
+    techniques : dict
+        Data-parallel communication techniques when any is active (gradient compression,
+        parameter server, local SGD: :mod:`sim.training.techniques`): their parameters
+        and a ``dp_comm`` block (wire bytes per GPU per step before and after, exposed
+        seconds, compute overhead) and ``memory_added_bytes``. Empty (and left out of
+        :meth:`to_dict`) otherwise.
     """
 
     scenario: str
@@ -81,12 +87,16 @@ class StepResult:
     compute_params: dict[str, Any] = field(default_factory=dict)
     cp_bytes_per_gpu: float = 0.0
     gpu_types: dict[str, dict[str, Any]] | None = None
+    techniques: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (plain Python types); ``gpu_types`` only when given."""
+        """JSON-ready dict (plain Python types); ``gpu_types`` only when given,
+        ``techniques`` only when active."""
         out = asdict(self)
         if out["gpu_types"] is None:
             del out["gpu_types"]
+        if not self.techniques:
+            del out["techniques"]
         return out
 
     def to_record(self) -> dict[str, Any]:
@@ -131,6 +141,8 @@ class StepResult:
             "bytes on links   "
             + ", ".join(f"{k} {v / 1e9:.1f} GB" for k, v in self.link_bytes_by_scope.items())
         )
+        if self.techniques:
+            lines.append(_techniques_line(self.techniques))
         if self.cost_per_step_usd is not None:
             lines.append(
                 f"cost             ${self.cost_per_step_usd:.4f} per step, "
@@ -168,3 +180,16 @@ def _flatten(tree: dict[str, Any], prefix: str, out: dict[str, Any]) -> None:
             out[name] = "; ".join(str(v) for v in value)
         else:
             out[name] = value
+
+
+def _techniques_line(block: dict[str, Any]) -> str:
+    """One summary line of the data-parallel techniques' block."""
+    dp = block["dp_comm"]
+    return (
+        f"DP techniques    compression {block['grad_compression']}, {block['dp_mode']}, "
+        f"sync every {block['sync_every']}: {dp['wire_bytes_per_gpu_before'] / 1e9:.2f} -> "
+        f"{dp['wire_bytes_per_gpu_after'] / 1e9:.2f} GB per GPU per step, exposed "
+        f"{dp['exposed_s_per_step']:.4f} s, compression compute "
+        f"{dp['compute_overhead_s_per_step']:.4f} s, memory "
+        f"+{sum(block['memory_added_bytes'].values()) / 2**30:.2f} GiB"
+    )

@@ -90,6 +90,9 @@ class ParallelSection:
     (``equal`` | ``speed``) share micro-batches among data-parallel replicas and layers
     among pipeline stages by GPU speed on a heterogeneous cluster
     (:mod:`sim.training.hetero`); on one GPU model they change nothing.
+    of the step. ``grad_compression``, ``topk_ratio``, ``powersgd_rank``, ``dp_mode``,
+    ``ps_servers``, ``staleness`` and ``sync_every`` change the data-parallel
+    synchronisation (:mod:`sim.training.workload.techniques`; defaults: none).
     """
 
     tp: int = 1
@@ -117,6 +120,14 @@ class ParallelSection:
     nccl_proto: str = "auto"
     batch_split: str = "equal"
     stage_split: str = "equal"
+    # data-parallel communication techniques: sim.training.workload.techniques
+    grad_compression: str = "none"
+    topk_ratio: float = 0.01
+    powersgd_rank: int = 4
+    dp_mode: str = "allreduce"
+    ps_servers: int | None = None
+    staleness: int = 0
+    sync_every: int = 1
 
 
 @dataclass(frozen=True)

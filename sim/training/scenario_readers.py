@@ -14,6 +14,7 @@ from sim.collectives.params import PROTOCOLS
 from sim.collectives.selection import parse_list
 from sim.errors import ConfigError
 from sim.training.workload.plan import parse_order
+from sim.training.workload.techniques import COMPRESSIONS, DP_MODES
 from sim.training.workload.zero import parse_zero
 from sim.units import parse_bytes
 
@@ -80,6 +81,12 @@ def _fraction(value: object, where: str) -> float:
     return float(value)
 
 
+def _ratio(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ConfigError(f"{where}: expected a fraction in (0, 1], got {value!r}")
+    return float(value)
+
+
 def _placement(value: object, where: str) -> str | list[str]:
     if isinstance(value, str):
         return value
@@ -130,10 +137,14 @@ READERS: dict[str, Callable[[object, str], Any]] = {
     "gated_mlp": _bool, "tied_embeddings": _bool, "bias": _bool,
     "batch_split": read_choice(("equal", "proportional")),
     "stage_split": read_choice(("equal", "speed")),
+    # data-parallel communication techniques (sim.training.workload.techniques)
+    "grad_compression": read_choice(COMPRESSIONS), "topk_ratio": _ratio,
+    "powersgd_rank": read_int, "dp_mode": read_choice(DP_MODES), "ps_servers": read_int,
+    "staleness": lambda v, w: read_int(v, w, 0), "sync_every": read_int,
 }  # fmt: skip
 
 
 NULLABLE = (
     "dp", "nodes", "gpu_hour_usd", "shard_size", "first_stage_layers", "last_stage_layers",
-    "embedding_as_layer", "loss_as_layer",
+    "embedding_as_layer", "loss_as_layer", "ps_servers",
 )  # fmt: skip

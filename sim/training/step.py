@@ -17,6 +17,7 @@ from sim.training.memory.advice import memory_advice
 from sim.training.memory.report import memory_per_gpu
 from sim.training.result import StepResult
 from sim.training.scenario import Scenario
+from sim.training.techniques import apply_techniques
 from sim.training.workload.plan import placement_notes
 
 __all__ = ["run_step", "simulate_step"]
@@ -239,10 +240,16 @@ def _result(
         *placement_notes(plan),
         *memory_advice(sc.model, plan, seq, mem, None, flash, ce),
     ]
-    price = sc.price.gpu_hour_usd
-    cost = price * n * step / 3600.0 if price is not None else None
     breakdown = _breakdown(run.lines[crit], ideal.lines[crit])
     assert abs(sum(breakdown.values()) - step) <= 1e-9 * max(step, 1e-12), (breakdown, step)
+    tech = apply_techniques(setup, timer, run, crit, breakdown, mem.stage)
+    if tech.block:  # amortised step (local SGD, stale PS) and the techniques' memory
+        breakdown, notes = tech.breakdown, [*notes, *tech.notes]
+        step = sum(breakdown.values())
+    mem_parts = {**{k: float(v) for k, v in mem.breakdown.items()}, **tech.memory}
+    mem_total = float(mem.total_bytes) + sum(tech.memory.values())
+    price = sc.price.gpu_hour_usd
+    cost = price * n * step / 3600.0 if price is not None else None
     return StepResult(
         scenario=sc.name,
         topology=topo.name,
@@ -272,9 +279,9 @@ def _result(
         hw_tflops_per_gpu=hw_flops / step / n / 1e12,
         mfu=model_flops / step / n / peak,
         hfu=hw_flops / step / n / peak,
-        fits=mem.fits,
-        memory_per_gpu_bytes=float(mem.total_bytes),
-        memory_breakdown={k: float(v) for k, v in mem.breakdown.items()},
+        fits=mem_total <= mem.hbm_bytes,
+        memory_per_gpu_bytes=mem_total,
+        memory_breakdown=mem_parts,
         breakdown={k: float(v) for k, v in breakdown.items()},
         critical_stage=crit,
         link_bytes_by_scope=_link_bytes(setup, timer, run),
@@ -283,6 +290,7 @@ def _result(
         notes=notes,
         compute_params=setup.compute.summary,
         cp_bytes_per_gpu=_cp_bytes(run),
+        techniques=tech.block,
     )
 
 

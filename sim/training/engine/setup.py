@@ -8,7 +8,7 @@ and the TP, EP, DP and expert-DP groups those GPUs belong to (the DP groups span
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from sim.catalog import GpuSpec
@@ -18,8 +18,10 @@ from sim.topology.presets import load_topology
 from sim.training.compute.params import ComputeParams, compute_params
 from sim.training.scenario import Scenario, resolve_plan
 from sim.training.workload.plan import Coord, ParallelPlan, groups, rank_of
+from sim.training.workload.techniques import check_techniques, techniques_of
 
 __all__ = ["StageGroups", "StepSetup", "membership", "prepare_step", "stage_groups"]
+__all__ = ["StageGroups", "StepSetup", "prepare_step", "techniques_plan"]
 
 NETWORKS = ("flow", "analytical")
 
@@ -118,6 +120,13 @@ def _cp_ring(plan: ParallelPlan, s: int, names: tuple[str, ...]) -> tuple[tuple[
         for t in range(plan.tp)
         for c in range(plan.cp)
     )  # fmt: skip
+def techniques_plan(scenario: Scenario, plan: ParallelPlan) -> ParallelPlan:
+    """``plan`` checked against the scenario's data-parallel techniques; under local SGD
+    (``sync_every > 1``) the synchronisation runs after the inner step's backward, not
+    overlapped with it (DiLoCo's outer step, arXiv:2311.08105)."""
+    tech = techniques_of(scenario.parallel)
+    check_techniques(tech, plan, scenario.model)
+    return replace(plan, overlap_dp=False) if tech.sync_every > 1 and plan.dp > 1 else plan
 
 
 def prepare_step(scenario: Scenario, network: str | None = None) -> StepSetup:
@@ -131,7 +140,7 @@ def prepare_step(scenario: Scenario, network: str | None = None) -> StepSetup:
     if net not in NETWORKS:
         raise ConfigError(f"network {net!r} is unknown; allowed: {', '.join(NETWORKS)}")
     topo = _topology(scenario.cluster.topology, scenario.cluster.nodes, scenario.seed)
-    plan = resolve_plan(scenario, topo.num_gpus, topo.gpus_per_node)
+    plan = techniques_plan(scenario, resolve_plan(scenario, topo.num_gpus, topo.gpus_per_node))
     profile = load_profile(scenario.profile)
     compute = compute_params(topo.gpu.name, profile.compute)
     member = membership(plan, topo.gpus)

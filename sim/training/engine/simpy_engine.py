@@ -220,11 +220,13 @@ class _Run:
                 break
             bucket = cast(Bucket, item)
             start = self.env.now
+            if bucket.local_s > 0:  # compression kernels, parameter-server push and pull
+                yield self.env.timeout(bucket.local_s)
             for kind, op, nbytes in bucket.steps:
                 yield self.env.all_of(
                     [self._collective(g, op, nbytes, f"{kind} {op}") for g in stage.group(kind)]
                 )
-            line.comm.append((f"dp_{bucket.steps[0][1]}", start, self.env.now))
+            line.comm.append((bucket.label, start, self.env.now))
         line.dp_end_s = max(self.env.now, line.compute_end_s)
         rp = rank_params(self.setup.scenario.model, self.plan, s)
         line.optimizer_s = optimizer_s(self.setup, self.timer, rp, s) if self.with_dp else 0.0

@@ -27,10 +27,12 @@ from sim.training.compute.passes import (
     unit_cost,
 )
 from sim.training.engine.setup import StepSetup
+from sim.training.engine.techniques import technique_steps
 from sim.training.workload.comms import RankParams, StepComm, dp_buckets, end_params, step_comm
 from sim.training.workload.ops import Op, context_for, embedding_ops, head_ops, layer_ops
 from sim.training.workload.primitives import OpContext
 from sim.training.workload.stages import chunk_layers
+from sim.training.workload.techniques import techniques_of
 from sim.training.workload.zero import PARAM_BYTES, zero_semantics
 
 __all__ = [
@@ -73,10 +75,18 @@ class Bucket:
     """One gradient bucket: its collectives in order, ``(group kind, op, bytes)``.
 
     Group kinds: ``dp``, ``edp`` (expert parameters), ``shard`` and ``replica``
-    (hybrid sharding).
+    (hybrid sharding). ``local_s``: seconds the data-parallel stream spends on the bucket
+    before its collectives (compression kernels, a parameter server's push and pull:
+    :mod:`sim.training.engine.techniques`; 0 for plain reductions).
     """
 
     steps: tuple[tuple[str, str, float], ...]
+    local_s: float = 0.0
+
+    @property
+    def label(self) -> str:
+        """Name of the bucket's work in timelines: ``dp_<first op>`` (``dp_ps`` without one)."""
+        return f"dp_{self.steps[0][1]}" if self.steps else "dp_ps"
 
 
 @dataclass
@@ -142,13 +152,18 @@ def buckets_of(setup: StepSetup, s: int) -> list[Bucket]:
     """Gradient buckets of one model chunk of stage ``s`` for one reduction, merged to at
     most SIM_BUCKETS."""
     plan, c = setup.plan, stage_comm(setup, s)
+    changed = techniques_of(setup.scenario.parallel).active
     out: list[Bucket] = []
     for nbytes, expert in ((c.dp_grad_bytes, False), (c.edp_grad_bytes, True)):
         if nbytes <= 0:
             continue
         per_chunk = nbytes / plan.virtual_stages
         size = max(plan.bucket_bytes, per_chunk / SIM_BUCKETS)
-        out += [Bucket(_reduce_steps(setup, b, expert)) for b in dp_buckets(per_chunk, size)]
+        for b in dp_buckets(per_chunk, size):
+            steps = _reduce_steps(setup, b, expert)
+            out.append(
+                Bucket(*technique_steps(setup, s, b, expert, steps)) if changed else Bucket(steps)
+            )
     return out
 
 
@@ -226,7 +241,7 @@ def bucket_s(setup: StepSetup, timer: CollectiveTimer, s: int, bucket: Bucket,
              all_stages: bool = False) -> float:  # fmt: skip
     """Seconds of a gradient bucket's collectives, every TP rank's group at once (and
     every stage's, with ``all_stages``)."""
-    return sum(
+    return bucket.local_s + sum(
         timer.concurrent_time_s(_groups(setup, s, kind, all_stages), op, nbytes)
         for kind, op, nbytes in bucket.steps
     )

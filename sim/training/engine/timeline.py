@@ -194,7 +194,7 @@ def list_schedule(
                                 busy[s].popleft()
                             work = bucket_s(setup, timer, s, b, all_stages=True)
                             net[s] = fill_gaps(begin, work, busy[s])
-                            line.comm.append((f"dp_{b.steps[0][1]}", begin, net[s]))
+                            line.comm.append((b.label, begin, net[s]))
                         else:
                             bucket_ready[s].append((at if plan.overlap_dp else None, b))
                 idx[s] += 1
@@ -222,7 +222,7 @@ def _finish(
     for ready_t, bucket in buckets:
         start = max(dp_free, line.compute_end_s if ready_t is None else ready_t)
         dp_free = start + bucket_s(setup, timer, s, bucket)
-        line.comm.append((f"dp_{bucket.steps[0][1]}", start, dp_free))
+        line.comm.append((bucket.label, start, dp_free))
     line.dp_end_s = max(dp_free, t)
     rp = rank_params(setup.scenario.model, setup.plan, s)
     line.optimizer_s = optimizer_s(setup, timer, rp, s) if with_dp else 0.0

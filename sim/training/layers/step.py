@@ -34,6 +34,7 @@ from sim.training.compute.kernels import roofline_time_s
 from sim.training.compute.params import ComputeParams, compute_params
 from sim.training.layers.scenario import LayerScenario
 from sim.training.result import StepResult
+from sim.training.workload.techniques import techniques_of
 
 __all__ = ["ELEMENT_BYTES", "OPTIMIZER_ACCESSES", "WORKSPACE_BYTES", "simulate_layer_step"]
 
@@ -57,6 +58,11 @@ def _check_plan(sc: LayerScenario, gpus: int) -> int:
             )
     if par.zero:
         raise ConfigError("parallel.zero: ZeRO is not modelled for layer-list models (use 0)")
+    if techniques_of(par).active:
+        raise ConfigError(
+            "parallel.grad_compression/dp_mode/sync_every: not modelled for layer-list "
+            "models (use none, allreduce, 1)"
+        )
     dp = par.dp or gpus
     if dp != gpus:
         raise ConfigError(

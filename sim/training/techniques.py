@@ -1,0 +1,187 @@
+"""What the data-parallel techniques change in a step's result: the amortised step time
+(stale-synchronous parameter servers, local SGD), memory, and the ``techniques`` block.
+
+The engines already ran the step with the techniques' gradient buckets
+(:mod:`sim.training.engine.techniques`). Here, for the critical stage:
+
+- ``staleness = s > 0`` (parameter server, stale-synchronous): a worker may run up to
+  ``s`` steps ahead of its updates, so in steady state the step lasts
+  ``max(C, D, (C + X) / (s + 1))`` where ``X`` is the exposed push/pull of the
+  synchronous step, ``C`` the rest of it and ``D`` the total push/pull time (the network
+  serialises steps' pushes). The exposed DP communication becomes that minus ``C``.
+- ``sync_every = H`` (local SGD / DiLoCo): the replicas synchronise once every H steps,
+  so the reported step is the average over H steps: the exposed synchronisation and the
+  outer Nesterov step (OUTER_STEP_BYTES per parameter, memory-bound) count ``1 / H``
+  each; ``link_bytes_by_scope`` stays that of a synchronising step.
+- memory: error-feedback buffers (top-k, PowerSGD: one fp32 gradient copy), PowerSGD's
+  P and Q, and DiLoCo's outer state (OUTER_STATE_BYTES per parameter).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sim.training.compute.passes import CollectiveTimer
+from sim.training.engine.setup import StepSetup
+from sim.training.engine.simpy_engine import PipelineRun
+from sim.training.engine.stage import Bucket, bucket_s, buckets_of, stage_comm
+from sim.training.engine.techniques import nic_Bps, powersgd_stage, ps_servers
+from sim.training.workload.comms import rank_params
+from sim.training.workload.techniques import (
+    OUTER_STATE_BYTES,
+    CommTechniques,
+    techniques_of,
+    topk_crossover_dp,
+    wire_factor,
+)
+from sim.training.workload.zero import zero_semantics
+
+__all__ = ["OUTER_STEP_BYTES", "TechniquesOutcome", "apply_techniques", "dp_wire_bytes"]
+
+#: HBM bytes per parameter of DiLoCo's outer step: read the fp32 master weights and the
+#: snapshot to form the pseudo-gradient and write it (12); after its all-reduce read it,
+#: read and write the outer momentum and the snapshot, write the fp32 and bf16 weights
+#: (4 + 8 + 8 + 6). An estimate in the style of optimizer_bytes_per_param.
+OUTER_STEP_BYTES = 38
+
+
+class TechniquesOutcome:
+    """Breakdown, memory additions, notes and the JSON block of the techniques."""
+
+    def __init__(self) -> None:
+        self.breakdown: dict[str, float] = {}
+        self.memory: dict[str, float] = {}
+        self.notes: list[str] = []
+        self.block: dict[str, Any] = {}
+
+
+def _bucket_wire(setup: StepSetup, bucket: Bucket) -> float:
+    """Bytes one GPU sends for a bucket's collectives (ring factors)."""
+    plan = setup.plan
+    size = {"dp": plan.dp, "edp": plan.edp, "shard": plan.shard, "replica": plan.dp // plan.shard}
+    return sum(wire_factor(op, size[k]) * b for k, op, b in bucket.steps)
+
+
+def dp_wire_bytes(setup: StepSetup, s: int) -> tuple[float, float]:
+    """(plain, with the techniques) gradient-synchronisation bytes one GPU of stage ``s``
+    sends per synchronisation (ring factors of nccl-tests; a parameter server's push and
+    pull count the bucket twice)."""
+    plan, c = setup.plan, stage_comm(setup, s)
+    op = zero_semantics(plan).reduce_op
+    before = (
+        wire_factor(op, plan.dp) * c.dp_grad_bytes + wire_factor(op, plan.edp) * c.edp_grad_bytes
+    )
+    if techniques_of(setup.scenario.parallel).dp_mode == "ps":
+        return before, 2.0 * (c.dp_grad_bytes + c.edp_grad_bytes)
+    return before, plan.virtual_stages * sum(_bucket_wire(setup, b) for b in buckets_of(setup, s))
+
+
+def _memory(setup: StepSetup, stage: int) -> dict[str, float]:
+    """Bytes the techniques add on a GPU of ``stage``."""
+    tech, sc, plan = techniques_of(setup.scenario.parallel), setup.scenario, setup.plan
+    params = rank_params(sc.model, plan, stage).total
+    out: dict[str, float] = {}
+    if tech.grad_compression == "topk":
+        out["error_feedback"] = 4.0 * params
+    if tech.grad_compression == "powersgd":
+        p, q, comp, _ = powersgd_stage(sc.model, plan, tech.powersgd_rank, stage)
+        out["error_feedback"] = 4.0 * comp
+        out["powersgd_pq"] = 4.0 * (p + q - (params - comp))
+    if tech.sync_every > 1:
+        out["outer_optimizer"] = OUTER_STATE_BYTES * params
+    return {k: v for k, v in out.items() if v > 0}
+
+
+def apply_techniques(
+    setup: StepSetup,
+    timer: CollectiveTimer,
+    run: PipelineRun,
+    crit: int,
+    breakdown: dict[str, float],
+    mem_stage: int,
+) -> TechniquesOutcome:
+    """The techniques' effect on the critical stage's ``breakdown`` (see the module
+    docstring); an empty outcome when none is active."""
+    out = TechniquesOutcome()
+    out.breakdown = dict(breakdown)
+    tech = techniques_of(setup.scenario.parallel)
+    if not tech.active or setup.plan.dp == 1:
+        return out
+    plan, bd = setup.plan, out.breakdown
+    buckets = buckets_of(setup, crit)
+    v, h = plan.virtual_stages, tech.sync_every
+    comm_s = v * sum(bucket_s(setup, timer, crit, b) for b in buckets)
+    local_s = v * sum(b.local_s for b in buckets) if tech.dp_mode != "ps" else 0.0
+    exposed_sync = bd["dp_comm_exposed"]
+    if tech.dp_mode == "ps" and tech.staleness > 0:
+        rest = sum(bd.values()) - exposed_sync
+        step = max(rest, comm_s, (rest + exposed_sync) / (tech.staleness + 1))
+        bd["dp_comm_exposed"] = step - rest
+        out.notes.append(
+            f"stale-synchronous parameter server (staleness {tech.staleness}): steady-state "
+            "step max(compute, push/pull, (compute + exposed) / (staleness + 1))"
+        )
+    if h > 1:
+        params = rank_params(setup.scenario.model, plan, crit).total
+        outer = params * OUTER_STEP_BYTES / (setup.topology.gpu.hbm_Bps * setup.compute.stream_eff)
+        bd["dp_comm_exposed"] = exposed_sync / h
+        bd["outer_optimizer"] = outer / h
+        out.notes.append(
+            f"local SGD / DiLoCo: replicas synchronise every {h} steps; the step time is the "
+            f"average over {h} steps (synchronisation and outer step / {h}); link bytes are "
+            "those of a synchronising step"
+        )
+    before = max(dp_wire_bytes(setup, s)[0] for s in range(plan.pp))
+    after = max(dp_wire_bytes(setup, s)[1] for s in range(plan.pp))
+    out.memory = _memory(setup, mem_stage)
+    if out.memory:
+        out.notes.append(
+            f"memory: the techniques add {sum(out.memory.values()) / 2**30:.2f} GiB per GPU "
+            f"({', '.join(out.memory)}); any fit advice above is for the plan without them"
+        )
+    out.block = {
+        "grad_compression": tech.grad_compression,
+        "dp_mode": tech.dp_mode,
+        "sync_every": h,
+        "dp_comm": {
+            "wire_bytes_per_gpu_before": before,
+            "wire_bytes_per_gpu_after": after / h,
+            "ratio": (after / h) / before if before else 0.0,
+            "comm_time_per_sync_s": comm_s,
+            "exposed_s_per_step": bd["dp_comm_exposed"],
+            "exposed_s_synchronous": exposed_sync,
+            "compute_overhead_s_per_step": local_s / h,
+        },
+        "memory_added_bytes": dict(out.memory),
+    }
+    _parameters(setup, tech, out)
+    return out
+
+
+def _parameters(setup: StepSetup, tech: CommTechniques, out: TechniquesOutcome) -> None:
+    """Technique parameters and approximation notes into ``out``."""
+    comp = tech.grad_compression
+    if comp == "topk":
+        out.block["topk_ratio"] = tech.topk_ratio
+        out.block["topk_crossover_dp"] = topk_crossover_dp(tech.topk_ratio, setup.plan.grad_bytes)
+    if comp == "powersgd":
+        out.block["powersgd_rank"] = tech.powersgd_rank
+    if comp != "none":
+        out.notes.append(
+            f"grad_compression {comp}: compression kernels run on the DP stream before each "
+            "bucket's collective (their contention with backward compute is not modelled); "
+            "wire bytes use ring factors"
+        )
+    if tech.dp_mode == "ps":
+        server_Bps, worker_Bps = nic_Bps(setup)
+        out.block.update(
+            ps_servers=ps_servers(setup),
+            staleness=tech.staleness,
+            ps_server_nic_Bps=server_Bps,
+            ps_worker_nic_Bps=worker_Bps,
+        )
+        out.notes.append(
+            "parameter server: closed-form push then pull at NIC line rates (not on the flow "
+            "network; servers outside the topology); the servers' update is charged as the "
+            "workers' Adam step, and worker memory still counts the optimizer states"
+        )

@@ -120,6 +120,8 @@ def _cp_ring(plan: ParallelPlan, s: int, names: tuple[str, ...]) -> tuple[tuple[
         for t in range(plan.tp)
         for c in range(plan.cp)
     )  # fmt: skip
+
+
 def techniques_plan(scenario: Scenario, plan: ParallelPlan) -> ParallelPlan:
     """``plan`` checked against the scenario's data-parallel techniques; under local SGD
     (``sync_every > 1``) the synchronisation runs after the inner step's backward, not

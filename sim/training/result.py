@@ -46,6 +46,10 @@ class StepResult:
         Which compute parameters were used: ``gpu``, ``estimate`` (True when they were not
         fitted to measurements of this GPU), ``basis`` and ``validation`` (their errors
         on published data).
+    techniques : dict
+        What the optimizer, LoRA/QLoRA and offload settings changed (trainable
+        parameters, state bytes, offload timings, how MFU is counted); empty, and left out
+        of :meth:`to_dict`, for full-parameter AdamW on the GPU.
     """
 
     scenario: str
@@ -70,10 +74,14 @@ class StepResult:
     cost_per_million_tokens_usd: float | None
     notes: list[str] = field(default_factory=list)
     compute_params: dict[str, Any] = field(default_factory=dict)
+    techniques: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (plain Python types)."""
-        return asdict(self)
+        """JSON-ready dict (plain Python types); ``techniques`` only when some are in use."""
+        out = asdict(self)
+        if not out["techniques"]:
+            del out["techniques"]
+        return out
 
     def to_record(self) -> dict[str, Any]:
         """One flat row: scalars as they are, each dict field as ``field.key`` columns
@@ -112,8 +120,33 @@ class StepResult:
                 f"cost             ${self.cost_per_step_usd:.4f} per step, "
                 f"${self.cost_per_million_tokens_usd:.4f} per million tokens"
             )
+        lines += _technique_lines(self.techniques)
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+def _technique_lines(t: dict[str, Any]) -> list[str]:
+    """Summary lines of the techniques in use (none for the defaults)."""
+    if not t:
+        return []
+    lines = [
+        f"techniques       optimizer {t['optimizer']} "
+        f"({t['optimizer_state_bytes_per_param']:.3g} B/param of state), "
+        f"finetune {t['finetune']}, offload {t['offload']}"
+    ]
+    if "trainable_params" in t:
+        lines.append(
+            f"  trainable        {t['trainable_params'] / 1e6:,.1f} M params "
+            f"({t['trainable_fraction']:.3%}), rank {t['lora_rank']} on "
+            f"{','.join(t['lora_targets'])}; DP gradients {t['dp_grad_bytes_per_reduction'] / 1e6:,.1f} MB"
+        )
+    if "offload_total_s" in t:
+        lines.append(
+            f"  offload step     {t['offload_total_s']:.4f} s (PCIe down {t['pcie_down_s']:.4f}, "
+            f"CPU {t['cpu_step_s']:.4f}, up {t['pcie_up_s']:.4f}, NVMe {t['nvme_s']:.4f}; "
+            f"hidden {t['offload_hidden_s']:.4f}); host {t['offloaded_bytes_per_gpu'] / 2**30:.1f} GiB/GPU"
+        )
+    return lines
 
 
 def _flatten(tree: dict[str, Any], prefix: str, out: dict[str, Any]) -> None:

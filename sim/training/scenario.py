@@ -37,6 +37,12 @@ from sim.training.scenario_readers import (
 )
 from sim.training.workload.models import ModelSpec, model_preset
 from sim.training.workload.plan import ParallelPlan, validate_plan
+from sim.training.workload.techniques import (
+    ATTENTION_TARGETS,
+    CPU_ADAM_PARAMS_PER_S,
+    NVME_BPS,
+    Techniques,
+)
 from sim.training.workload.zero import FSDP_STRATEGIES
 
 __all__ = [
@@ -116,7 +122,9 @@ class TrainingSection:
     kernel over bf16 logits, gradient written in place: flash-attn's xentropy,
     Megatron-Core's cross-entropy fusion), and whether norms, activations, residual adds
     (with dropout), rotary and softmax run as fused bandwidth-tuned kernels
-    (``fused_kernels``: Megatron-LM, Transformer Engine) or as eager framework kernels."""
+    (``fused_kernels``: Megatron-LM, Transformer Engine) or as eager framework kernels.
+    The optimizer, LoRA/QLoRA and offload keys are read into :attr:`techniques`
+    (:mod:`sim.training.workload.techniques`)."""
 
     global_batch: int
     seq_len: int
@@ -125,6 +133,22 @@ class TrainingSection:
     grad_dtype: str = "fp32"
     cross_entropy: str = "fp32"
     fused_kernels: bool = False
+    optimizer: str = "adamw"
+    momentum: bool = True
+    finetune: str = "full"
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] = ATTENTION_TARGETS
+    offload: str = "none"
+    offload_overlap: bool = False
+    cpu_adam_rate: float = CPU_ADAM_PARAMS_PER_S
+    nvme_bandwidth: float = NVME_BPS
+
+    @property
+    def techniques(self) -> Techniques:
+        """Optimizer, fine-tuning and offload settings as one value."""
+        return Techniques(self.optimizer, self.momentum, self.finetune, self.lora_rank,
+                          self.lora_targets, self.offload, self.offload_overlap,
+                          self.cpu_adam_rate, self.nvme_bandwidth)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -216,7 +240,7 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
     _require(training, "training", "global_batch")
     _require(training, "training", "seq_len")
     profile = raw.get("profile")
-    return Scenario(
+    scenario = Scenario(
         name=name,
         model=_model(raw),
         cluster=ClusterSection(**cluster),
@@ -227,6 +251,8 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
         profile=None if profile is None else read_str(profile, "profile"),
         seed=read_int(raw.get("seed", 0), "seed", 0),
     )
+    scenario.training.techniques.check(scenario.model, scenario.training.precision)
+    return scenario
 
 
 def apply_overrides(raw: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:

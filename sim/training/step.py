@@ -14,6 +14,7 @@ from sim.training.memory.advice import memory_advice
 from sim.training.memory.report import memory_per_gpu
 from sim.training.result import StepResult
 from sim.training.scenario import Scenario
+from sim.training.techniques_report import techniques_record
 from sim.training.workload.plan import placement_notes
 
 __all__ = ["run_step", "simulate_step"]
@@ -189,11 +190,14 @@ def _result(
     peak = topo.gpu.peak_flops.get(sc.training.precision, topo.gpu.peak_flops["bf16"])
     tokens = sc.training.global_batch * sc.training.seq_len
     seq, flash, ce = sc.training.seq_len, sc.training.flash_attention, sc.training.cross_entropy
-    mem = memory_per_gpu(sc.model, plan, seq, topo.gpu.hbm_bytes, None, flash, ce)
+    tech = sc.training.techniques
+    mem = memory_per_gpu(sc.model, plan, seq, topo.gpu.hbm_bytes, None, flash, ce, tech)
+    techniques, tech_notes = techniques_record(setup, crit, mem, run.lines[crit].compute_end_s)
     notes = [
         *setup.compute.notes,
         *placement_notes(plan),
-        *memory_advice(sc.model, plan, seq, mem, None, flash, ce),
+        *memory_advice(sc.model, plan, seq, mem, None, flash, ce, tech),
+        *tech_notes,
     ]
     price = sc.price.gpu_hour_usd
     cost = price * n * step / 3600.0 if price is not None else None
@@ -237,4 +241,5 @@ def _result(
         cost_per_million_tokens_usd=cost / tokens * 1e6 if cost is not None else None,
         notes=notes,
         compute_params=setup.compute.summary,
+        techniques=techniques,
     )

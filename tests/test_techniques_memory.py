@@ -295,6 +295,15 @@ def test_mlp_adapters_on_moe_are_refused() -> None:
                                         "training.lora_targets=all"])  # fmt: skip
 
 
+def test_layer_list_models_refuse_techniques() -> None:
+    """CNN layer lists train full-parameter AdamW only: a technique key is refused by name."""
+    from sim.errors import ConfigError
+    from sim.training.layers import load_any_scenario
+
+    with pytest.raises(ConfigError, match=r"training\.offload"):
+        load_any_scenario("gpt2-1gpu", ["model.preset=resnet50", "training.offload=cpu"])
+
+
 def test_defaults_are_the_documented_ones() -> None:
     assert DEFAULT.is_default and DEFAULT.lora_rank == 16
     assert DEFAULT.lora_targets == ("q", "k", "v", "o")

@@ -29,7 +29,7 @@ from sim.training.workload.lora import adapt_comm, base_weight_bytes, lora_layer
 from sim.training.workload.models import ModelSpec, model_preset, param_count
 from sim.training.workload.ops import context_for, layer_ops
 from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.techniques import (
+from sim.training.workload.trainable import (
     ADAPTER_NAMES,
     DEFAULT,
     NF4_BYTES,

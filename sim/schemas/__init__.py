@@ -48,7 +48,7 @@ def _choices(values: tuple[str, ...] | list[str]) -> dict[str, Any]:
 
 def _technique_keys() -> dict[str, Any]:
     """``training`` keys of the optimizer, LoRA/QLoRA and offload techniques."""
-    from sim.training.workload import techniques as t
+    from sim.training.workload import trainable as t
 
     names = {"type": "array", "items": _choices(t.ADAPTER_NAMES)}
     return {

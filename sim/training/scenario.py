@@ -37,7 +37,7 @@ from sim.training.scenario_readers import (
 )
 from sim.training.workload.models import ModelSpec, model_preset
 from sim.training.workload.plan import ParallelPlan, validate_plan
-from sim.training.workload.techniques import (
+from sim.training.workload.trainable import (
     ATTENTION_TARGETS,
     CPU_ADAM_PARAMS_PER_S,
     NVME_BPS,
@@ -124,7 +124,7 @@ class TrainingSection:
     (with dropout), rotary and softmax run as fused bandwidth-tuned kernels
     (``fused_kernels``: Megatron-LM, Transformer Engine) or as eager framework kernels.
     The optimizer, LoRA/QLoRA and offload keys are read into :attr:`techniques`
-    (:mod:`sim.training.workload.techniques`)."""
+    (:mod:`sim.training.workload.trainable`)."""
 
     global_batch: int
     seq_len: int

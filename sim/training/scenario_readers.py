@@ -14,7 +14,7 @@ from sim.collectives.params import PROTOCOLS
 from sim.collectives.selection import parse_list
 from sim.errors import ConfigError
 from sim.training.workload.plan import parse_order
-from sim.training.workload.techniques import FINETUNES, OFFLOADS, OPTIMIZERS, parse_targets
+from sim.training.workload.trainable import FINETUNES, OFFLOADS, OPTIMIZERS, parse_targets
 from sim.training.workload.zero import parse_zero
 from sim.units import parse_bandwidth, parse_bytes
 

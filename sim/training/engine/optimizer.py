@@ -27,7 +27,7 @@ from sim.training.workload.comms import RankParams
 from sim.training.workload.lora import trainable_params
 from sim.training.workload.models import ModelSpec
 from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.techniques import (
+from sim.training.workload.trainable import (
     PCIE_DEFAULT_BPS,
     PCIE_EFF,
     Techniques,

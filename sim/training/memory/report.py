@@ -27,7 +27,7 @@ from sim.training.schedule.pipeline import in_flight, make_schedule
 from sim.training.workload.models import ModelSpec
 from sim.training.workload.plan import ParallelPlan
 from sim.training.workload.stages import stage_layers
-from sim.training.workload.techniques import DEFAULT, Techniques
+from sim.training.workload.trainable import DEFAULT, Techniques
 
 __all__ = [
     "OPTIMIZER_BYTES",
@@ -129,7 +129,7 @@ def memory_per_stage(
     tech: Techniques = DEFAULT,
 ) -> list[MemoryReport]:
     """Memory of one GPU of each pipeline stage, in stage order (``tech``: optimizer,
-    LoRA/QLoRA and offload, :mod:`sim.training.workload.techniques`)."""
+    LoRA/QLoRA and offload, :mod:`sim.training.workload.trainable`)."""
     params = params or MemoryParams()
     schedule = make_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.virtual_stages)
     held = in_flight(schedule)

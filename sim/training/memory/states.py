@@ -9,7 +9,7 @@ master weights to host memory (or NVMe): they leave the GPU, and are reported ap
 
 >>> from sim.training.workload.models import model_preset
 >>> from sim.training.workload.plan import ParallelPlan
->>> from sim.training.workload.techniques import Techniques
+>>> from sim.training.workload.trainable import Techniques
 >>> s = model_states(model_preset("llama2-7b"), ParallelPlan(), 0, Techniques(offload="cpu"))
 >>> s.optimizer, s.offloaded == 12 * 6738415616
 (0.0, True)
@@ -28,7 +28,7 @@ from sim.training.workload.lora import (
 )
 from sim.training.workload.models import ModelSpec
 from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.techniques import DEFAULT, Techniques, optimizer_state_bytes
+from sim.training.workload.trainable import DEFAULT, Techniques, optimizer_state_bytes
 from sim.training.workload.zero import PARAM_BYTES, zero_semantics
 
 __all__ = ["ModelStates", "model_states"]

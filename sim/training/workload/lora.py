@@ -9,7 +9,7 @@ bound: frozen linears need not save their inputs).
 
 >>> from sim.training.workload.models import model_preset
 >>> from sim.training.workload.plan import ParallelPlan
->>> from sim.training.workload.techniques import Techniques
+>>> from sim.training.workload.trainable import Techniques
 >>> trainable_params(model_preset("llama2-7b"), ParallelPlan(), 0, Techniques(finetune="lora"))
 RankParams(dense=16777216.0, expert=0.0)
 """
@@ -24,7 +24,7 @@ from sim.training.workload.ops import LayerOps
 from sim.training.workload.plan import ParallelPlan
 from sim.training.workload.primitives import Op, OpContext, linear
 from sim.training.workload.stages import stage_layers
-from sim.training.workload.techniques import (
+from sim.training.workload.trainable import (
     NF4_BYTES,
     Techniques,
     adapter_shapes,

@@ -46,6 +46,20 @@ def _choices(values: tuple[str, ...] | list[str]) -> dict[str, Any]:
     return {"type": "string", "enum": list(values)}
 
 
+def _technique_keys() -> dict[str, Any]:
+    """``training`` keys of the optimizer, LoRA/QLoRA and offload techniques."""
+    from sim.training.workload import trainable as t
+
+    names = {"type": "array", "items": _choices(t.ADAPTER_NAMES)}
+    return {
+        "optimizer": _choices(t.OPTIMIZERS), "finetune": _choices(t.FINETUNES),
+        "offload": _choices(t.OFFLOADS), "lora_rank": _COUNT,
+        "lora_targets": {"anyOf": [{"type": "string"}, names]},
+        "cpu_adam_rate": {"type": "number", "exclusiveMinimum": 0},
+        "nvme_bandwidth": _BYTES,
+    }  # fmt: skip
+
+
 def _scenario() -> dict[str, Any]:
     from sim.training.scenario import ClusterSection, ParallelSection, PriceSection, TrainingSection
     from sim.training.scenario_readers import GRAD_DTYPES, PRECISIONS
@@ -84,6 +98,7 @@ def _scenario() -> dict[str, Any]:
     train["properties"].update(
         global_batch=_COUNT, seq_len=_COUNT, precision=_choices(PRECISIONS),
         grad_dtype=_choices(tuple(GRAD_DTYPES)), cross_entropy=_choices(("fp32", "fused")),
+        **_technique_keys(),
     )  # fmt: skip
     train["required"] = ["global_batch"]
     cluster = _section(ClusterSection)

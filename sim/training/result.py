@@ -59,8 +59,10 @@ class StepResult:
         Data-parallel communication techniques when any is active (gradient compression,
         parameter server, local SGD: :mod:`sim.training.techniques`): their parameters
         and a ``dp_comm`` block (wire bytes per GPU per step before and after, exposed
-        seconds, compute overhead) and ``memory_added_bytes``. Empty (and left out of
-        :meth:`to_dict`) otherwise.
+        seconds, compute overhead) and ``memory_added_bytes``; and what the optimizer,
+        LoRA/QLoRA and offload settings changed (``optimizer``, trainable parameters, state
+        bytes, offload timings, how MFU is counted: :mod:`sim.training.techniques_report`).
+        Empty (and left out of :meth:`to_dict`) for the defaults.
     """
 
     scenario: str
@@ -141,7 +143,7 @@ class StepResult:
             "bytes on links   "
             + ", ".join(f"{k} {v / 1e9:.1f} GB" for k, v in self.link_bytes_by_scope.items())
         )
-        if self.techniques:
+        if "dp_comm" in self.techniques:
             lines.append(_techniques_line(self.techniques))
         if self.cost_per_step_usd is not None:
             lines.append(
@@ -149,6 +151,7 @@ class StepResult:
                 f"${self.cost_per_million_tokens_usd:.4f} per million tokens"
             )
         lines += _gpu_type_lines(self.gpu_types)
+        lines += _technique_lines(self.techniques)
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -167,6 +170,30 @@ def _gpu_type_lines(types: dict[str, dict[str, Any]] | None) -> list[str]:
         )
     slow = next(n for n, t in types.items() if t["bottleneck"])
     lines.append(f"bottleneck GPU type: {slow} (the others wait for its compute: idle s)")
+    return lines
+
+
+def _technique_lines(t: dict[str, Any]) -> list[str]:
+    """Summary lines of the optimizer/LoRA/offload settings (none for the defaults)."""
+    if "optimizer" not in t:
+        return []
+    lines = [
+        f"techniques       optimizer {t['optimizer']} "
+        f"({t['optimizer_state_bytes_per_param']:.3g} B/param of state), "
+        f"finetune {t['finetune']}, offload {t['offload']}"
+    ]
+    if "trainable_params" in t:
+        lines.append(
+            f"  trainable        {t['trainable_params'] / 1e6:,.1f} M params "
+            f"({t['trainable_fraction']:.3%}), rank {t['lora_rank']} on "
+            f"{','.join(t['lora_targets'])}; DP gradients {t['dp_grad_bytes_per_reduction'] / 1e6:,.1f} MB"
+        )
+    if "offload_total_s" in t:
+        lines.append(
+            f"  offload step     {t['offload_total_s']:.4f} s (PCIe down {t['pcie_down_s']:.4f}, "
+            f"CPU {t['cpu_step_s']:.4f}, up {t['pcie_up_s']:.4f}, NVMe {t['nvme_s']:.4f}; "
+            f"hidden {t['offload_hidden_s']:.4f}); host {t['offloaded_bytes_per_gpu'] / 2**30:.1f} GiB/GPU"
+        )
     return lines
 
 

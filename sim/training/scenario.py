@@ -40,6 +40,12 @@ from sim.training.scenario_readers import (
 from sim.training.workload.context import check_context
 from sim.training.workload.models import ModelSpec, model_preset
 from sim.training.workload.plan import ParallelPlan, validate_plan
+from sim.training.workload.trainable import (
+    ATTENTION_TARGETS,
+    CPU_ADAM_PARAMS_PER_S,
+    NVME_BPS,
+    Techniques,
+)
 from sim.training.workload.zero import FSDP_STRATEGIES
 from sim.variability.config import VariabilityConfig
 
@@ -139,7 +145,9 @@ class TrainingSection:
     kernel over bf16 logits, gradient written in place: flash-attn's xentropy,
     Megatron-Core's cross-entropy fusion), and whether norms, activations, residual adds
     (with dropout), rotary and softmax run as fused bandwidth-tuned kernels
-    (``fused_kernels``: Megatron-LM, Transformer Engine) or as eager framework kernels."""
+    (``fused_kernels``: Megatron-LM, Transformer Engine) or as eager framework kernels.
+    The optimizer, LoRA/QLoRA and offload keys are read into :attr:`techniques`
+    (:mod:`sim.training.workload.trainable`)."""
 
     global_batch: int
     seq_len: int
@@ -148,6 +156,22 @@ class TrainingSection:
     grad_dtype: str = "fp32"
     cross_entropy: str = "fp32"
     fused_kernels: bool = False
+    optimizer: str = "adamw"
+    momentum: bool = True
+    finetune: str = "full"
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] = ATTENTION_TARGETS
+    offload: str = "none"
+    offload_overlap: bool = False
+    cpu_adam_rate: float = CPU_ADAM_PARAMS_PER_S
+    nvme_bandwidth: float = NVME_BPS
+
+    @property
+    def techniques(self) -> Techniques:
+        """Optimizer, fine-tuning and offload settings as one value."""
+        return Techniques(self.optimizer, self.momentum, self.finetune, self.lora_rank,
+                          self.lora_targets, self.offload, self.offload_overlap,
+                          self.cpu_adam_rate, self.nvme_bandwidth)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -241,7 +265,7 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
     _require(training, "training", "global_batch")
     _require(training, "training", "seq_len")
     profile = raw.get("profile")
-    return Scenario(
+    scenario = Scenario(
         name=name,
         model=_model(raw),
         cluster=ClusterSection(**cluster),
@@ -257,6 +281,8 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
             else None
         ),
     )
+    scenario.training.techniques.check(scenario.model, scenario.training.precision)
+    return scenario
 
 
 def apply_overrides(raw: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:

@@ -15,8 +15,9 @@ from sim.collectives.selection import parse_list
 from sim.errors import ConfigError
 from sim.training.workload.plan import parse_order
 from sim.training.workload.techniques import COMPRESSIONS, DP_MODES
+from sim.training.workload.trainable import FINETUNES, OFFLOADS, OPTIMIZERS, parse_targets
 from sim.training.workload.zero import parse_zero
-from sim.units import parse_bytes
+from sim.units import parse_bandwidth, parse_bytes
 
 __all__ = [
     "GRAD_DTYPES",
@@ -113,6 +114,12 @@ def _price(value: object, where: str) -> float:
     return float(value)
 
 
+def _positive(value: object, where: str, unit: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigError(f"{where}: expected a positive number of {unit}, got {value!r}")
+    return float(value)
+
+
 READERS: dict[str, Callable[[object, str], Any]] = {
     "tp": read_int, "pp": read_int, "dp": read_int, "cp": read_int, "ep": read_int, "micro_batch": read_int,
     "virtual_stages": read_int, "global_batch": read_int, "seq_len": read_int, "nodes": read_int,
@@ -141,6 +148,10 @@ READERS: dict[str, Callable[[object, str], Any]] = {
     "grad_compression": read_choice(COMPRESSIONS), "topk_ratio": _ratio,
     "powersgd_rank": read_int, "dp_mode": read_choice(DP_MODES), "ps_servers": read_int,
     "staleness": lambda v, w: read_int(v, w, 0), "sync_every": read_int,
+    "optimizer": read_choice(OPTIMIZERS), "momentum": _bool, "finetune": read_choice(FINETUNES),
+    "lora_rank": read_int, "lora_targets": parse_targets, "offload": read_choice(OFFLOADS),
+    "offload_overlap": _bool, "cpu_adam_rate": lambda v, w: _positive(v, w, "parameters/s"),
+    "nvme_bandwidth": lambda v, w: parse_bandwidth(v, w),
 }  # fmt: skip
 
 

@@ -18,6 +18,7 @@ from sim.training.memory.report import memory_per_gpu
 from sim.training.result import StepResult
 from sim.training.scenario import Scenario
 from sim.training.techniques import apply_techniques
+from sim.training.techniques_report import techniques_record
 from sim.training.workload.plan import placement_notes
 
 __all__ = ["run_step", "simulate_step"]
@@ -234,11 +235,14 @@ def _result(
     tokens = sc.training.global_batch * sc.training.seq_len
     seq, flash, ce = sc.training.seq_len, sc.training.flash_attention, sc.training.cross_entropy
     hbm = min(g.hbm_bytes for g in topo.gpu_models or (topo.gpu,))  # fit on the smallest
-    mem = memory_per_gpu(sc.model, plan, seq, hbm, None, flash, ce)
+    tech_cfg = sc.training.techniques
+    mem = memory_per_gpu(sc.model, plan, seq, hbm, None, flash, ce, tech_cfg)
+    techniques, tech_notes = techniques_record(setup, crit, mem, run.lines[crit].compute_end_s)
     notes = [
         *setup.compute.notes,
         *placement_notes(plan),
-        *memory_advice(sc.model, plan, seq, mem, None, flash, ce),
+        *memory_advice(sc.model, plan, seq, mem, None, flash, ce, tech_cfg),
+        *tech_notes,
     ]
     breakdown = _breakdown(run.lines[crit], ideal.lines[crit])
     assert abs(sum(breakdown.values()) - step) <= 1e-9 * max(step, 1e-12), (breakdown, step)
@@ -290,7 +294,7 @@ def _result(
         notes=notes,
         compute_params=setup.compute.summary,
         cp_bytes_per_gpu=_cp_bytes(run),
-        techniques=tech.block,
+        techniques={**tech.block, **techniques},
     )
 
 

@@ -47,6 +47,7 @@ def estimate_memory(
         scenario.training.seq_len,
         hbm_bytes,
         flash_attention=scenario.training.flash_attention,
+        tech=scenario.training.techniques,
     )
     return MemoryEstimate(float(mem.total_bytes), float(hbm_bytes))
 

@@ -48,7 +48,6 @@ from sim.training.engine.stage import (
 )
 from sim.training.engine.timeline import list_schedule
 from sim.training.schedule.pipeline import Step, make_schedule
-from sim.training.workload.comms import rank_params
 
 __all__ = ["PipelineRun", "run_pipeline"]
 
@@ -228,8 +227,7 @@ class _Run:
                 )
             line.comm.append((bucket.label, start, self.env.now))
         line.dp_end_s = max(self.env.now, line.compute_end_s)
-        rp = rank_params(self.setup.scenario.model, self.plan, s)
-        line.optimizer_s = optimizer_s(self.setup, self.timer, rp, s) if self.with_dp else 0.0
+        line.optimizer_s = optimizer_s(self.setup, s, line.compute_end_s) if self.with_dp else 0.0
         line.param_gather_s = tail_gathers_s(self.setup, self.timer, s) if self.with_dp else 0.0
         yield self.env.timeout(line.optimizer_s + line.param_gather_s)
         line.end_s = self.env.now

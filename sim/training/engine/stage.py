@@ -26,9 +26,11 @@ from sim.training.compute.passes import (
     pass_cost,
     unit_cost,
 )
+from sim.training.engine.optimizer import optimizer_bytes_per_param, optimizer_s
 from sim.training.engine.setup import StepSetup
 from sim.training.engine.techniques import technique_steps
-from sim.training.workload.comms import RankParams, StepComm, dp_buckets, end_params, step_comm
+from sim.training.workload.comms import StepComm, dp_buckets, end_params, step_comm
+from sim.training.workload.lora import adapt_comm, frozen_end_ops, lora_layer_ops
 from sim.training.workload.ops import Op, context_for, embedding_ops, head_ops, layer_ops
 from sim.training.workload.primitives import OpContext
 from sim.training.workload.stages import chunk_layers
@@ -56,18 +58,6 @@ __all__ = [
 # Gradient buckets simulated per model chunk at most: DDP's buckets (parallel.bucket_bytes)
 # are merged up to this count. Overlap granularity is coarsened; total bytes are exact.
 SIM_BUCKETS = 4
-
-
-def optimizer_bytes_per_param(grad_bytes: int) -> int:
-    """HBM bytes of a mixed-precision Adam step per parameter.
-
-    Read and write fp32 master weights, m and v (24), write the bf16 weight (2), read the
-    gradient for the step and for the global norm and zero it (3 x ``grad_bytes``).
-
-    >>> optimizer_bytes_per_param(4)
-    38
-    """
-    return 26 + 3 * grad_bytes
 
 
 @dataclass(frozen=True)
@@ -132,8 +122,9 @@ class StageTimeline:
 
 def stage_comm(setup: StepSetup, s: int) -> StepComm:
     """Communication volumes of stage ``s`` (bytes)."""
-    sc = setup.scenario
-    return step_comm(sc.model, setup.plan, sc.training.seq_len, s)
+    sc, plan = setup.scenario, setup.plan
+    c = step_comm(sc.model, plan, sc.training.seq_len, s)
+    return adapt_comm(c, sc.model, plan, s, sc.training.techniques)
 
 
 def _reduce_steps(
@@ -278,16 +269,6 @@ def with_interference(cost: PassCost, gathers_s: Sequence[float], reduce_s: floa
     return replace(cost, compute_s=cost.compute_s + sum(extra), units=new_units)
 
 
-def optimizer_s(setup: StepSetup, timer: CollectiveTimer, rp: RankParams, s: int = 0) -> float:
-    """Adam step time of one rank of stage ``s``: a fused multi-tensor kernel, memory-bound
-    over its (ZeRO-sharded) parameters at ``stream_eff``."""
-    plan = setup.plan
-    dense = rp.dense / plan.shard if plan.zero >= 1 else rp.dense
-    expert = rp.expert / plan.edp if plan.zero >= 1 else rp.expert
-    nbytes = (dense + expert) * optimizer_bytes_per_param(plan.grad_bytes)
-    return nbytes / (setup.gpu_at(s).hbm_Bps * setup.compute_at(s).stream_eff)
-
-
 def tail_gathers_s(setup: StepSetup, timer: CollectiveTimer, s: int) -> float:
     """After the optimizer: ZeRO-1/2 parameter all-gathers (every TP rank's group at once)
     and the tied-embedding sync."""
@@ -322,13 +303,13 @@ def _unit_costs(
     setup: StepSetup, timer: CollectiveTimer, s: int, cache: dict[Op, float]
 ) -> dict[str, tuple[OpsCost, OpsCost]]:
     """(forward, backward) cost of one embedding, layer and head unit of stage ``s``."""
-    ctx, st = op_context(setup), setup.stages[s]
+    ctx, st, tech = op_context(setup), setup.stages[s], setup.scenario.training.techniques
     grp = {"tp": st.tp, "ep": st.ep}
     out = {}
     for name, ops in (
-        ("emb", embedding_ops(ctx)),
-        ("layer", layer_ops(ctx)),
-        ("head", head_ops(ctx)),
+        ("emb", frozen_end_ops(embedding_ops(ctx), tech)),
+        ("layer", lora_layer_ops(layer_ops(ctx), ctx, tech)),
+        ("head", frozen_end_ops(head_ops(ctx), tech)),
     ):
         out[name] = tuple(
             unit_cost(

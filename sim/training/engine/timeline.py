@@ -46,7 +46,6 @@ from sim.training.engine.stage import (
     unit_gather_s,
 )
 from sim.training.schedule.pipeline import Step, make_schedule
-from sim.training.workload.comms import rank_params
 from sim.training.workload.zero import zero_semantics
 
 __all__ = ["list_schedule", "run_pass_s"]
@@ -224,7 +223,6 @@ def _finish(
         dp_free = start + bucket_s(setup, timer, s, bucket)
         line.comm.append((bucket.label, start, dp_free))
     line.dp_end_s = max(dp_free, t)
-    rp = rank_params(setup.scenario.model, setup.plan, s)
-    line.optimizer_s = optimizer_s(setup, timer, rp, s) if with_dp else 0.0
+    line.optimizer_s = optimizer_s(setup, s, line.compute_end_s) if with_dp else 0.0
     line.param_gather_s = tail_gathers_s(setup, timer, s) if with_dp else 0.0
     line.end_s = line.dp_end_s + line.optimizer_s + line.param_gather_s

@@ -105,6 +105,7 @@ def _layer_scenario(raw: Mapping[str, Any], name: str, folder: Path | None) -> L
     training["precision"] = "bf16"  # checked above; the transformer reader knows bf16 and fp8
     data.update(model=dict(_STAND_IN), training=training)
     checked = scenario_from_dict(data, name)
+    _no_techniques(checked.training)
     return LayerScenario(
         name=name,
         model=model,
@@ -117,6 +118,18 @@ def _layer_scenario(raw: Mapping[str, Any], name: str, folder: Path | None) -> L
         seed=checked.seed,
         variability=checked.variability,
     )
+
+
+def _no_techniques(training: TrainingSection) -> None:
+    """Layer-list models train full-parameter AdamW on the GPU: refuse the other settings."""
+    default = TrainingSection(training.global_batch, training.seq_len)
+    for key in ("optimizer", "momentum", "finetune", "lora_rank", "lora_targets", "offload",
+                "offload_overlap", "cpu_adam_rate", "nvme_bandwidth"):  # fmt: skip
+        if getattr(training, key) != getattr(default, key):
+            raise ConfigError(
+                f"training.{key}: not modelled for layer-list models (full-parameter AdamW "
+                "on the GPU); remove it or use a transformer model"
+            )
 
 
 def any_scenario_from_dict(

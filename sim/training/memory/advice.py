@@ -15,6 +15,7 @@ from sim.errors import ConfigError
 from sim.training.memory.report import MemoryParams, MemoryReport, memory_per_gpu
 from sim.training.workload.models import ModelSpec
 from sim.training.workload.plan import ParallelPlan, validate_plan
+from sim.training.workload.trainable import DEFAULT, Techniques
 
 __all__ = ["memory_advice"]
 
@@ -55,6 +56,7 @@ def memory_advice(
     params: MemoryParams | None = None,
     flash_attention: bool = True,
     cross_entropy: str = "fp32",
+    tech: Techniques = DEFAULT,
 ) -> list[str]:
     """Notes for a result whose plan does not fit (empty when it fits).
 
@@ -80,7 +82,7 @@ def memory_advice(
         except ConfigError:
             continue
         r = memory_per_gpu(
-            model, cand, seq, report.hbm_bytes, params, flash_attention, cross_entropy
+            model, cand, seq, report.hbm_bytes, params, flash_attention, cross_entropy, tech
         )
         if r.fits:
             fits.append((r.total_bytes, label))

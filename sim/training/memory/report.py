@@ -22,12 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.training.memory.activations import stage_activation_bytes
+from sim.training.memory.states import model_states
 from sim.training.schedule.pipeline import in_flight, make_schedule
-from sim.training.workload.comms import end_params, layer_rank_params, rank_params
 from sim.training.workload.models import ModelSpec
 from sim.training.workload.plan import ParallelPlan
 from sim.training.workload.stages import stage_layers
-from sim.training.workload.zero import PARAM_BYTES, zero_semantics
+from sim.training.workload.trainable import DEFAULT, Techniques
 
 __all__ = [
     "OPTIMIZER_BYTES",
@@ -75,6 +75,9 @@ class MemoryReport:
         Fixed workspace and allocator fragmentation, bytes.
     hbm_bytes : float
         Device memory capacity, bytes.
+    offloaded_bytes : float
+        Optimizer states and master weights moved to host memory or NVMe (``training.
+        offload``), bytes; not part of ``total_bytes``.
     """
 
     stage: int
@@ -85,6 +88,7 @@ class MemoryReport:
     workspace_bytes: float
     fragmentation_bytes: float
     hbm_bytes: float
+    offloaded_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> float:
@@ -114,29 +118,6 @@ class MemoryReport:
         }
 
 
-def _states(model: ModelSpec, plan: ParallelPlan, stage: int) -> tuple[float, float, float]:
-    """(weights, grads, optimizer) bytes on a rank of ``stage`` under ZeRO."""
-    params = rank_params(model, plan, stage)
-    sem = zero_semantics(plan)
-
-    def sharded(bytes_per: float, from_stage: int) -> float:
-        if plan.zero < from_stage:
-            return params.total * bytes_per
-        return (params.dense / plan.shard + params.expert / plan.edp) * bytes_per
-
-    layer = layer_rank_params(model, plan).total
-    # PyTorch FSDP's sharded flat parameter is the fp32 master weight (counted with the
-    # optimizer states): no bf16 shard is kept beside it, only the gathered units.
-    fsdp_flat = plan.fsdp is not None and plan.zero == 3
-    weights = 0.0 if fsdp_flat else sharded(PARAM_BYTES, 3)
-    if plan.zero == 3 and plan.dp_cp > 1:  # two gathered layers and the root unit
-        weights += (2 * layer + end_params(model, plan, stage)) * PARAM_BYTES
-    grads = sharded(plan.grad_bytes, 2)
-    if sem.reduce_every_microbatch and plan.dp_cp > 1:  # one unit's unsharded grads and cast
-        grads += layer * (PARAM_BYTES + plan.grad_bytes)
-    return weights, grads, sharded(OPTIMIZER_BYTES, 1)
-
-
 def memory_per_stage(
     model: ModelSpec,
     plan: ParallelPlan,
@@ -145,22 +126,25 @@ def memory_per_stage(
     params: MemoryParams | None = None,
     flash_attention: bool = True,
     cross_entropy: str = "fp32",
+    tech: Techniques = DEFAULT,
 ) -> list[MemoryReport]:
-    """Memory of one GPU of each pipeline stage, in stage order."""
+    """Memory of one GPU of each pipeline stage, in stage order (``tech``: optimizer,
+    LoRA/QLoRA and offload, :mod:`sim.training.workload.trainable`)."""
     params = params or MemoryParams()
     schedule = make_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.virtual_stages)
     held = in_flight(schedule)
     layers = stage_layers(plan, model)
     reports = []
     for stage in range(plan.pp):
-        weights, grads, optimizer = _states(model, plan, stage)
+        states = model_states(model, plan, stage, tech)
+        weights, grads, optimizer = states.weights, states.grads, states.optimizer
         last = stage == plan.pp - 1
         acts = stage_activation_bytes(
             model, plan, seq, held[stage], layers[stage], last, flash_attention, cross_entropy
         )
         frag = params.fragmentation * (weights + grads + optimizer + acts)
         parts = (weights, grads, optimizer, acts, params.workspace_bytes, frag)
-        reports.append(MemoryReport(stage, *parts, hbm_bytes))
+        reports.append(MemoryReport(stage, *parts, hbm_bytes, states.offloaded))
     return reports
 
 
@@ -172,6 +156,7 @@ def memory_per_gpu(
     params: MemoryParams | None = None,
     flash_attention: bool = True,
     cross_entropy: str = "fp32",
+    tech: Techniques = DEFAULT,
 ) -> MemoryReport:
     """Memory of the fullest GPU under ``plan``; ``fits`` says whether it fits ``hbm_bytes``.
 
@@ -183,5 +168,7 @@ def memory_per_gpu(
     >>> memory_per_gpu(model_preset("llama2-70b"), plan, 4096, 80 * 2**30).fits
     False
     """
-    reports = memory_per_stage(model, plan, seq, hbm_bytes, params, flash_attention, cross_entropy)
+    reports = memory_per_stage(
+        model, plan, seq, hbm_bytes, params, flash_attention, cross_entropy, tech
+    )
     return max(reports, key=lambda r: (r.total_bytes, -r.stage))

@@ -195,7 +195,7 @@ def _result(
         *placement_notes(plan),
         *memory_advice(sc.model, plan, seq, mem, None, flash, ce),
     ]
-    price = sc.price.gpu_hour_usd
+    price = sc.price.usd_per_gpu_hour(topo.gpu.name)
     cost = price * n * step / 3600.0 if price is not None else None
     breakdown = _breakdown(run.lines[crit], ideal.lines[crit])
     assert abs(sum(breakdown.values()) - step) <= 1e-9 * max(step, 1e-12), (breakdown, step)

@@ -46,12 +46,16 @@ def scaled(value: float, unit: str, base: float = 1.0) -> str:
     return f"{amount:.2f} {unit}"
 
 
+def _gpu_hours(hours: float) -> str:
+    return f"{hours / 1e6:,.2f}M GPU-hours" if hours >= 1e6 else f"{hours:,.1f} GPU-hours"
+
+
 def _training(t: TrainingCost, chosen: PriceRow | None) -> list[str]:
     lines = [
         f"whole run: training.tokens {t.tokens:.4g} = {t.steps:,} steps of "
         f"{t.tokens_per_step:,.0f} tokens",
         f"  time to train     {duration(t.useful_time_s)} of steps, {duration(t.wall_time_s)} "
-        f"wall, {t.gpu_hours / 1e6:,.2f}M GPU-hours",
+        f"wall, {_gpu_hours(t.gpu_hours)}",
     ]
     if t.cost_usd is not None and chosen is not None:
         name = chosen.preset or "price.gpu_hour_usd"

@@ -23,38 +23,30 @@ from sim.reliability import (
     simulate_goodput,
     spot_comparison,
 )
-from sim.training.scenario import scenario_from_dict
+from sim.training.scenario import load_scenario
+from sim.training.workload.models import param_count
 
-# Llama 3 405B as Meta trained it (arXiv:2407.21783, Table 4): TP 8, PP 16, DP 128, 16M-token
-# batches of 8192-token sequences on 16,384 H100 over 400G RoCE. Its 126 layers are placed
-# as the paper's section 3.3.2 says: one layer fewer on the first and the last stage, "the
-# first model chunk on the first stage has only the embedding, and the last model chunk on
-# the last stage has only output projection and loss calculation", i.e. one layer per
-# virtual stage: 8 virtual stages of 16, the embedding and the loss each counted as a layer.
-SCENARIO = {
-    "model": {"preset": "llama3-405b"},
-    "cluster": {"topology": "h100-roce-400g", "nodes": 2048},
-    "parallel": {"tp": 8, "pp": 16, "micro_batch": 1, "schedule": "interleaved",
-                 "virtual_stages": 8, "sp": True, "zero": 1},
-    "training": {"global_batch": 2048, "seq_len": 8192},
-}  # fmt: skip
+# Llama 3 405B as Meta trained it (arXiv:2407.21783, Table 4): the shipped scenario
+# scenarios/llama3-405b-16k.yaml (TP 8, PP 16 interleaved with one layer per virtual stage,
+# DP 128, 16M-token batches of 8192-token sequences on 16,384 H100 over 400G RoCE), so this
+# script and `clustersim run llama3-405b-16k` print the same run.
+SCENARIO = load_scenario("llama3-405b-16k")
 ALTERNATIVES: dict[str, dict[str, object]] = {
     "restart 60 s": {"restart_s": 60},
     "local NVMe": {"storage": "local-nvme"},
     "object store": {"storage": "object-store"},
     "OPT-era failures": {"failures": "opt-175b-a100"},
 }
-TOKENS = 15.6e12
-PARAMS = 405e9
-
-
-PER_STEP = 2048 * 8192
+assert SCENARIO.training.tokens is not None
+TOKENS = SCENARIO.training.tokens
+PARAMS = float(param_count(SCENARIO.model))
+PER_STEP = SCENARIO.training.global_batch * SCENARIO.training.seq_len
 GPUS = 16384
 
 
 def llama3_run() -> tuple[StepResult, GoodputEstimate]:
     """The simulated step and the reliability estimate of the whole run (also used by a test)."""
-    step = simulate_step(scenario_from_dict(SCENARIO, "llama3-405b-16k"), network="analytical")
+    step = simulate_step(SCENARIO, network="analytical")
     est = goodput_estimate(
         step_time_s=step.step_time_s, gpus=GPUS, gpus_per_node=8, params=PARAMS,
         config=ReliabilityConfig(), tokens=TOKENS, tokens_per_step=PER_STEP,

@@ -35,6 +35,7 @@ SHIPPED = {
     "llama2-70b-256-roce": (256, 8),
     "llama2-70b-256-ib": (256, 8),
     "gpt3-175b-1024": (1024, 8),
+    "llama3-405b-16k": (16384, 8),
 }
 
 
@@ -50,7 +51,7 @@ def _raw(**sections: Any) -> dict[str, Any]:
 
 
 def test_shipped_scenarios_are_the_expected_ones() -> None:
-    """The scenarios package ships the issue's five studies, found by name."""
+    """The scenarios package ships the issue's five studies and the Llama 3 405B run, by name."""
     assert set(scenario_names()) == set(SHIPPED)
 
 

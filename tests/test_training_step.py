@@ -124,10 +124,14 @@ def test_not_fitting_is_an_answer(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["memory_per_gpu_bytes"] > 80e9 and out["memory_breakdown"]["weights"] > 100e9
 
 
+# Shipped as published although the memory model finds it does not fit (see the file).
+NOT_FITTING = {"llama3-405b-16k"}
+
+
 @pytest.mark.parametrize("name", scenario_names())
 def test_every_shipped_scenario_runs(name: str) -> None:
     r = simulate_step(load_scenario(name), network="analytical")
-    assert r.fits and r.step_time_s > 0 and 0 < r.mfu < 1
+    assert r.fits == (name not in NOT_FITTING) and r.step_time_s > 0 and 0 < r.mfu < 1
 
 
 def test_json_is_byte_identical(capsys: pytest.CaptureFixture[str]) -> None:

@@ -67,10 +67,20 @@ def _write_atomic(path: str, text: str) -> None:
         raise
 
 
+def _gpus_per_node(scenario: Any) -> int:
+    """GPUs per server of a layer-list scenario's cluster (its step does not return the
+    topology)."""
+    from sim.topology.presets import load_topology
+
+    cluster = scenario.cluster
+    return load_topology(cluster.topology, nodes=cluster.nodes, seed=scenario.seed).gpus_per_node
+
+
 def run(args: argparse.Namespace) -> int:
     """Simulate and print a summary (or JSON or CSV); write the trace and figure if asked."""
     from dataclasses import replace
 
+    from sim.beyond import has_run_sections, whole_run, whole_run_text
     from sim.cli.outputs import busiest_text, link_rows, plot
     from sim.profile_select import describe, resolve_profile, text_lines
     from sim.topology.presets import load_topology
@@ -94,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--trace: not available for layer-list models (no per-pass timeline)")
         result = simulate_layer_step(scenario, args.network)
         record = result.to_dict()
+        per_node = _gpus_per_node(scenario) if has_run_sections(scenario) else 0
     else:
         cluster = scenario.cluster
         topo = load_topology(cluster.topology, nodes=cluster.nodes, seed=scenario.seed)
@@ -108,9 +119,13 @@ def run(args: argparse.Namespace) -> int:
         links = link_rows(setup.topology, pipeline.network, result.step_time_s)
         if links:
             record["links"] = links
+        per_node = topo.gpus_per_node
     sampled = variability.sample(args, scenario, result)
     if sampled is not None:
         record["variability"] = sampled.to_dict()
+    run_layers = whole_run(result, scenario, per_node) if has_run_sections(scenario) else None
+    if run_layers is not None:
+        record.update(run_layers.to_dict())
     if args.json:
         print(json.dumps(record, indent=1, sort_keys=True))
     elif args.csv:
@@ -119,11 +134,15 @@ def run(args: argparse.Namespace) -> int:
         flat = result.to_record()
         if sampled is not None:
             flat.update(sampled.to_record())
+        if run_layers is not None:
+            flat.update(run_layers.to_record())
         sys.stdout.write(csv_text([flat], list(flat)))
     else:
         print(result.summary())
         if info is not None:
             print("\n".join(text_lines(info)))
+        if run_layers is not None:
+            print(whole_run_text(run_layers))
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
         if args.links:

@@ -9,6 +9,7 @@
       storage: parallel-fs           # checkpoint tier (storage.yaml)
       checkpoint_bandwidth: 1TB/s    # optional: replace the tier's aggregate write bandwidth
       interval: daly                 # young | daly | exact | a number of steps
+      simulate_runs: 20              # optional: also run the seeded event simulation N times
     spot:
       discount: 0.7                  # fraction off the on-demand price
       preemptions_per_node_hour: 0.002   # or monthly_interruption: 0.05
@@ -69,6 +70,7 @@ class ReliabilityConfig(BaseModel):
     model_bytes_per_param: float = Field(default=2.0, ge=0, allow_inf_nan=False)
     optimizer_bytes_per_param: float = Field(default=12.0, ge=0, allow_inf_nan=False)
     interval: Literal["young", "daly", "exact"] | StrictInt = "daly"
+    simulate_runs: StrictInt | None = Field(default=None, ge=2, description="event-simulation runs")
 
     @field_validator("interval", mode="before")
     @classmethod

@@ -31,6 +31,10 @@ _COUNT = {"type": "integer", "minimum": 1}
 _FSDP = ["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "_HYBRID_SHARD_ZERO2", "NO_SHARD"]
 _BYTES = {"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}]}
 _NULLABLE_COUNT = {"anyOf": [_COUNT, {"type": "null"}]}
+#: A token budget: YAML 1.1 reads ``15.6e12`` (no exponent sign) as a string.
+_TOKENS = {"anyOf": [{"type": "number", "exclusiveMinimum": 0},
+                     {"type": "string", "pattern": r"^[0-9_]*\.?[0-9_]+([eE][+-]?[0-9]+)?$"},
+                     {"type": "null"}]}  # fmt: skip
 
 
 def _section(cls: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -40,6 +44,15 @@ def _section(cls: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:
     out = {k: {kk: vv for kk, vv in v.items() if kk != "title"} for k, v in props.items()
            if k in keep}  # fmt: skip
     return {"type": "object", "properties": out, "additionalProperties": False}
+
+
+def _model_section(model: Any) -> dict[str, Any]:
+    """A pydantic section model's schema, without the generated titles."""
+    out = model.model_json_schema()
+    out.pop("title", None)
+    for prop in out.get("properties", {}).values():
+        prop.pop("title", None)
+    return dict(out)
 
 
 def _choices(values: tuple[str, ...] | list[str]) -> dict[str, Any]:
@@ -62,6 +75,7 @@ def _technique_keys() -> dict[str, Any]:
 
 def _scenario() -> dict[str, Any]:
     from sim.training.scenario import ClusterSection, ParallelSection, PriceSection, TrainingSection
+    from sim.training.scenario_layers import LAYER_MODELS
     from sim.training.scenario_readers import GRAD_DTYPES, PRECISIONS
     from sim.training.workload.models import ModelSpec
     from sim.training.workload.techniques import COMPRESSIONS, DP_MODES
@@ -99,6 +113,7 @@ def _scenario() -> dict[str, Any]:
         global_batch=_COUNT, seq_len=_COUNT, precision=_choices(PRECISIONS),
         grad_dtype=_choices(tuple(GRAD_DTYPES)), cross_entropy=_choices(("fp32", "fused")),
         **_technique_keys(),
+        tokens=_TOKENS,
     )  # fmt: skip
     train["required"] = ["global_batch"]
     cluster = _section(ClusterSection)
@@ -119,6 +134,7 @@ def _scenario() -> dict[str, Any]:
             "network": _choices(("flow", "analytical")),
             "profile": {"type": ["string", "null"]},
             "seed": {"type": "integer", "minimum": 0},
+            **{name: _model_section(model) for name, model in LAYER_MODELS.items()},
         },
         "required": ["model", "cluster", "training"],
         "additionalProperties": False,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["StepResult"]
+__all__ = ["StepResult", "flat_record"]
 
 
 @dataclass(frozen=True)
@@ -195,6 +195,17 @@ def _technique_lines(t: dict[str, Any]) -> list[str]:
             f"hidden {t['offload_hidden_s']:.4f}); host {t['offloaded_bytes_per_gpu'] / 2**30:.1f} GiB/GPU"
         )
     return lines
+
+
+def flat_record(tree: dict[str, Any]) -> dict[str, Any]:
+    """``tree`` as one flat row, as :meth:`StepResult.to_record` flattens (dotted keys).
+
+    >>> flat_record({"a": {"b": 1}, "n": ["x", "y"]})
+    {'a.b': 1, 'n': 'x; y'}
+    """
+    out: dict[str, Any] = {}
+    _flatten(tree, "", out)
+    return out
 
 
 def _flatten(tree: dict[str, Any], prefix: str, out: dict[str, Any]) -> None:

@@ -2,9 +2,10 @@
 
 A scenario is YAML with the sections ``model``, ``cluster``, ``parallel``, ``training``,
 ``price``, the optional ``variability`` (:mod:`sim.variability.config`) and the scalars
-``network``, ``profile``, ``seed``. Unknown keys are rejected with their place
-(``parallel.foo``). Presets ship in the ``scenarios`` package and are found by name;
-anything else is read as a path.
+``network``, ``profile``, ``seed``; the optional ``reliability``, ``spot`` and ``energy``
+sections feed the layers over the step (:mod:`sim.training.scenario_layers`). Unknown keys
+are rejected with their place (``parallel.foo``). Presets ship in the ``scenarios`` package
+and are found by name; anything else is read as a path.
 
 >>> raw = {"model": {"preset": "gpt2-124m"}, "cluster": {"topology": "single-h100"},
 ...        "training": {"global_batch": 8, "seq_len": 1024}}
@@ -26,8 +27,13 @@ from typing import Any
 
 import yaml
 
+from sim.cost.config import EnergyConfig
+from sim.cost.config import PriceConfig as _PriceConfig
+from sim.cost.prices import resolve_price
 from sim.errors import ConfigError
 from sim.packaged import validate_section
+from sim.reliability.config import ReliabilityConfig, SpotConfig
+from sim.training.scenario_layers import LAYER_MODELS, check_price, layer_sections
 from sim.training.scenario_readers import (
     GRAD_DTYPES,
     NULLABLE,
@@ -147,7 +153,8 @@ class TrainingSection:
     (with dropout), rotary and softmax run as fused bandwidth-tuned kernels
     (``fused_kernels``: Megatron-LM, Transformer Engine) or as eager framework kernels.
     The optimizer, LoRA/QLoRA and offload keys are read into :attr:`techniques`
-    (:mod:`sim.training.workload.trainable`)."""
+    (:mod:`sim.training.workload.trainable`).
+    ``tokens`` is the token budget of the whole run (time, cost and energy to train)."""
 
     global_batch: int
     seq_len: int
@@ -173,17 +180,27 @@ class TrainingSection:
                           self.lora_targets, self.offload, self.offload_overlap,
                           self.cpu_adam_rate, self.nvme_bandwidth)  # fmt: skip
 
+    tokens: float | None = None
+
 
 @dataclass(frozen=True)
 class PriceSection:
-    """``gpu_hour_usd``: price of one GPU-hour in USD (None: no cost reported)."""
+    """``gpu_hour_usd``: price of one GPU-hour in USD, or ``preset``: a dated, sourced price
+    (``sim/cost/prices.yaml``); at most one of the two (neither: no cost reported)."""
 
     gpu_hour_usd: float | None = None
+    preset: str | None = None
+
+    def usd_per_gpu_hour(self, gpu: str) -> float | None:
+        """USD per GPU-hour of ``gpu`` under this section, or None when no price is set."""
+        quote = resolve_price(_PriceConfig(gpu_hour_usd=self.gpu_hour_usd, preset=self.preset), gpu)
+        return None if quote is None else quote.usd_per_gpu_hour
 
 
 @dataclass(frozen=True)
 class Scenario:
-    """A validated study: model, cluster, parallel plan, training settings and knobs."""
+    """A validated study: model, cluster, parallel plan, training settings and knobs; the
+    optional sections of the layers over the step are None when absent."""
 
     name: str
     model: ModelSpec
@@ -195,6 +212,9 @@ class Scenario:
     profile: str | None = None
     seed: int = 0
     variability: VariabilityConfig | None = None  # opt-in: clustersim run --samples
+    reliability: ReliabilityConfig | None = None
+    spot: SpotConfig | None = None
+    energy: EnergyConfig | None = None
 
 
 def _keys(cls: type) -> tuple[str, ...]:
@@ -208,6 +228,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "training": _keys(TrainingSection),
     "price": _keys(PriceSection),
     "variability": tuple(VariabilityConfig.model_fields),
+    **{name: tuple(model.model_fields) for name, model in LAYER_MODELS.items()},
 }
 TOP_KEYS = (*SECTION_KEYS, "network", "profile", "seed")
 
@@ -265,13 +286,15 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
     _require(training, "training", "global_batch")
     _require(training, "training", "seq_len")
     profile = raw.get("profile")
+    price = PriceSection(**_section(raw, "price"))
+    check_price(price.gpu_hour_usd, price.preset)
     scenario = Scenario(
         name=name,
         model=_model(raw),
         cluster=ClusterSection(**cluster),
         parallel=ParallelSection(**_section(raw, "parallel")),
         training=TrainingSection(**training),
-        price=PriceSection(**_section(raw, "price")),
+        price=price,
         network=read_choice(NETWORKS)(raw.get("network", "flow"), "network"),
         profile=None if profile is None else read_str(profile, "profile"),
         seed=read_int(raw.get("seed", 0), "seed", 0),
@@ -280,6 +303,7 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
             if "variability" in raw
             else None
         ),
+        **layer_sections(raw),
     )
     scenario.training.techniques.check(scenario.model, scenario.training.precision)
     return scenario

@@ -13,6 +13,7 @@ from sim.collectives.algorithms import ALGORITHMS
 from sim.collectives.params import PROTOCOLS
 from sim.collectives.selection import parse_list
 from sim.errors import ConfigError
+from sim.training.scenario_layers import read_tokens
 from sim.training.workload.plan import parse_order
 from sim.training.workload.techniques import COMPRESSIONS, DP_MODES
 from sim.training.workload.trainable import FINETUNES, OFFLOADS, OPTIMIZERS, parse_targets
@@ -129,7 +130,7 @@ READERS: dict[str, Callable[[object, str], Any]] = {
     "zero": _zero, "dropout": _fraction, "grad_dtype": read_choice(tuple(GRAD_DTYPES)),
     "cross_entropy": read_choice(("fp32", "fused")),
     "sp": _bool, "overlap_tp": _bool, "overlap_dp": _bool, "flash_attention": _bool,
-    "fused_kernels": _bool,
+    "fused_kernels": _bool, "tokens": read_tokens,
     "nccl_algo": _nccl_list(list(ALGORITHMS), "NCCL_ALGO"),
     "nccl_proto": _nccl_list(list(PROTOCOLS), "NCCL_PROTO"),
     "schedule": read_choice(("gpipe", "1f1b", "interleaved")),
@@ -157,5 +158,5 @@ READERS: dict[str, Callable[[object, str], Any]] = {
 
 NULLABLE = (
     "dp", "nodes", "gpu_hour_usd", "shard_size", "first_stage_layers", "last_stage_layers",
-    "embedding_as_layer", "loss_as_layer", "ps_servers",
+    "embedding_as_layer", "loss_as_layer", "ps_servers", "tokens", "preset",
 )  # fmt: skip

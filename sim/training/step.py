@@ -252,7 +252,7 @@ def _result(
         step = sum(breakdown.values())
     mem_parts = {**{k: float(v) for k, v in mem.breakdown.items()}, **tech.memory}
     mem_total = float(mem.total_bytes) + sum(tech.memory.values())
-    price = sc.price.gpu_hour_usd
+    price = sc.price.usd_per_gpu_hour(topo.gpu.name)
     cost = price * n * step / 3600.0 if price is not None else None
     return StepResult(
         scenario=sc.name,

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sim.cost.config import EnergyConfig
 from sim.errors import ConfigError
+from sim.reliability.config import ReliabilityConfig, SpotConfig
 from sim.training.layers.cnn import CNN_PRESETS, cnn_preset
 from sim.training.layers.model import LayerModel, read_layer_list
 from sim.training.scenario import (
@@ -68,6 +70,9 @@ class LayerScenario:
     profile: str | None = None
     seed: int = 0
     variability: VariabilityConfig | None = None
+    reliability: ReliabilityConfig | None = None
+    spot: SpotConfig | None = None
+    energy: EnergyConfig | None = None
 
 
 def is_layer_model(raw: Mapping[str, Any]) -> bool:
@@ -117,6 +122,9 @@ def _layer_scenario(raw: Mapping[str, Any], name: str, folder: Path | None) -> L
         profile=checked.profile,
         seed=checked.seed,
         variability=checked.variability,
+        reliability=checked.reliability,
+        spot=checked.spot,
+        energy=checked.energy,
     )
 
 

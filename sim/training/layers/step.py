@@ -197,7 +197,7 @@ def _result(sc: LayerScenario, topo, net: str, dp: int, m: int, step: float, com
     memory = {"weights": el * model.params, "grads": el * model.params, "optimizer": el * model.params,
               "activations": acts, "workspace": float(WORKSPACE_BYTES)}  # fmt: skip
     total = states + acts + WORKSPACE_BYTES
-    price = sc.price.gpu_hour_usd
+    price = sc.price.usd_per_gpu_hour(topo.gpu.name)
     cost = price * topo.num_gpus * step / 3600.0 if price is not None else None
     rate = flops / step / topo.num_gpus
     plan = {"tp": 1, "pp": 1, "dp": dp, "ep": 1, "sp": False, "zero": 0,

@@ -1,0 +1,174 @@
+"""The sections of a scenario as frozen dataclasses (what :mod:`sim.training.scenario` reads).
+
+``ClusterSection``, ``ParallelSection``, ``TrainingSection`` and ``PriceSection`` hold the
+keys as written (defaults where absent); :class:`Scenario` bundles them with the model and
+the optional sections of the layers over the step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.cost.config import EnergyConfig
+from sim.cost.config import PriceConfig as _PriceConfig
+from sim.cost.prices import resolve_price
+from sim.reliability.config import ReliabilityConfig, SpotConfig
+from sim.training.workload.models import ModelSpec
+from sim.training.workload.trainable import (
+    ATTENTION_TARGETS,
+    CPU_ADAM_PARAMS_PER_S,
+    NVME_BPS,
+    Techniques,
+)
+from sim.variability.config import VariabilityConfig
+
+__all__ = [
+    "NETWORKS",
+    "ClusterSection",
+    "ParallelSection",
+    "PriceSection",
+    "Scenario",
+    "TrainingSection",
+]
+
+NETWORKS = ("flow", "analytical")
+
+
+@dataclass(frozen=True)
+class ClusterSection:
+    """``topology``: a topology preset name or path; ``nodes``: optional node count."""
+
+    topology: str
+    nodes: int | None = None
+
+
+@dataclass(frozen=True)
+class ParallelSection:
+    """The ``parallel`` section as written (``dp`` None = derived from the GPU count).
+
+    ``zero`` is a ZeRO stage 0-3 or an FSDP strategy name (``FULL_SHARD``,
+    ``SHARD_GRAD_OP``, ``HYBRID_SHARD``, ``_HYBRID_SHARD_ZERO2``, ``NO_SHARD``), read into
+    the stage and ``fsdp``; ``shard_size`` is HYBRID_SHARD's shard group (default: the
+    data-parallel ranks of one node). See :mod:`sim.training.workload.zero` and
+    :mod:`sim.training.workload.stages` for the other keys. ``nccl_algo`` and
+    ``nccl_proto`` restrict the collective tuner as ``NCCL_ALGO``/``NCCL_PROTO`` do
+    (``ring,tree``, ``^nvls``; :mod:`sim.collectives.selection`) for every collective
+    of the step. ``cp`` is context parallelism (ring attention over sequence chunks;
+    :mod:`sim.training.workload.context`).
+    ``batch_split`` (``equal`` | ``proportional``) and ``stage_split``
+    (``equal`` | ``speed``) share micro-batches among data-parallel replicas and layers
+    among pipeline stages by GPU speed on a heterogeneous cluster
+    (:mod:`sim.training.hetero`); on one GPU model they change nothing.
+    of the step. ``grad_compression``, ``topk_ratio``, ``powersgd_rank``, ``dp_mode``,
+    ``ps_servers``, ``staleness`` and ``sync_every`` change the data-parallel
+    synchronisation (:mod:`sim.training.workload.techniques`; defaults: none).
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None
+    cp: int = 1
+    ep: int = 1
+    sp: bool = False
+    zero: int = 0
+    micro_batch: int = 1
+    schedule: str = "1f1b"
+    virtual_stages: int = 1
+    recompute: str = "none"
+    overlap_tp: bool = False
+    overlap_dp: bool = True
+    bucket_bytes: float = 25 * 2**20
+    placement: tuple[str, ...] = ("tp", "pp", "dp")
+    shard_size: int | None = None
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    embedding_as_layer: bool | None = None
+    loss_as_layer: bool | None = None
+    fsdp: str | None = None
+    nccl_algo: str = "auto"
+    nccl_proto: str = "auto"
+    batch_split: str = "equal"
+    stage_split: str = "equal"
+    # data-parallel communication techniques: sim.training.workload.techniques
+    grad_compression: str = "none"
+    topk_ratio: float = 0.01
+    powersgd_rank: int = 4
+    dp_mode: str = "allreduce"
+    ps_servers: int | None = None
+    staleness: int = 0
+    sync_every: int = 1
+
+
+@dataclass(frozen=True)
+class TrainingSection:
+    """Sequences per step, tokens per sequence, linear-layer precision, fused attention,
+    the dtype gradients are accumulated and reduced in (``fp32`` main gradients by
+    default, as Megatron-LM keeps them), and the cross-entropy kernel: ``fp32`` (eager
+    PyTorch under autocast: logits cast to fp32, log-softmax kept) or ``fused`` (one
+    kernel over bf16 logits, gradient written in place: flash-attn's xentropy,
+    Megatron-Core's cross-entropy fusion), and whether norms, activations, residual adds
+    (with dropout), rotary and softmax run as fused bandwidth-tuned kernels
+    (``fused_kernels``: Megatron-LM, Transformer Engine) or as eager framework kernels.
+    The optimizer, LoRA/QLoRA and offload keys are read into :attr:`techniques`
+    (:mod:`sim.training.workload.trainable`).
+    ``tokens`` is the token budget of the whole run (time, cost and energy to train)."""
+
+    global_batch: int
+    seq_len: int
+    precision: str = "bf16"
+    flash_attention: bool = True
+    grad_dtype: str = "fp32"
+    cross_entropy: str = "fp32"
+    fused_kernels: bool = False
+    optimizer: str = "adamw"
+    momentum: bool = True
+    finetune: str = "full"
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] = ATTENTION_TARGETS
+    offload: str = "none"
+    offload_overlap: bool = False
+    cpu_adam_rate: float = CPU_ADAM_PARAMS_PER_S
+    nvme_bandwidth: float = NVME_BPS
+
+    @property
+    def techniques(self) -> Techniques:
+        """Optimizer, fine-tuning and offload settings as one value."""
+        return Techniques(self.optimizer, self.momentum, self.finetune, self.lora_rank,
+                          self.lora_targets, self.offload, self.offload_overlap,
+                          self.cpu_adam_rate, self.nvme_bandwidth)  # fmt: skip
+
+    tokens: float | None = None
+
+
+@dataclass(frozen=True)
+class PriceSection:
+    """``gpu_hour_usd``: price of one GPU-hour in USD, or ``preset``: a dated, sourced price
+    (``sim/cost/prices.yaml``); at most one of the two (neither: no cost reported)."""
+
+    gpu_hour_usd: float | None = None
+    preset: str | None = None
+
+    def usd_per_gpu_hour(self, gpu: str) -> float | None:
+        """USD per GPU-hour of ``gpu`` under this section, or None when no price is set."""
+        quote = resolve_price(_PriceConfig(gpu_hour_usd=self.gpu_hour_usd, preset=self.preset), gpu)
+        return None if quote is None else quote.usd_per_gpu_hour
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated study: model, cluster, parallel plan, training settings and knobs; the
+    optional sections of the layers over the step are None when absent."""
+
+    name: str
+    model: ModelSpec
+    cluster: ClusterSection
+    parallel: ParallelSection
+    training: TrainingSection
+    price: PriceSection = PriceSection()
+    network: str = "flow"
+    profile: str | None = None
+    seed: int = 0
+    variability: VariabilityConfig | None = None  # opt-in: clustersim run --samples
+    reliability: ReliabilityConfig | None = None
+    spot: SpotConfig | None = None
+    energy: EnergyConfig | None = None

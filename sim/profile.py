@@ -31,10 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from sim.collectives.params import CollectiveParams, default_params
 from sim.errors import ConfigError
+from sim.files import load_yaml, read_text
 
 __all__ = [
     "PROFILE_SCHEMA",
@@ -157,7 +156,7 @@ def _read(name_or_path: str) -> tuple[str, str]:
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.is_file():
             raise ConfigError(f"profile file {name_or_path!r} does not exist")
-        return path.stem, path.read_text()
+        return path.stem, read_text(path, "profile file")
     folder = _profiles_dir()
     if folder and name_or_path in profile_names():
         return name_or_path, (folder / f"{name_or_path}.yaml").read_text()
@@ -186,10 +185,7 @@ def _load(name_or_path: str | None, _stamp: int | None) -> Profile:
         return Profile("defaults", default_params())
     name, text = _read(name_or_path)
     where = f"profile {name_or_path!r}"
-    try:
-        tree = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{where}: not valid YAML ({str(e).splitlines()[0]})") from None
+    tree = load_yaml(text, where)
     if not isinstance(tree, Mapping):
         raise ConfigError(f"{where}: expected a mapping at the top")
     for k in tree:

@@ -12,9 +12,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from sim.errors import TopologyError
+from sim.errors import ConfigError, TopologyError
+from sim.files import load_yaml, read_text
 from sim.topology.build import build_topology
 from sim.topology.model import Topology
 from sim.topology.spec import TopologySpec, parse_spec
@@ -44,7 +43,7 @@ def _read(name_or_path: str) -> tuple[str, str]:
         path = Path(name_or_path)
         if not path.is_file():
             raise TopologyError(f"topology file {name_or_path!r} not found")
-        return path.read_text(encoding="utf-8"), str(path)
+        return read_text(path, "topology file"), str(path)
     res = resources.files("topologies").joinpath(f"{name_or_path}.yaml")
     if not res.is_file():
         raise TopologyError(
@@ -56,12 +55,9 @@ def _read(name_or_path: str) -> tuple[str, str]:
 
 def _parse_yaml(text: str, source: str) -> Any:
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or type(e).__name__
-        raise TopologyError(f"{source}: invalid YAML{where}: {problem}") from None
+        return load_yaml(text, source)
+    except ConfigError as e:
+        raise TopologyError(str(e)) from None
 
 
 def load_spec(name_or_path: str, *, nodes: int | None = None) -> TopologySpec:

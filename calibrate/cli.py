@@ -10,9 +10,9 @@ one line and exits 2.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from sim.files import dumps_json
 from sim.units import parse_bytes
 
 __all__ = ["register"]
@@ -119,6 +119,7 @@ def _add_validate(cal: argparse._SubParsersAction) -> None:
 
 
 def _collectives(args: argparse.Namespace) -> int:
+    _check_out(args.out)
     from calibrate.collectives import run_collectives
     from calibrate.measurements import save_measurements
 
@@ -134,6 +135,13 @@ def _collectives(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_out(path: str) -> None:
+    """Refuse an output path that cannot be written before any measuring or fitting."""
+    from sim.files import check_output_path
+
+    check_output_path(path, "--out")
+
+
 def _is_rank0() -> bool:
     import os
 
@@ -141,6 +149,7 @@ def _is_rank0() -> bool:
 
 
 def _compute(args: argparse.Namespace) -> int:
+    _check_out(args.out)
     from calibrate.compute import run_compute
     from calibrate.measurements import save_measurements
 
@@ -151,6 +160,7 @@ def _compute(args: argparse.Namespace) -> int:
 
 
 def _step(args: argparse.Namespace) -> int:
+    _check_out(args.out)
     from calibrate.measurements import save_measurements
     from calibrate.stepjob import run_step_job
 
@@ -161,6 +171,7 @@ def _step(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    _check_out(args.out)
     from calibrate.nccl_tests import import_nccl_tests
 
     m = import_nccl_tests(args.logs, args.out, op=args.op, created=args.created)
@@ -169,6 +180,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
+    _check_out(args.out)
     from pathlib import Path
 
     from calibrate.profile_io import fit_profile, load_files, topology_for, write_profile
@@ -209,7 +221,7 @@ def _validate(args: argparse.Namespace) -> int:
         out: dict[str, Any] = {"rows": list(v.rows), "summary": v.summary}
         if v.refit is not None:
             out["refit"] = v.refit.summary()
-        print(json.dumps(out, indent=1, sort_keys=True))
+        print(dumps_json(out, indent=1, sort_keys=True))
     else:
         print(format_table(v))
     return 0

@@ -173,7 +173,7 @@ def load_yaml(text: str, source: str) -> Any:
         loader.dispose()
 
 
-def read_text(path: str | Path, what: str, max_bytes: int = MAX_FILE_BYTES) -> str:
+def read_text(path: str | os.PathLike[str], what: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     """Read a UTF-8 text file, refusing binary, oversized, unreadable or missing files.
 
     Parameters
@@ -235,7 +235,7 @@ def dumps_json(value: Any, **kwargs: Any) -> str:
         raise ConfigError(f"the result holds a non-finite number ({e}); check the inputs") from None
 
 
-def check_output_path(path: str | Path, option: str) -> Path:
+def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
     """Refuse an output path that cannot be written, before any work starts.
 
     Parameters
@@ -273,7 +273,7 @@ def check_output_path(path: str | Path, option: str) -> Path:
     return target
 
 
-def write_atomic(path: str | Path, data: str | bytes, option: str = "output") -> Path:
+def write_atomic(path: str | os.PathLike[str], data: str | bytes, option: str = "output") -> Path:
     """Write ``data`` to ``path`` through a temporary file, so a failure leaves no half file.
 
     The temporary file sits in the target's folder and replaces the target with

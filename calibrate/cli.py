@@ -48,7 +48,15 @@ def _add_collectives(cal: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--skip-unsupported", action="store_true", help="note ops the backend cannot run"
     )
-    p.add_argument("--out", required=True, help="measurement file (JSON)")
+    p.add_argument(
+        "--timeout", type=float, default=300.0,
+        help="seconds one collective may take before the run fails (a stopped rank)",
+    )  # fmt: skip
+    p.add_argument(
+        "--resume", action="store_true",
+        help="keep the records already in --out (a failed run's) and measure only the rest",
+    )  # fmt: skip
+    p.add_argument("--out", required=True, help="measurement file (JSON), rewritten per size")
     p.set_defaults(handler=_collectives)
 
 
@@ -128,6 +136,7 @@ def _collectives(args: argparse.Namespace) -> int:
         args.backend, ops, int(parse_bytes(args.min_bytes, "--min-bytes")),
         int(parse_bytes(args.max_bytes, "--max-bytes")), args.step_factor, args.iters,
         args.warmup, args.local, args.dtype, args.skip_unsupported, repeats=args.repeats,
+        timeout_s=args.timeout, out=args.out, resume=args.resume,
     )  # fmt: skip
     if _is_rank0():
         save_measurements(m, args.out)

@@ -30,6 +30,7 @@ from sim.training.scenario_readers import (
     NULLABLE,
     PRECISIONS,
     READERS,
+    check_seq_len,
     read_choice,
     read_int,
     read_str,
@@ -215,9 +216,11 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
     _require(training, "training", "global_batch")
     _require(training, "training", "seq_len")
     profile = raw.get("profile")
+    model = _model(raw)
+    check_seq_len(model.max_seq, training["seq_len"], raw["model"])
     return Scenario(
         name=name,
-        model=_model(raw),
+        model=model,
         cluster=ClusterSection(**cluster),
         parallel=ParallelSection(**_section(raw, "parallel")),
         training=TrainingSection(**training),

@@ -37,9 +37,10 @@ from calibrate.measurements import (
     utc_now,
 )
 from calibrate.nccl_scan import ScannedLog, scan_log
+from sim import files
 from sim.collectives.schedule import busbw_factor
 from sim.errors import CalibrationError
-from sim.files import MAX_FILE_BYTES, check_output_path
+from sim.files import check_output_path
 
 __all__ = ["BINARY_OPS", "import_nccl_tests", "parse_nccl_tests"]
 
@@ -251,9 +252,9 @@ def _read_log(p: Path) -> str:
     """A log's text; bytes that are not UTF-8 become U+FFFD (logs mix encodings)."""
     try:
         size = p.stat().st_size
-        if size > MAX_FILE_BYTES:
+        if size > files.MAX_FILE_BYTES:
             raise CalibrationError(
-                f"{p}: {size:,} bytes; the largest log read is {MAX_FILE_BYTES:,}"
+                f"{p}: {size:,} bytes; the largest log read is {files.MAX_FILE_BYTES:,}"
             )
         data = p.read_bytes()
     except OSError as err:

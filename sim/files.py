@@ -173,7 +173,7 @@ def load_yaml(text: str, source: str) -> Any:
         loader.dispose()
 
 
-def read_text(path: str | os.PathLike[str], what: str, max_bytes: int = MAX_FILE_BYTES) -> str:
+def read_text(path: str | os.PathLike[str], what: str, max_bytes: int | None = None) -> str:
     """Read a UTF-8 text file, refusing binary, oversized, unreadable or missing files.
 
     Parameters
@@ -182,8 +182,8 @@ def read_text(path: str | os.PathLike[str], what: str, max_bytes: int = MAX_FILE
         The file.
     what : str
         What the file is, for messages (e.g. ``"scenario file"``).
-    max_bytes : int
-        Largest size accepted (bytes).
+    max_bytes : int, optional
+        Largest size accepted (bytes); default :data:`MAX_FILE_BYTES`.
 
     Returns
     -------
@@ -195,6 +195,7 @@ def read_text(path: str | os.PathLike[str], what: str, max_bytes: int = MAX_FILE
         One line naming the file and the problem.
     """
     p = Path(path)
+    max_bytes = MAX_FILE_BYTES if max_bytes is None else max_bytes
     try:
         size = p.stat().st_size
         if p.is_dir():

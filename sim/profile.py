@@ -193,6 +193,9 @@ def _load(name_or_path: str | None, _stamp: int | None) -> Profile:
             raise ConfigError(f"{where}: unknown key {k!r}; allowed: {', '.join(sorted(_KEYS))}")
     if tree.get("schema") != PROFILE_SCHEMA:
         raise ConfigError(f"{where}: schema {tree.get('schema')!r}; expected {PROFILE_SCHEMA!r}")
+    for section in ("collectives", "compute", "provenance"):
+        if not isinstance(tree.get(section) or {}, Mapping):
+            raise ConfigError(f"{where}: {section}: expected a mapping, got {tree[section]!r:.60}")
     coll = default_params().merged(tree.get("collectives") or {}, f"profile {name}: collectives")
     hardware = tree.get("hardware")
     return Profile(
@@ -252,8 +255,8 @@ def _error_bars(raw: Any, where: str) -> tuple[ErrorBar, ...]:
                 f"{at}: expected exactly the keys {', '.join(_BAR_KEYS)}, got {entry!r}"
             )
         value = entry["value"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ConfigError(f"{at}.value: expected a percentage >= 0, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e9:
+            raise ConfigError(f"{at}.value: expected a finite percentage >= 0, got {value!r}")
         bars.append(ErrorBar(
             str(_text(entry["what"], f"{at}.what", optional=False)),
             str(_text(entry["metric"], f"{at}.metric", optional=False)), float(value),

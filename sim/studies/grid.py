@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -132,6 +133,8 @@ def _scalar(text: str, key: str) -> Any:
     value = load_yaml(text, f"--grid {key}") if text.strip() else None
     if value is None or isinstance(value, (dict, list)):
         raise ConfigError(f"--grid {key}: {text!r} is not a single value")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"--grid {key}: {text!r} is not a finite number")
     return value
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sim.files import dumps_json
 from sim.units import parse_bytes
 
 __all__ = ["register"]
@@ -219,6 +218,7 @@ def _fit(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     from calibrate.profile_io import load_files, topology_for
     from calibrate.validate import format_table, validate
+    from sim.files import dumps_json
     from sim.profile import load_profile
 
     profile = load_profile(args.profile)

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from sim.collectives.schedule import OPS
 from sim.errors import ConfigError
-from sim.files import dumps_json
 from sim.units import parse_bytes
 
 if TYPE_CHECKING:
@@ -87,6 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and print a table (or JSON)."""
     from sim.collectives.simulate import CollectiveSetup, simulate_collective, sweep_sizes
+    from sim.files import dumps_json
     from sim.profile_select import describe, resolve_profile
     from sim.studies.files import csv_text
     from sim.topology.presets import load_topology

@@ -11,7 +11,6 @@ from typing import Any
 
 from sim.cli.outputs import add_set_option
 from sim.errors import ConfigError
-from sim.files import check_output_path, dumps_json, write_atomic
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from sim.cli.outputs import busiest_text, link_rows, plot
+    from sim.files import check_output_path, dumps_json, write_atomic
     from sim.profile_select import describe, resolve_profile, text_lines
     from sim.topology.presets import load_topology
     from sim.training.layers import LayerScenario, load_any_scenario, simulate_layer_step

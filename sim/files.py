@@ -153,8 +153,9 @@ def load_yaml(text: str, source: str) -> Any:
         :data:`MAX_ALIASES` aliases or :data:`MAX_NODES` expanded values, a duplicate key,
         or a number Python refuses to read (e.g. an integer over 4,300 digits).
     """
-    loader = _SafeLoader(text)
+    loader: _SafeLoader | None = None
     try:
+        loader = _SafeLoader(text)  # reads the text: refuses control characters here
         return loader.get_single_data()
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
@@ -170,7 +171,8 @@ def load_yaml(text: str, source: str) -> Any:
     except RecursionError:
         raise ConfigError(f"{source}: nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_text(path: str | os.PathLike[str], what: str, max_bytes: int | None = None) -> str:

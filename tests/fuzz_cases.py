@@ -54,6 +54,7 @@ YAML_BODIES: dict[str, str | bytes] = {
     "bad-merge": "name: 1\n<<: 5\n",
     "colon-garbage": ":::\n- - -\n::\n",
     "nul-in-text": b"name: a\x00b\n",
+    "control-char": "name: a\x07b\n",
 }
 
 _SCENARIO = """model: {{preset: llama3-8b}}

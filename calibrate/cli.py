@@ -10,7 +10,6 @@ one line and exits 2.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from sim.units import parse_bytes
@@ -48,7 +47,15 @@ def _add_collectives(cal: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--skip-unsupported", action="store_true", help="note ops the backend cannot run"
     )
-    p.add_argument("--out", required=True, help="measurement file (JSON)")
+    p.add_argument(
+        "--timeout", type=float, default=300.0,
+        help="seconds one collective may take before the run fails (a stopped rank)",
+    )  # fmt: skip
+    p.add_argument(
+        "--resume", action="store_true",
+        help="keep the records already in --out (a failed run's) and measure only the rest",
+    )  # fmt: skip
+    p.add_argument("--out", required=True, help="measurement file (JSON), rewritten per size")
     p.set_defaults(handler=_collectives)
 
 
@@ -119,6 +126,7 @@ def _add_validate(cal: argparse._SubParsersAction) -> None:
 
 
 def _collectives(args: argparse.Namespace) -> int:
+    _check_out(args.out)
     from calibrate.collectives import run_collectives
     from calibrate.measurements import save_measurements
 
@@ -127,11 +135,19 @@ def _collectives(args: argparse.Namespace) -> int:
         args.backend, ops, int(parse_bytes(args.min_bytes, "--min-bytes")),
         int(parse_bytes(args.max_bytes, "--max-bytes")), args.step_factor, args.iters,
         args.warmup, args.local, args.dtype, args.skip_unsupported, repeats=args.repeats,
+        timeout_s=args.timeout, out=args.out, resume=args.resume,
     )  # fmt: skip
     if _is_rank0():
         save_measurements(m, args.out)
         print(f"wrote {len(m.records)} records to {args.out}")
     return 0
+
+
+def _check_out(path: str) -> None:
+    """Refuse an output path that cannot be written before any measuring or fitting."""
+    from sim.files import check_output_path
+
+    check_output_path(path, "--out")
 
 
 def _is_rank0() -> bool:
@@ -141,6 +157,7 @@ def _is_rank0() -> bool:
 
 
 def _compute(args: argparse.Namespace) -> int:
+    _check_out(args.out)
     from calibrate.compute import run_compute
     from calibrate.measurements import save_measurements
 
@@ -151,6 +168,7 @@ def _compute(args: argparse.Namespace) -> int:
 
 
 def _step(args: argparse.Namespace) -> int:
+    _check_out(args.out)
     from calibrate.measurements import save_measurements
     from calibrate.stepjob import run_step_job
 
@@ -161,6 +179,7 @@ def _step(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    _check_out(args.out)
     from calibrate.nccl_tests import import_nccl_tests
 
     m = import_nccl_tests(args.logs, args.out, op=args.op, created=args.created)
@@ -169,6 +188,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
+    _check_out(args.out)
     from pathlib import Path
 
     from calibrate.profile_io import fit_profile, load_files, topology_for, write_profile
@@ -198,6 +218,7 @@ def _fit(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     from calibrate.profile_io import load_files, topology_for
     from calibrate.validate import format_table, validate
+    from sim.files import dumps_json
     from sim.profile import load_profile
 
     profile = load_profile(args.profile)
@@ -209,7 +230,7 @@ def _validate(args: argparse.Namespace) -> int:
         out: dict[str, Any] = {"rows": list(v.rows), "summary": v.summary}
         if v.refit is not None:
             out["refit"] = v.refit.summary()
-        print(json.dumps(out, indent=1, sort_keys=True))
+        print(dumps_json(out, indent=1, sort_keys=True))
     else:
         print(format_table(v))
     return 0

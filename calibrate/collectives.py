@@ -8,6 +8,12 @@ NCCL runs on GPUs (one per process, CUDA events), gloo on CPU (``time.perf_count
 Per size: ``warmup`` untimed calls, then ``iters`` timed ones, each started right after a
 barrier. An iteration's time is the slowest rank's (the per-rank times are all-reduced
 with MAX, as nccl-tests does); the record keeps the median and the p90−p10 spread.
+
+Failures keep what was measured: with ``out``, rank 0 rewrites that file (atomically) after
+every finished size, so a rank that dies or stops leaves the sizes done so far; every
+collective times out after ``timeout_s`` (a stopped rank cannot hang the others, and the
+parent kills ranks that outlive a peer, see :mod:`calibrate.spawn`); ``resume`` reads
+``out`` and measures only the (op, size) pairs it lacks.
 Sizes follow nccl-tests: all_gather counts the total output, reduce_scatter the total
 input, all_to_all the per-rank send buffer.
 
@@ -17,18 +23,18 @@ input, all_to_all the per-rank send buffer.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from calibrate.coll_calls import Unsupported, buffers, time_iterations
 from calibrate.compute import cpu_model, gpu_driver, nccl_version, require_torch
 from calibrate.measurements import (
     DTYPE_BYTES,
@@ -40,6 +46,7 @@ from calibrate.measurements import (
     summarize_times,
     utc_now,
 )
+from calibrate.spawn import free_port, run_ranks
 from sim.collectives.schedule import OPS, busbw_factor
 from sim.errors import CalibrationError
 
@@ -47,16 +54,10 @@ __all__ = ["BACKENDS", "message_sizes", "run_collectives"]
 
 BACKENDS = ("nccl", "gloo")
 _PER_RANK = ("all_gather", "reduce_scatter", "all_to_all")  # count column is per rank
-_TIMEOUT = timedelta(seconds=300)
-
-
-class _Unsupported(Exception):
-    """The backend refused the op on its first call (the reason is the message)."""
-
-    @classmethod
-    def from_error(cls, err: Exception) -> _Unsupported:
-        text = str(err).strip()
-        return cls(text.splitlines()[0][:160] if text else type(err).__name__)
+#: Default per-collective timeout (s): torch.distributed's own default for NCCL is 10 min.
+TIMEOUT_S = 300.0
+#: Most message sizes in one sweep (nccl-tests' -b 1 -e 16G -f 2 gives 35).
+MAX_SIZES = 1000
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,14 @@ class _Plan:
     skip_unsupported: bool
     created: str
     repeats: int = 1
+    timeout_s: float = TIMEOUT_S
+    out: str | None = None
+    prior: tuple[CollectiveRecord, ...] = ()
+
+    @property
+    def done(self) -> frozenset[tuple[str, int]]:
+        """(op, size) pairs measured by an earlier run (``resume``)."""
+        return frozenset((r.op, r.size_bytes) for r in self.prior)
 
 
 def message_sizes(min_bytes: int, max_bytes: int, step_factor: float) -> list[int]:
@@ -80,8 +89,14 @@ def message_sizes(min_bytes: int, max_bytes: int, step_factor: float) -> list[in
         raise CalibrationError(
             f"message sizes: need 1 <= min_bytes <= max_bytes, got {min_bytes}..{max_bytes}"
         )
-    if step_factor <= 1:
-        raise CalibrationError(f"step_factor must be > 1, got {step_factor}")
+    if not math.isfinite(step_factor) or step_factor <= 1:
+        raise CalibrationError(f"step_factor must be a finite number > 1, got {step_factor}")
+    points = math.log(max_bytes / min_bytes) / math.log(step_factor) + 1
+    if points > MAX_SIZES:
+        raise CalibrationError(
+            f"step_factor {step_factor} gives {points:.3g} sizes from {min_bytes} to "
+            f"{max_bytes} bytes; at most {MAX_SIZES} (raise --step-factor)"
+        )
     sizes, size = [], float(min_bytes)
     while size <= max_bytes:
         sizes.append(int(size))
@@ -119,6 +134,9 @@ def run_collectives(
     skip_unsupported: bool = False,
     created: str | None = None,
     repeats: int = 1,
+    timeout_s: float = TIMEOUT_S,
+    out: str | None = None,
+    resume: bool = False,
 ) -> Measurements:
     """Time real collectives over a sweep of message sizes.
 
@@ -143,6 +161,13 @@ def run_collectives(
     repeats : int
         Interleaved passes over all sizes; each size's median is over every pass's
         ``iters`` calls (steadier on shared or noisy hosts).
+    timeout_s : float
+        Seconds any one collective may take before the run fails (a stopped or dead rank).
+    out : str, optional
+        Measurement file that rank 0 rewrites after every finished size, so a failed run
+        keeps what it measured.
+    resume : bool
+        Keep the records already in ``out`` and measure only the (op, size) pairs it lacks.
 
     Returns
     -------
@@ -158,8 +183,11 @@ def run_collectives(
     _check_args(backend, ops, dtype, iters, warmup)
     if repeats < 1:
         raise CalibrationError(f"--repeats {repeats}: must be >= 1")
+    if not math.isfinite(timeout_s) or not 0 < timeout_s <= 86400:
+        raise CalibrationError(f"--timeout {timeout_s}: must be seconds in (0, 86400]")
     plan = _Plan(backend, tuple(ops), tuple(message_sizes(min_bytes, max_bytes, step_factor)),
-                 iters, warmup, dtype, skip_unsupported, utc_now(created), repeats)  # fmt: skip
+                 iters, warmup, dtype, skip_unsupported, utc_now(created), repeats,
+                 float(timeout_s), out, _prior(out, backend, dtype) if resume else ())  # fmt: skip
     torch = require_torch()
     if backend == "nccl" and not torch.cuda.is_available():
         raise CalibrationError("backend 'nccl' needs CUDA GPUs and none is visible; use gloo")
@@ -178,13 +206,30 @@ def run_collectives(
     return _spawn_local(torch, plan, local)
 
 
+def _prior(out: str | None, backend: str, dtype: str) -> tuple[CollectiveRecord, ...]:
+    """The records of an earlier run in ``out`` (none if it does not exist yet)."""
+    if out is None:
+        raise CalibrationError("--resume needs --out (the file of the run to continue)")
+    if not Path(out).exists():
+        return ()
+    m = load_measurements(out)
+    if m.kind != "collectives" or m.meta.backend != backend:
+        raise CalibrationError(
+            f"--resume: {out} holds {m.kind} measurements with backend {m.meta.backend!r}, "
+            f"not collectives with {backend!r}"
+        )
+    if any(r.dtype != dtype for r in m.collectives):
+        raise CalibrationError(f"--resume: {out} was measured with another dtype than {dtype}")
+    return m.collectives
+
+
 def _run_in_job(torch: ModuleType, plan: _Plan) -> Measurements:
     dist = torch.distributed
     if plan.backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     owned = not dist.is_initialized()
     if owned:
-        dist.init_process_group(plan.backend, timeout=_TIMEOUT)
+        dist.init_process_group(plan.backend, timeout=timedelta(seconds=plan.timeout_s))
     try:
         return _measure(torch, plan)
     finally:
@@ -196,22 +241,15 @@ def _run_in_job(torch: ModuleType, plan: _Plan) -> Measurements:
             dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _spawn_local(torch: ModuleType, plan: _Plan, n: int) -> Measurements:
     with tempfile.TemporaryDirectory(prefix="clustersim-coll-") as tmp:
-        args = (n, _free_port(), plan, tmp)
         try:
-            torch.multiprocessing.spawn(_worker, args=args, nprocs=n, join=True)
-        except Exception as err:  # a rank died outside _worker's own handling
-            raise CalibrationError(f"a local rank failed: {str(err).strip()[-300:]}") from None
-        errors = sorted(Path(tmp).glob("error-*.txt"))
-        if errors:
-            raise CalibrationError(errors[0].read_text(encoding="utf-8"))
+            run_ranks(torch, _worker, (n, free_port(), plan, tmp), n, plan.timeout_s)
+            errors = sorted(Path(tmp).glob("error-*.txt"))
+            if errors:
+                raise CalibrationError(errors[0].read_text(encoding="utf-8"))
+        except CalibrationError as err:
+            raise CalibrationError(f"{err}{_kept(plan)}") from None
         m = load_measurements(Path(tmp) / "result.json")
     cores = os.cpu_count() or 1
     if plan.backend == "gloo" and n > cores:  # say so where the numbers are kept
@@ -219,6 +257,14 @@ def _spawn_local(torch: ModuleType, plan: _Plan, n: int) -> Measurements:
                 "stalls (keep --local at or below the cores)")  # fmt: skip
         m = replace(m, meta=replace(m.meta, notes=(*m.meta.notes, note)))
     return m
+
+
+def _kept(plan: _Plan) -> str:
+    """Where the sizes finished before a failure are, for the error message."""
+    if plan.out is None or not Path(plan.out).exists():
+        return ""
+    kept = len(load_measurements(plan.out).records)
+    return f"; {kept} records kept in {plan.out} (add --resume to continue)"
 
 
 def _worker(rank: int, n: int, port: int, plan: _Plan, outdir: str) -> None:
@@ -232,7 +278,8 @@ def _worker(rank: int, n: int, port: int, plan: _Plan, outdir: str) -> None:
         else:  # CPU ranks share the host's cores: don't let each one claim all of them
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // n))
         dist.init_process_group(plan.backend, init_method=f"tcp://127.0.0.1:{port}",
-                                rank=rank, world_size=n, timeout=_TIMEOUT)  # fmt: skip
+                                rank=rank, world_size=n,
+                                timeout=timedelta(seconds=plan.timeout_s))  # fmt: skip
         m = _measure(torch, plan)
         if rank == 0:
             save_measurements(m, Path(outdir) / "result.json")
@@ -248,103 +295,74 @@ def _measure(torch: ModuleType, plan: _Plan) -> Measurements:
     """This rank's part of the sweep; every rank returns the same Measurements."""
     dist = torch.distributed
     n = dist.get_world_size()
-    records: list[CollectiveRecord] = []
-    notes: list[str] = []
+    records: list[CollectiveRecord] = list(plan.prior)
+    notes: list[str] = [f"resumed: {len(plan.prior)} records from an earlier run"] * bool(
+        plan.prior
+    )
+    meta = _job_meta(torch, plan, notes)  # collective: every rank, before any failure
+
+    def keep(record: CollectiveRecord) -> None:
+        records.append(record)
+        if plan.out is not None and dist.get_rank() == 0:
+            partial = (*notes, f"partial: {len(records)} records so far (--resume continues)")
+            save_measurements(_sorted(meta, records, partial), plan.out)
+
     for op in plan.ops:
         try:
-            records += _sweep(torch, plan, op)
-        except _Unsupported as err:
+            _sweep(torch, plan, op, keep)
+        except Unsupported as err:
             msg = f"op {op!r} is not supported by backend {plan.backend!r} on {n} ranks: {err}"
             if not plan.skip_unsupported:
                 raise CalibrationError(msg) from None
             notes.append(f"skipped: {msg}")
-    return Measurements("collectives", _job_meta(torch, plan, notes), tuple(records))
+    return _sorted(meta, records, notes)
 
 
-def _buffers(torch: ModuleType, op: str, count: int, n: int, rank: int, dev: str, dtype: str
-             ) -> tuple[Callable[[], Any], bool]:  # fmt: skip
-    """The call that runs ``op`` once, on buffers of ``count`` elements per rank; in-place?"""
-    dist = torch.distributed
-    make = partial(torch.ones, dtype=getattr(torch, dtype), device=dev)
-    buf, full = make(count), make(count * n)
-    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-    if op == "send_recv":
-        if n < 2:
-            raise _Unsupported("send_recv needs at least 2 ranks")
-        recv = make(count)
-        p2p = [dist.P2POp(dist.isend, buf, (rank + 1) % n),
-               dist.P2POp(dist.irecv, recv, (rank - 1) % n)]  # fmt: skip
-        return lambda: [w.wait() for w in dist.batch_isend_irecv(p2p)], False
-    calls: dict[str, tuple[Callable[[], Any], bool]] = {
-        "all_reduce": (partial(dist.all_reduce, buf), True),
-        "broadcast": (partial(dist.broadcast, buf, src=0), True),
-        "reduce": (partial(dist.reduce, buf, dst=0), True),
-        "all_gather": (partial(gather, full, buf), False),
-        "reduce_scatter": (partial(scatter, buf, full), False),
-        "all_to_all": (partial(dist.all_to_all_single, make(count * n), full), False),
-    }
-    return calls[op]
+def _sorted(meta: Meta, records: Sequence[CollectiveRecord], notes: Sequence[str]) -> Measurements:
+    """The file's contents: records in (op order, size) order, whatever ran first."""
+    order = {op: i for i, op in enumerate(OPS)}
+    ordered = sorted(records, key=lambda r: (order.get(r.op, len(order)), r.size_bytes))
+    return Measurements("collectives", replace(meta, notes=tuple(notes)), tuple(ordered))
 
 
-def _time_iterations(torch: ModuleType, call: Callable[[], Any], plan: _Plan, dev: str
-                     ) -> list[float]:  # fmt: skip
-    """Per-iteration seconds, the max over ranks, each iteration started after a barrier."""
-    dist = torch.distributed
-    for _ in range(plan.warmup):
-        call()
-    times = []
-    for _ in range(plan.iters):
-        dist.barrier()
-        if dev == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            call()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1e-3)
-        else:
-            t0 = time.perf_counter()
-            call()
-            times.append(time.perf_counter() - t0)
-    slowest = torch.tensor(times, dtype=torch.float64, device=dev)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    return [float(t) for t in slowest.tolist()]
-
-
-def _sweep(torch: ModuleType, plan: _Plan, op: str) -> list[CollectiveRecord]:
+def _sweep(torch: ModuleType, plan: _Plan, op: str,
+           keep: Callable[[CollectiveRecord], None]) -> None:  # fmt: skip
+    """Time ``op`` at every size not done yet; ``keep`` each record as its size finishes."""
     dist = torch.distributed
     n, rank = dist.get_world_size(), dist.get_rank()
     dev = "cuda" if plan.backend == "nccl" else "cpu"
     elt = DTYPE_BYTES[plan.dtype]
+    per = elt * (n if op in _PER_RANK else 1)
+    # Requested sizes round to whole elements per rank; several may round to one size,
+    # whose samples all count. Sizes measured by an earlier run (resume) are skipped.
+    counts = [c for c in (b // per for b in plan.sizes) if c and (op, c * per) not in plan.done]
+    final = {c: i for i, c in enumerate(counts)}  # a size's record is kept after its last call
     samples: dict[int, list[float]] = {}
-    shape: dict[int, tuple[int, bool]] = {}
     # ``repeats`` passes over all sizes, interleaved: a burst of host noise then spreads
     # over every size's samples instead of shifting a few sizes of one pass.
-    for _ in range(plan.repeats):
-        for nbytes in plan.sizes:
-            count = nbytes // (elt * (n if op in _PER_RANK else 1))
-            if count == 0:
-                continue  # smaller than one element per rank
-            size = count * elt * (n if op in _PER_RANK else 1)
-            call, in_place = _buffers(torch, op, count, n, rank, dev, plan.dtype)
+    for last in [False] * (plan.repeats - 1) + [True]:
+        for i, count in enumerate(counts):
+            call, in_place = buffers(torch, op, count, n, rank, dev, plan.dtype)
             if not samples:
                 try:  # a backend that lacks the op says so on the first call
                     call()
                 except (RuntimeError, NotImplementedError) as err:
-                    raise _Unsupported.from_error(err) from None
-            samples.setdefault(size, []).extend(_time_iterations(torch, call, plan, dev))
-            shape[size] = (count, in_place)
-    records: list[CollectiveRecord] = []
-    for size in sorted(samples):
-        median, spread = summarize_times(samples[size])
-        algbw = size / median / 1e9
-        records.append(CollectiveRecord(
-            op=op, size_bytes=size, count=shape[size][0], dtype=plan.dtype, time_s=median,
-            time_spread_s=spread, algbw_GBps=algbw, busbw_GBps=algbw * busbw_factor(op, n),
-            in_place=shape[size][1], n_ranks=n, iters=len(samples[size]),
-        ))  # fmt: skip
-    return records
+                    raise Unsupported.from_error(err) from None
+            times = time_iterations(torch, call, plan.warmup, plan.iters, dev)
+            samples.setdefault(count, []).extend(times)
+            if last and final[count] == i:
+                keep(_record(op, count * per, count, in_place, samples[count], plan.dtype, n))
+
+
+def _record(op: str, size: int, count: int, in_place: bool, times_s: list[float], dtype: str,
+            n: int) -> CollectiveRecord:  # fmt: skip
+    median, spread = summarize_times(times_s)
+    algbw = size / median / 1e9
+    return CollectiveRecord(
+        op=op, size_bytes=size, count=count, dtype=dtype, time_s=median,
+        time_spread_s=spread, algbw_GBps=algbw, busbw_GBps=algbw * busbw_factor(op, n),
+        in_place=in_place, n_ranks=n, iters=len(times_s),
+    )  # fmt: skip
 
 
 def _job_meta(torch: ModuleType, plan: _Plan, notes: list[str]) -> Meta:

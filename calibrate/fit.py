@@ -231,6 +231,12 @@ def default_knobs(
     """The identifiable parameters for ``points`` (see the module docstring)."""
     setups = list({id(p.setup): p.setup for p in points}.values())
     scopes = sorted({s for setup in setups for s in step_scopes(setup)})
+    if not scopes:
+        ranks = sorted({setup.n for setup in setups})
+        raise CalibrationError(
+            f"the measured groups have {ranks} rank(s): no data crosses a link, nothing to "
+            "fit; measure 2 or more ranks"
+        )
     knobs = _link_knobs({k for setup in setups for k in crossed_keys(setup)}, base)
     widest = max(scopes, key=("nvlink", "pcie", "net").index)
     for algo in (a for a in IN_SWITCH if a in ALGORITHMS):

@@ -36,6 +36,7 @@ from calibrate.llm_foundry import foundry_scenario, read_foundry_table
 from calibrate.published import megatron_scenario, read_megatron_table
 from calibrate.solver import solve
 from sim.errors import CalibrationError
+from sim.files import write_atomic
 from sim.training.compute.params import compute_params
 from sim.training.result import StepResult
 from sim.training.scenario import Scenario
@@ -294,7 +295,7 @@ def write_catalog(entry: str, params: Mapping[str, float], record: Mapping[str, 
     missing = (set(params) | {"validation"}) - done
     if missing:
         raise CalibrationError(f"{path}: entry {entry!r} lacks {', '.join(sorted(missing))}")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_atomic(path, "\n".join(lines) + "\n", str(path))
 
 
 def fragmentation_bound(rows: Sequence[TrainingRow]) -> tuple[float, list[tuple[str, float]]]:

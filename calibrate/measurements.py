@@ -31,6 +31,7 @@ from typing import Any, Union
 
 from calibrate.typed_json import build_dataclass, fail
 from sim.errors import CalibrationError
+from sim.files import read_text, write_atomic
 
 __all__ = [
     "DTYPE_BYTES",
@@ -339,11 +340,11 @@ def save_measurements(m: Measurements, path: str | os.PathLike[str]) -> Path:
     except ValueError as err:
         raise CalibrationError(f"{out}: cannot write measurements: {err}") from None
     measurements_from_dict(json.loads(text), str(out))  # never write what we cannot read
-    try:
-        out.write_text(text + "\n", encoding="utf-8")
-    except OSError as err:
-        raise CalibrationError(f"{out}: cannot write: {err.strerror}") from None
-    return out
+    return write_atomic(out, text + "\n", "--out")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def load_measurements(path: str | os.PathLike[str]) -> Measurements:
@@ -355,12 +356,11 @@ def load_measurements(path: str | os.PathLike[str]) -> Measurements:
         Naming the file and the bad field (or the JSON syntax error's line).
     """
     p = Path(path)
+    text = read_text(p, "measurement file")
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as err:
-        raise CalibrationError(f"{p}: cannot read measurements: {err.strerror}") from None
-    try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as err:
         raise CalibrationError(f"{p}: not JSON (line {err.lineno}: {err.msg})") from None
+    except (ValueError, RecursionError) as err:  # NaN/Infinity, 4,300-digit ints, nesting
+        raise CalibrationError(f"{p}: not valid JSON ({str(err).split(';')[0]})") from None
     return measurements_from_dict(data, str(p))

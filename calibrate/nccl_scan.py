@@ -7,6 +7,7 @@ N/A fields. :mod:`calibrate.nccl_tests` decides the op and the rank count from t
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -147,9 +148,12 @@ def _number(token: str, kind: type, what: str, where: tuple[str, int, str]) -> f
     if token.upper() == "N/A":
         return None
     try:
-        return float(kind(token))
-    except ValueError:
-        raise garbage_error(*where, f"cannot read {what} {token!r}") from None
+        value = float(kind(token))
+    except (ValueError, OverflowError):
+        raise garbage_error(*where, f"cannot read {what} {token[:40]!r}") from None
+    if not math.isfinite(value) or value > 2.0**62:
+        raise garbage_error(*where, f"{what} {token[:40]!r} is not a finite number of sane size")
+    return value
 
 
 def _parse_row(log: ScannedLog, no: int, line: str, content: str, source: str) -> ScannedRow:
@@ -164,7 +168,7 @@ def _parse_row(log: ScannedLog, no: int, line: str, content: str, source: str) -
     if dtype is None:
         raise garbage_error(*where, f"unknown data type {col['type']!r}")
     size, count = (_number(col[k], int, k, where) for k in ("size", "count"))
-    if size is None or count is None or size <= 0 or count < 0:
+    if size is None or count is None or size <= 0 or count <= 0:
         raise garbage_error(*where, "size and count must be positive integers")
     sides = []
     starts = [i for i, name in enumerate(layout) if name == "time"]

@@ -37,8 +37,10 @@ from calibrate.measurements import (
     utc_now,
 )
 from calibrate.nccl_scan import ScannedLog, scan_log
+from sim import files
 from sim.collectives.schedule import busbw_factor
 from sim.errors import CalibrationError
+from sim.files import check_output_path
 
 __all__ = ["BINARY_OPS", "import_nccl_tests", "parse_nccl_tests"]
 
@@ -145,7 +147,8 @@ def _infer_ranks(log: ScannedLog, op: str, n_ranks: int | None) -> tuple[int | N
         return n, "busbw/algbw ratio"
     if op in ("all_gather", "reduce_scatter", "all_to_all") and log.rows:
         r = log.rows[-1]
-        return r.size // (r.count * DTYPE_BYTES[r.dtype]), "size/count ratio"
+        if r.count > 0 and r.size >= r.count * DTYPE_BYTES[r.dtype]:
+            return r.size // (r.count * DTYPE_BYTES[r.dtype]), "size/count ratio"
     if "nGpus" in log.header:
         n = log.header["nGpus"] * log.header.get("nThread", 1) * (log.launcher_procs or 1)
         return n, "nGpus × nThread × processes (header or command line)"
@@ -245,6 +248,22 @@ def parse_nccl_tests(
     return Measurements(kind="collectives", meta=meta, records=tuple(records))
 
 
+def _read_log(p: Path) -> str:
+    """A log's text; bytes that are not UTF-8 become U+FFFD (logs mix encodings)."""
+    try:
+        size = p.stat().st_size
+        if size > files.MAX_FILE_BYTES:
+            raise CalibrationError(
+                f"{p}: {size:,} bytes; the largest log read is {files.MAX_FILE_BYTES:,}"
+            )
+        data = p.read_bytes()
+    except OSError as err:
+        raise CalibrationError(f"{str(p)[:200]}: cannot read: {err.strerror}") from None
+    if b"\x00" in data:
+        raise CalibrationError(f"{p}: a binary file, not an nccl-tests log (a NUL byte)")
+    return data.decode("utf-8", errors="replace")
+
+
 def import_nccl_tests(
     paths: Iterable[str | os.PathLike[str]],
     out: str | os.PathLike[str] | None = None,
@@ -260,13 +279,12 @@ def import_nccl_tests(
     CalibrationError
         For an unreadable, empty or garbled log (naming the file and line), or no paths.
     """
+    if out is not None:
+        check_output_path(out, "--out")
     parts = []
     for path in paths:
         p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8", errors="replace")
-        except OSError as err:
-            raise CalibrationError(f"{p}: cannot read: {err.strerror}") from None
+        text = _read_log(p)
         parts.append(parse_nccl_tests(text, str(p), op=op, created=created))
     if not parts:
         raise CalibrationError("import-nccl-tests: no log files given")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -32,6 +33,7 @@ from calibrate.quality import bars, fit_problems, holdout, step_summary
 from calibrate.step_model import step_rows
 from sim.collectives.params import default_params
 from sim.errors import CalibrationError, ClusterSimError
+from sim.files import check_output_path, write_atomic
 from sim.profile import PROFILE_SCHEMA, load_profile
 from sim.topology.model import Topology
 from sim.topology.presets import load_spec, load_topology
@@ -180,16 +182,18 @@ def _schema_ref(out: Path) -> str:
 
 def write_profile(profile: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     """Write ``profile`` to ``path`` and check that ``load_profile`` reads it back."""
-    out = Path(path)
+    out = check_output_path(path, "--out")
+    text = dump_profile(profile, _schema_ref(out))
+    # Check the text loads before it replaces anything: a sibling temporary .yaml file.
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name[:200]}-", suffix=".yaml")
+    os.close(fd)
     try:
-        out.write_text(dump_profile(profile, _schema_ref(out)), encoding="utf-8")
-    except OSError as err:
-        raise CalibrationError(f"{out}: cannot write profile: {err.strerror}") from None
-    try:
-        load_profile(str(out))
+        write_atomic(tmp, text, "--out")
+        load_profile(tmp)
     except ClusterSimError as err:
-        out.unlink()
         raise CalibrationError(
             f"{out}: the fitted profile does not load ({err}); not written"
         ) from None
-    return out
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return write_atomic(out, text, "--out")

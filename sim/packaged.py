@@ -25,10 +25,10 @@ from functools import cache
 from importlib import resources
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from sim.errors import ConfigError
+from sim.files import load_yaml
 
 __all__ = ["lookup", "read_table", "validate_section"]
 
@@ -57,7 +57,7 @@ def read_table(package: str, filename: str) -> dict[str, Any]:
         The file is not a mapping.
     """
     text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
+    data = load_yaml(text, f"{package}/{filename}")
     if not isinstance(data, dict):
         raise ConfigError(f"{package}/{filename}: expected a mapping of preset names to entries")
     return data

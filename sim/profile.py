@@ -31,10 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from sim.collectives.params import CollectiveParams, default_params
 from sim.errors import ConfigError
+from sim.files import load_yaml, read_text
 
 __all__ = [
     "PROFILE_SCHEMA",
@@ -157,7 +156,7 @@ def _read(name_or_path: str) -> tuple[str, str]:
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.is_file():
             raise ConfigError(f"profile file {name_or_path!r} does not exist")
-        return path.stem, path.read_text()
+        return path.stem, read_text(path, "profile file")
     folder = _profiles_dir()
     if folder and name_or_path in profile_names():
         return name_or_path, (folder / f"{name_or_path}.yaml").read_text()
@@ -186,10 +185,7 @@ def _load(name_or_path: str | None, _stamp: int | None) -> Profile:
         return Profile("defaults", default_params())
     name, text = _read(name_or_path)
     where = f"profile {name_or_path!r}"
-    try:
-        tree = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{where}: not valid YAML ({str(e).splitlines()[0]})") from None
+    tree = load_yaml(text, where)
     if not isinstance(tree, Mapping):
         raise ConfigError(f"{where}: expected a mapping at the top")
     for k in tree:
@@ -197,6 +193,9 @@ def _load(name_or_path: str | None, _stamp: int | None) -> Profile:
             raise ConfigError(f"{where}: unknown key {k!r}; allowed: {', '.join(sorted(_KEYS))}")
     if tree.get("schema") != PROFILE_SCHEMA:
         raise ConfigError(f"{where}: schema {tree.get('schema')!r}; expected {PROFILE_SCHEMA!r}")
+    for section in ("collectives", "compute", "provenance"):
+        if not isinstance(tree.get(section) or {}, Mapping):
+            raise ConfigError(f"{where}: {section}: expected a mapping, got {tree[section]!r:.60}")
     coll = default_params().merged(tree.get("collectives") or {}, f"profile {name}: collectives")
     hardware = tree.get("hardware")
     return Profile(
@@ -256,8 +255,8 @@ def _error_bars(raw: Any, where: str) -> tuple[ErrorBar, ...]:
                 f"{at}: expected exactly the keys {', '.join(_BAR_KEYS)}, got {entry!r}"
             )
         value = entry["value"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ConfigError(f"{at}.value: expected a percentage >= 0, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e9:
+            raise ConfigError(f"{at}.value: expected a finite percentage >= 0, got {value!r}")
         bars.append(ErrorBar(
             str(_text(entry["what"], f"{at}.what", optional=False)),
             str(_text(entry["metric"], f"{at}.metric", optional=False)), float(value),

@@ -17,7 +17,9 @@ __all__ = ["format_bytes", "parse_bandwidth", "parse_bytes", "parse_flops", "par
 _NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 _SI = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
-_BARE_BIN = {"": 1.0, "K": 2.0**10, "k": 2.0**10, "M": 2.0**20, "G": 2.0**30, "T": 2.0**40}
+_BARE_BIN = {
+    "": 1.0, "K": 2.0**10, "k": 2.0**10, "M": 2.0**20, "G": 2.0**30, "T": 2.0**40, "P": 2.0**50,
+}  # fmt: skip
 
 
 def _number(value: object, what: str) -> float | None:
@@ -25,7 +27,10 @@ def _number(value: object, what: str) -> float | None:
     if isinstance(value, bool):
         raise ConfigError(f"{what}: expected a number with a unit, got {value!r}")
     if isinstance(value, (int, float)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise ConfigError(f"{what}: {str(value)[:20]}... is too large") from None
     if not isinstance(value, str):
         raise ConfigError(f"{what}: expected a number or a string like '16GiB', got {value!r}")
     return None

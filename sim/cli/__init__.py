@@ -1,7 +1,10 @@
 """The ``clustersim`` command: subcommands, and the one place user errors become exit 2.
 
 A :class:`~sim.errors.ClusterSimError` prints one line ``clustersim: error: ...`` on stderr
-and exits with status 2, no traceback. argparse's own usage errors also exit 2.
+and exits with status 2, no traceback. argparse's own usage errors also exit 2. So do the
+failures only hostile input reaches past the validators: a file that cannot be read or
+written (``OSError``), input nested too deeply (``RecursionError``), sizes too large to hold
+(``MemoryError``, ``OverflowError``); they print one line naming the problem.
 
 Start-up stays short: the subcommand modules import only the standard library at the
 top, and each handler imports the simulator when it runs, so ``clustersim --help``
@@ -61,10 +64,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except ClusterSimError as e:
-        print(f"clustersim: error: {e}", file=sys.stderr)
-        return 2
+        return _fail(str(e))
     except BrokenPipeError:
         return 0
+    except OSError as e:
+        name = f" {_short(e.filename)}" if e.filename else ""
+        return _fail(f"cannot use file{name}: {e.strerror or e}")
+    except RecursionError:
+        return _fail("the input is nested too deeply")
+    except (MemoryError, OverflowError) as e:
+        return _fail(f"the input asks for more than this machine can hold ({type(e).__name__})")
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = repr(str(value))
+    return text if len(text) <= limit else text[: limit - 4] + "...'"
+
+
+def _fail(message: str) -> int:
+    """Print ``message`` as at most two lines on stderr; the exit status of a user error."""
+    lines = message.splitlines() or [""]
+    text = "\n".join(line if len(line) <= 400 else line[:397] + "..." for line in lines[:2])
+    print(f"clustersim: error: {text}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,7 +7,6 @@ parser), so ``clustersim collective --help`` starts fast.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and print a table (or JSON)."""
     from sim.collectives.simulate import CollectiveSetup, simulate_collective, sweep_sizes
+    from sim.files import dumps_json
     from sim.profile_select import describe, resolve_profile
     from sim.studies.files import csv_text
     from sim.topology.presets import load_topology
@@ -97,16 +97,26 @@ def run(args: argparse.Namespace) -> int:
     if args.dtype not in DTYPE_BYTES:
         raise ConfigError(f"--dtype {args.dtype!r} is unknown; allowed: {', '.join(DTYPE_BYTES)}")
     sizes = sweep_sizes(
-        parse_bytes(args.min_bytes, "--min-bytes"),
-        parse_bytes(args.max_bytes, "--max-bytes"),
+        _whole_bytes(args.min_bytes, "--min-bytes"),
+        _whole_bytes(args.max_bytes, "--max-bytes"),
         args.step_factor,
     )
+    if args.seed < 0:
+        raise ConfigError(f"--seed {args.seed}: must be an integer >= 0")
+    if args.nodes is not None and args.nodes < 1:
+        raise ConfigError(f"--nodes {args.nodes}: must be an integer >= 1")
+    if args.gpus is not None and args.gpus < (2 if op == "send_recv" else 1):
+        raise ConfigError(
+            f"--gpus {args.gpus}: {op} needs at least {2 if op == 'send_recv' else 1}"
+        )
     topo = load_topology(args.topology, nodes=args.nodes, seed=args.seed)
     resolved = resolve_profile(args.profile, topo, force=args.force_profile)
     profile = resolved.profile
     info = describe(resolved, topo)
     setup = CollectiveSetup(topo, args.gpus, profile.collectives)
     if op == "send_recv":
+        if setup.n < 2:
+            raise ConfigError(f"--op send_recv needs 2 GPUs; {topo.name} has {setup.n}")
         setup = CollectiveSetup(topo, [setup.group[0], setup.group[-1]], profile.collectives)
     if not 0 <= args.root < setup.n:
         raise ConfigError(f"--root {args.root} is out of range; the group has {setup.n} ranks")
@@ -142,12 +152,20 @@ def run(args: argparse.Namespace) -> int:
         if args.links:
             print(_busiest(setup, op, results[-1], args))
     if args.json:
-        print(json.dumps([record(r) for r in results], indent=1, sort_keys=True))
+        print(dumps_json([record(r) for r in results], indent=1, sort_keys=True))
     if args.plot:
         from sim.cli.outputs import plot
 
         plot([record(r) for r in results], None, args.plot)
     return 0
+
+
+def _whole_bytes(text: str, option: str) -> float:
+    """A size in whole bytes (``8``, ``1M``, ``1.5KB``); fractions of a byte are refused."""
+    size = parse_bytes(text, option)
+    if size != int(size):
+        raise ConfigError(f"{option} {text!r} is {size:g} bytes; sizes are whole bytes")
+    return size
 
 
 def _busiest(setup: Any, op: str, r: CollectiveResult, args: argparse.Namespace) -> str:

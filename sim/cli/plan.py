@@ -6,7 +6,6 @@ The simulator is imported inside :func:`run`, so ``clustersim plan --help`` star
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING, Any
 
 from sim.cli.outputs import add_set_option
@@ -113,7 +112,9 @@ def run(args: argparse.Namespace) -> int:
     ]
     result = merge(results, args.top)
     if args.json:
-        print(json.dumps([c.record() for c in result.ranked], indent=1, sort_keys=True))
+        from sim.files import dumps_json
+
+        print(dumps_json([c.record() for c in result.ranked], indent=1, sort_keys=True))
         return 0
     print(render(scenario.name, result, args.gpus == 1))
     return 0

@@ -6,11 +6,7 @@ The simulator is imported inside :func:`run`, so ``clustersim run --help`` start
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from sim.cli import variability
@@ -51,22 +47,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def _write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file, so a failure leaves nothing half-written."""
-    target = Path(path)
-    if target.parent and not target.parent.exists():
-        raise ConfigError(f"--trace {path!r}: folder {str(target.parent)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=".trace-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a trace is meant to be opened elsewhere
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _gpus_per_node(scenario: Any) -> int:
     """GPUs per server of a layer-list scenario's cluster (its step does not return the
     topology)."""
@@ -82,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
     from sim.beyond import has_run_sections, whole_run, whole_run_text
     from sim.cli.outputs import busiest_text, link_rows, plot
+    from sim.files import check_output_path, dumps_json, write_atomic
     from sim.profile_select import describe, resolve_profile, text_lines
     from sim.topology.presets import load_topology
     from sim.training.layers import LayerScenario, load_any_scenario, simulate_layer_step
@@ -92,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--network {args.network!r} is unknown; allowed: flow, analytical")
     if args.links < 0:
         raise ConfigError(f"--links {args.links}: must be a number of links >= 1")
+    for option, path in (("--trace", args.trace), ("--plot", args.plot)):
+        if path is not None:
+            check_output_path(path, option)  # before the simulation, not after it
     scenario = load_any_scenario(args.scenario, variability.seed_override(args))
     variability.check(args, scenario)
     if args.links and (args.network or getattr(scenario, "network", "flow")) != "flow":
@@ -100,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         )
     info: dict[str, Any] | None = None
     if isinstance(scenario, LayerScenario):
-        if args.trace:
+        if args.trace is not None:
             raise ConfigError("--trace: not available for layer-list models (no per-pass timeline)")
         result = simulate_layer_step(scenario, args.network)
         record = result.to_dict()
@@ -114,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         info = describe(resolved, topo)
         result, pipeline, setup = run_step(scenario, args.network, record=bool(args.trace))
         if args.trace:
-            _write_atomic(args.trace, trace_json(setup, pipeline))
+            write_atomic(args.trace, trace_json(setup, pipeline), "--trace")
         record = {**result.to_dict(), "profile": info}
         links = link_rows(setup.topology, pipeline.network, result.step_time_s)
         if links:
@@ -127,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     if run_layers is not None:
         record.update(run_layers.to_dict())
     if args.json:
-        print(json.dumps(record, indent=1, sort_keys=True))
+        print(dumps_json(record, indent=1, sort_keys=True))
     elif args.csv:
         from sim.studies.files import csv_text
 

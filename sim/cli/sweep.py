@@ -6,7 +6,6 @@ The simulator is imported inside :func:`run`, so ``clustersim sweep --help`` sta
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -48,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the sweep; print a table, JSON or CSV; draw the figure if asked."""
     from sim.errors import ConfigError
+    from sim.files import dumps_json
     from sim.studies.files import csv_text
     from sim.studies.grid import sweep_spec
     from sim.studies.runner import columns_of, run_sweep
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     )
     columns = columns_of(spec)
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(dumps_json(rows, indent=1))
     elif args.csv:
         sys.stdout.write(csv_text(rows, columns))
     else:

@@ -13,10 +13,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import yaml
-
 from sim.collectives.gloo import check_backend
 from sim.errors import ConfigError
+from sim.files import load_yaml
 
 __all__ = [
     "PROTOCOLS",
@@ -231,7 +230,7 @@ class CollectiveParams:
 def default_params() -> CollectiveParams:
     """The shipped defaults (``sim/collectives/defaults.yaml``)."""
     text = resources.files("sim.collectives").joinpath("defaults.yaml").read_text()
-    return CollectiveParams.from_dict(yaml.safe_load(text), "defaults")
+    return CollectiveParams.from_dict(load_yaml(text, "defaults.yaml"), "defaults")
 
 
 def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from sim.network import make_network
 from sim.topology.model import Topology
 
 __all__ = [
+    "MAX_SWEEP_POINTS",
     "NCCL_ALGORITHMS",
     "NVLS_NVLINK",
     "PIPELINED",
@@ -47,6 +48,9 @@ __all__ = [
     "simulate_collective",
     "sweep_sizes",
 ]
+
+#: Most sizes of one sweep (nccl-tests' -b 8 -e 16G -f 2 gives 32 rows).
+MAX_SWEEP_POINTS = 1000
 
 # In-switch reduction (NVLink SHARP, NCCL's NVLS algorithms) needs third-generation
 # NVSwitch with NVLink 4 (Hopper) or later; A100's NVSwitch has none (NVIDIA NVLink and
@@ -402,8 +406,14 @@ def sweep_sizes(min_bytes: float, max_bytes: float, step_factor: float) -> list[
     """
     if min_bytes > max_bytes:
         raise ConfigError(f"--min-bytes {min_bytes:g} is larger than --max-bytes {max_bytes:g}")
-    if step_factor <= 1:
-        raise ConfigError(f"--step-factor {step_factor!r} must be > 1")
+    if not math.isfinite(step_factor) or step_factor <= 1:
+        raise ConfigError(f"--step-factor {step_factor!r} must be a finite number > 1")
+    points = math.log(max_bytes / min_bytes) / math.log(step_factor) + 1 if min_bytes > 0 else 1
+    if points > MAX_SWEEP_POINTS:
+        raise ConfigError(
+            f"--step-factor {step_factor!r} gives {points:.3g} sizes from {min_bytes:g} to "
+            f"{max_bytes:g} B; at most {MAX_SWEEP_POINTS:,} (raise --step-factor)"
+        )
     sizes, s = [], float(min_bytes)
     while s <= max_bytes * (1 + 1e-12):
         sizes.append(s)

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError
+from sim.files import write_atomic
 from sim.report.backend import figure_bytes, import_matplotlib
-from sim.report.files import write_atomic
 from sim.report.loaders import ResultSet
 from sim.report.plots import (
     breakdown_figure,

@@ -179,6 +179,8 @@ def _json(text: str, source: str, line: int | None) -> Any:
     except json.JSONDecodeError as e:
         where = f"line {line}" if line is not None else f"line {e.lineno} column {e.colno}"
         raise ConfigError(f"{source}: not valid JSON at {where}: {e.msg}") from None
+    except (ValueError, RecursionError) as e:  # an integer over 4,300 digits, deep nesting
+        raise ConfigError(f"{source}: cannot read JSON ({str(e).split(';')[0]})") from None
 
 
 def _csv_rows(text: str, source: str) -> list[dict[str, Any]]:

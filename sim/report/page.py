@@ -12,9 +12,9 @@ from html import escape
 from pathlib import Path
 
 from sim.errors import ConfigError
+from sim.files import write_atomic
 from sim.report.backend import figure_svg, import_matplotlib
 from sim.report.figures import MAX_PLAN_BARS, bars, figure_for
-from sim.report.files import write_atomic
 from sim.report.loaders import ResultSet
 from sim.report.records import RunRecord
 from sim.report.tables import (

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from sim.errors import ConfigError
+from sim.files import write_atomic
 from sim.report.backend import MissingExtraError
-from sim.report.files import write_atomic
 
 __all__ = ["FORMATS", "RowFile", "cell", "csv_text", "read_rows"]
 

@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from sim.errors import ConfigError
+from sim.files import load_yaml, read_text
 from sim.training.scenario import apply_overrides, read_raw
 
 __all__ = ["STUDY_KEYS", "SweepSpec", "override_items", "parse_grid", "read_study", "sweep_spec"]
@@ -130,12 +130,11 @@ def parse_grid(items: Sequence[str]) -> list[tuple[str, tuple[Any, ...]]]:
 
 
 def _scalar(text: str, key: str) -> Any:
-    try:
-        value = yaml.safe_load(text) if text.strip() else None
-    except yaml.YAMLError:
-        raise ConfigError(f"--grid {key}: cannot read value {text!r}") from None
+    value = load_yaml(text, f"--grid {key}") if text.strip() else None
     if value is None or isinstance(value, (dict, list)):
         raise ConfigError(f"--grid {key}: {text!r} is not a single value")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"--grid {key}: {text!r} is not a finite number")
     return value
 
 
@@ -148,7 +147,7 @@ def read_study(source: str) -> tuple[dict[str, Any], Path | None] | None:
     folder: Path | None = None
     path = Path(source)
     if path.is_file():
-        text, folder = path.read_text(encoding="utf-8"), path.parent
+        text, folder = read_text(path, "study file"), path.parent
     elif source.startswith(_STUDY_PREFIX):
         name = source.removeprefix(_STUDY_PREFIX).removesuffix(".yaml")
         entry = resources.files("scenarios.studies").joinpath(f"{name}.yaml")
@@ -157,10 +156,7 @@ def read_study(source: str) -> tuple[dict[str, Any], Path | None] | None:
         text = entry.read_text(encoding="utf-8")
     if text is None:
         return None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return None  # read_raw reports the YAML error with its line
+    doc = load_yaml(text, source)
     if isinstance(doc, dict) and "scenario" in doc and ("grid" in doc or "cases" in doc):
         return doc, folder
     return None

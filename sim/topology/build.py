@@ -121,6 +121,12 @@ def _scale_out(
     assert spec.network.link is not None  # parse_spec checked it
     fastest = max((x for x in nic_links if x is not None), key=lambda x: x.bandwidth_Bps)
     net_link = link_from_ref(spec.network.link, "network.link", source)
+    for key, used in [("network.link", net_link), *(("node.nic", x) for x in nic_links if x)]:
+        if used.scope != "net":  # NVLink or PCIe cannot be cabled to a leaf switch
+            raise TopologyError(
+                f"{source}: {key}: {used.name!r} is a {used.scope} link; the scale-out "
+                "network needs a network link (InfiniBand, RoCE, Ethernet, EFA), e.g. ib-ndr"
+            )
     add_fabric(g, spec.network, nics, fastest, net_link, source)
     for server, link in zip(nics, nic_links, strict=True):
         if link is None or link == fastest:

@@ -12,12 +12,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from sim.errors import TopologyError
+from sim.errors import ConfigError, TopologyError
+from sim.files import load_yaml, read_text
 from sim.topology.build import build_topology
 from sim.topology.model import Topology
-from sim.topology.spec import TopologySpec, parse_spec
+from sim.topology.spec import MAX_GPUS, TopologySpec, parse_spec
 
 __all__ = ["load_spec", "load_topology", "preset_names"]
 
@@ -44,7 +43,7 @@ def _read(name_or_path: str) -> tuple[str, str]:
         path = Path(name_or_path)
         if not path.is_file():
             raise TopologyError(f"topology file {name_or_path!r} not found")
-        return path.read_text(encoding="utf-8"), str(path)
+        return read_text(path, "topology file"), str(path)
     res = resources.files("topologies").joinpath(f"{name_or_path}.yaml")
     if not res.is_file():
         raise TopologyError(
@@ -56,12 +55,9 @@ def _read(name_or_path: str) -> tuple[str, str]:
 
 def _parse_yaml(text: str, source: str) -> Any:
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or type(e).__name__
-        raise TopologyError(f"{source}: invalid YAML{where}: {problem}") from None
+        return load_yaml(text, source)
+    except ConfigError as e:
+        raise TopologyError(str(e)) from None
 
 
 def load_spec(name_or_path: str, *, nodes: int | None = None) -> TopologySpec:
@@ -90,7 +86,7 @@ def load_spec(name_or_path: str, *, nodes: int | None = None) -> TopologySpec:
     4
     """
     text, source = _read(name_or_path)
-    spec = parse_spec(_parse_yaml(text, source), source)
+    spec = _capped(parse_spec(_parse_yaml(text, source), source), spec_nodes=None)
     if nodes is None:
         return spec
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
@@ -103,7 +99,19 @@ def load_spec(name_or_path: str, *, nodes: int | None = None) -> TopologySpec:
             f"nodes: {source!r} is {what}; --nodes applies only to node/nodes with a "
             "parametric network"
         )
-    return spec.model_copy(update={"nodes": nodes})
+    return _capped(spec, spec_nodes=nodes)
+
+
+def _capped(spec: TopologySpec, spec_nodes: int | None) -> TopologySpec:
+    """``spec`` (with ``nodes`` replaced), refused above :data:`MAX_GPUS` GPUs."""
+    nodes = spec.nodes if spec_nodes is None else spec_nodes
+    gpus = nodes * spec.gpus_per_node
+    if gpus > MAX_GPUS:
+        raise TopologyError(
+            f"nodes: {nodes:,} servers x {spec.gpus_per_node} GPUs = {gpus:,} GPUs; at most "
+            f"{MAX_GPUS:,} GPUs are simulated"
+        )
+    return spec if spec_nodes is None else spec.model_copy(update={"nodes": nodes})
 
 
 def load_topology(name_or_path: str, *, nodes: int | None = None, seed: int = 0) -> Topology:

@@ -56,7 +56,12 @@ from sim.topology.graph import GraphSpec, check_nodes
 from sim.topology.links import UNION_TAGS, LinkRef
 from sim.topology.overrides import Override, check_overrides
 
-__all__ = ["NetworkSpec", "NodeSpec", "ServerGroup", "TopologySpec", "parse_spec"]
+__all__ = ["MAX_GPUS", "NetworkSpec", "NodeSpec", "ServerGroup", "TopologySpec", "parse_spec"]
+
+#: Most GPUs of one topology (servers x GPUs per server): above the 16,384 to 65,536-GPU
+#: clusters the simulator targets, low enough to refuse a typo (``nodes: 1000000``) before
+#: building a graph for hours.
+MAX_GPUS = 131_072
 
 _STRICT = ConfigDict(extra="forbid", strict=False, frozen=True)
 

@@ -25,9 +25,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from sim.errors import ConfigError
+from sim.files import load_yaml, read_text
 from sim.packaged import validate_section
 from sim.training.scenario_layers import LAYER_MODELS, check_price, layer_sections
 from sim.training.scenario_readers import (
@@ -35,6 +34,7 @@ from sim.training.scenario_readers import (
     NULLABLE,
     PRECISIONS,
     READERS,
+    check_seq_len,
     read_choice,
     read_int,
     read_str,
@@ -142,11 +142,13 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
     _require(training, "training", "global_batch")
     _require(training, "training", "seq_len")
     profile = raw.get("profile")
+    model = _model(raw)
+    check_seq_len(model.max_seq, training["seq_len"], raw["model"])
     price = PriceSection(**_section(raw, "price"))
     check_price(price.gpu_hour_usd, price.preset)
     scenario = Scenario(
         name=name,
-        model=_model(raw),
+        model=model,
         cluster=ClusterSection(**cluster),
         parallel=ParallelSection(**_section(raw, "parallel")),
         training=TrainingSection(**training),
@@ -176,10 +178,7 @@ def apply_overrides(raw: Mapping[str, Any], sets: Sequence[str]) -> dict[str, An
         path, eq, text = item.partition("=")
         if not eq or not path:
             raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. parallel.tp=4")
-        try:
-            value = yaml.safe_load(text) if text.strip() else None
-        except yaml.YAMLError:
-            raise ConfigError(f"--set {path}: cannot parse value {text!r} as YAML") from None
+        value = load_yaml(text, f"--set {path}") if text.strip() else None
         _set(out, path.strip(), value)
     return out
 
@@ -220,7 +219,7 @@ def read_raw(source: str | Path) -> tuple[dict[str, Any], str]:
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.is_file():
             raise ConfigError(f"scenario file not found: {text_source}")
-        text, name = path.read_text(encoding="utf-8"), path.stem
+        text, name = read_text(path, "scenario file"), path.stem
     else:
         entry = importlib.resources.files("scenarios").joinpath(f"{text_source}.yaml")
         if not entry.is_file():
@@ -229,13 +228,7 @@ def read_raw(source: str | Path) -> tuple[dict[str, Any], str]:
                 f"{', '.join(scenario_names())}"
             )
         text, name = entry.read_text(encoding="utf-8"), text_source
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or "malformed YAML"
-        raise ConfigError(f"{text_source}:{where}: {problem}") from None
+    raw = load_yaml(text, text_source)
     if not isinstance(raw, dict):
         raise ConfigError(f"{text_source}: a scenario must be a mapping of sections")
     return raw, name

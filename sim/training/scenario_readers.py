@@ -13,6 +13,7 @@ from sim.collectives.algorithms import ALGORITHMS
 from sim.collectives.params import PROTOCOLS
 from sim.collectives.selection import parse_list
 from sim.errors import ConfigError
+from sim.topology.spec import MAX_GPUS
 from sim.training.scenario_layers import read_tokens
 from sim.training.workload.plan import parse_order
 from sim.training.workload.techniques import COMPRESSIONS, DP_MODES
@@ -21,10 +22,12 @@ from sim.training.workload.zero import parse_zero
 from sim.units import parse_bandwidth, parse_bytes
 
 __all__ = [
+    "CAPS",
     "GRAD_DTYPES",
     "NULLABLE",
     "PRECISIONS",
     "READERS",
+    "check_seq_len",
     "read_choice",
     "read_int",
     "read_str",
@@ -34,15 +37,52 @@ PRECISIONS = ("bf16", "fp16", "fp8")
 GRAD_DTYPES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
-def read_int(value: object, where: str, low: int = 1) -> int:
-    """An integer >= ``low``; ConfigError naming ``where`` otherwise.
+#: Largest value of each count key: far above any real model or job (Llama-3-405B: 126
+#: layers, hidden 16,384, 128 heads, vocab 128,256, 128K context), low enough that a typo
+#: (``layers: 1000000000``) is refused instead of allocating for hours.
+CAPS: dict[str, int] = {
+    "layers": 10_000, "first_stage_layers": 10_000, "last_stage_layers": 10_000,
+    "hidden": 2**20, "ffn_hidden": 2**22, "heads": 2**16, "kv_heads": 2**16,
+    "vocab": 2**24, "experts": 2**16, "top_k": 2**16, "max_seq": 2**24, "seq_len": 2**24,
+    "global_batch": 2**20, "micro_batch": 2**20, "virtual_stages": 1024,
+    "tp": MAX_GPUS, "pp": MAX_GPUS, "dp": MAX_GPUS, "ep": MAX_GPUS, "shard_size": MAX_GPUS,
+    "nodes": MAX_GPUS,
+}  # fmt: skip
+
+
+def read_int(value: object, where: str, low: int = 1, high: int | None = None) -> int:
+    """An integer in [``low``, ``high``]; ConfigError naming ``where`` otherwise.
+
+    ``high`` defaults to the key's cap in :data:`CAPS` (the key is ``where``'s last part).
 
     >>> read_int(3, "parallel.tp")
     3
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{where}: expected an integer >= {low}, got {value!r}")
+        raise ConfigError(f"{where}: expected an integer >= {low}, got {_short(value)}")
+    high = CAPS.get(where.rsplit(".", 1)[-1]) if high is None else high
+    if high is not None and value > high:
+        raise ConfigError(f"{where}: {_short(value)} is above the largest allowed, {high:,}")
     return value
+
+
+def check_seq_len(max_seq: int, seq_len: int, model_raw: object) -> None:
+    """Refuse ``training.seq_len`` above the model's context when the model states one.
+
+    A preset's ``max_seq`` (or one written in ``model``) is the trained context (Llama-3-8B:
+    8,192); a custom model without ``max_seq`` keeps the old behaviour (no limit).
+    """
+    stated = isinstance(model_raw, dict) and ("preset" in model_raw or "max_seq" in model_raw)
+    if stated and seq_len > max_seq:
+        raise ConfigError(
+            f"training.seq_len: {seq_len:,} is longer than the model's context, "
+            f"model.max_seq = {max_seq:,} (raise model.max_seq for a longer-context variant)"
+        )
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 
 
 def _bool(value: object, where: str) -> bool:
@@ -110,7 +150,7 @@ def _nccl_list(known: Sequence[str], what: str) -> Callable[[object, str], str]:
 
 
 def _price(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e9:
         raise ConfigError(f"{where}: expected a non-negative number of USD, got {value!r}")
     return float(value)
 

@@ -24,11 +24,11 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
 from sim.catalog import _entry
 from sim.errors import ConfigError, TopologyError
+from sim.files import load_yaml
 from sim.units import parse_time
 
 __all__ = ["ComputeParams", "compute_entry_names", "compute_params", "tunable_keys"]
@@ -278,7 +278,7 @@ def _resolved(raw: dict[str, Any]) -> dict[str, dict[str, Any]]:
 @cache
 def _entries() -> dict[str, ComputeParams]:
     text = resources.files("topologies.catalog").joinpath("compute.yaml").read_text("utf-8")
-    raw = yaml.safe_load(text)
+    raw = load_yaml(text, "catalog compute.yaml")
     if not isinstance(raw, dict):
         raise TopologyError("catalog compute.yaml: expected a mapping of GPU names to entries")
     out = {}

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from sim.errors import ConfigError
+from sim.files import load_yaml, read_text
 
 __all__ = ["LAYER_KEYS", "Layer", "LayerModel", "layer_model_from_list", "read_layer_list"]
 
@@ -125,9 +124,6 @@ def read_layer_list(value: object, folder: Path | None = None) -> LayerModel:
             path = folder / path
         if not path.is_file():
             raise ConfigError(f"model.layer_list: file not found: {value}")
-        try:
-            items = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError:
-            raise ConfigError(f"model.layer_list: {value} is not valid YAML") from None
+        items = load_yaml(read_text(path, "model.layer_list file"), str(value))
         return layer_model_from_list(items, path.stem, source=str(value))
     return layer_model_from_list(value)  # type: ignore[arg-type]

@@ -239,12 +239,24 @@ def _check_model_split(plan: ParallelPlan, model: ModelSpec) -> None:
         raise ConfigError(f"parallel.ep: {plan.ep} must divide model.experts={model.experts}")
 
 
+#: Most micro-batches per step per replica: the pipeline is simulated micro-batch by
+#: micro-batch (4,096 take ~8 s on the flow network, linear in the count); real jobs use
+#: tens to a few thousand (Megatron-LM's GPT-3 175B: 1536 / (1 x 8) = 192).
+MAX_MICROBATCHES = 16_384
+
+
 def _check_batch(plan: ParallelPlan) -> None:
     per_step = plan.micro_batch * plan.dp
     if plan.global_batch % per_step:
         raise ConfigError(
             f"training.global_batch: {plan.global_batch} must be a multiple of "
             f"parallel.micro_batch x parallel.dp = {plan.micro_batch} x {plan.dp} = {per_step}"
+        )
+    if plan.num_microbatches > MAX_MICROBATCHES:
+        raise ConfigError(
+            f"training.global_batch: {plan.global_batch} / (micro_batch {plan.micro_batch} x "
+            f"dp {plan.dp}) = {plan.num_microbatches:,} micro-batches; at most "
+            f"{MAX_MICROBATCHES:,} (raise parallel.micro_batch)"
         )
     if plan.dp % plan.ep:
         raise ConfigError(f"parallel.ep: {plan.ep} must divide parallel.dp={plan.dp}")

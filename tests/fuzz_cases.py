@@ -1,0 +1,585 @@
+"""Hostile and careless inputs for tests/test_fuzz.py: files of every format, and argv.
+
+A :class:`Case` is a command line (``{d}`` stands for the test's temporary folder), the
+files to write there first, and the exit status expected: 2 (a user error, one or two
+lines, no traceback) or 0 (valid input; ``--json`` output must then be valid JSON).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from helpers import SHARED_DATA
+
+
+@dataclass(frozen=True)
+class Case:
+    """One hostile (or valid) invocation of ``clustersim``."""
+
+    id: str
+    argv: tuple[str, ...]
+    files: Mapping[str, str | bytes] = field(default_factory=dict)
+    status: int = 2
+
+
+# --- hostile bodies shared by every YAML format -----------------------------------------
+
+_BOMB = "\n".join(
+    [f"a0: &a0 [{', '.join(['lol'] * 9)}]"]
+    + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+)
+YAML_BODIES: dict[str, str | bytes] = {
+    "latin1": "name: caf\xe9\n".encode("latin-1"),
+    "utf16": "name: x\n".encode("utf-16"),
+    "binary": b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(range(256)),
+    "empty": "",
+    "comment-only": "# nothing here\n",
+    "top-list": "- 1\n- 2\n",
+    "top-scalar": "42\n",
+    "top-string": "just a string\n",
+    "deep-flow": "a: " + "[" * 20_000 + "]" * 20_000 + "\n",
+    "deep-flow-map": "a: " + "{b: " * 5_000 + "1" + "}" * 5_000 + "\n",
+    "deep-block": "".join(" " * i + f"k{i}:\n" for i in range(300)),
+    "alias-bomb": _BOMB + "\n",
+    "many-aliases": "a: &a 1\nb: [" + ", ".join(["*a"] * 5000) + "]\n",
+    "duplicate-key": "name: a\nname: b\n",
+    "huge-int": "name: " + "9" * 5000 + "\n",
+    "bad-date": "name: 2024-13-45\n",
+    "tab-indent": "name:\n\t- x\n",
+    "unclosed": "name: [1, 2\n",
+    "python-tag": "name: !!python/object/apply:os.system ['true']\n",
+    "unhashable-key": "? [a, b]\n: 1\n",
+    "nan": "name: .nan\n",
+    "bad-merge": "name: 1\n<<: 5\n",
+    "colon-garbage": ":::\n- - -\n::\n",
+    "nul-in-text": b"name: a\x00b\n",
+    "control-char": "name: a\x07b\n",
+}
+
+_SCENARIO = """model: {{preset: llama3-8b}}
+cluster: {{topology: dgx-h100}}
+parallel: {{tp: 1, pp: 1, dp: 8, zero: 3, micro_batch: 1}}
+training: {{global_batch: 16, seq_len: 2048}}
+network: analytical
+{extra}"""
+_TOPOLOGY = """name: t
+gpu: H100-SXM
+nodes: 2
+node: {{gpus: 8, fabric: nvswitch, nvlink: nvlink4, pcie: pcie-gen5, pcie_switches: 4,
+        nics: 8, nic: ib-ndr{node_extra}}}
+network: {{kind: leaf-spine, link: {link}, oversubscription: {over}, nodes_per_leaf: 2}}
+"""
+_STUDY = """scenario: llama3-8b-dgx
+grid: {grid}
+"""
+
+_LOG_HEAD = """# Collective test starting: all_reduce_perf
+# nThread 1 nGpus 1 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20
+#  Rank  0 Group  0 Pid 1 on node1 device  0 [0x1a] NVIDIA H100 80GB HBM3
+{ranks}#       size   count  type redop root   time  algbw  busbw #wrong   time  algbw  busbw #wrong
+"""
+_RANK = "#  Rank  {r} Group  0 Pid {p} on node1 device  {r} [0x1b] NVIDIA H100 80GB HBM3\n"
+
+
+def nccl_log(rows: list[str], ranks: int = 8) -> str:
+    """An nccl-tests all_reduce log with ``ranks`` device lines and the given table rows."""
+    extra = "".join(_RANK.format(r=r, p=r + 1) for r in range(1, ranks))
+    return _LOG_HEAD.format(ranks=extra) + "".join(f"  {row}\n" for row in rows)
+
+
+def _row(
+    size: int | str, count: int, us: str = "20.00", alg: str = "1.00", bus: str = "1.75"
+) -> str:
+    return f"{size} {count} float sum -1 {us} {alg} {bus} 0 {us} {alg} {bus} 0"
+
+
+_GOOD_ROWS = [_row(2**k, 2**k // 4, f"{10 + k * 3:.2f}") for k in range(3, 21)]
+
+
+def _yaml_format_cases() -> list[Case]:
+    """Every hostile YAML body, in every YAML file kind the CLI reads."""
+    kinds = {
+        "scenario": ("s.yaml", ("run", "{d}/s.yaml", "--network", "analytical")),
+        "topology": ("t.yaml", ("collective", "--topology", "{d}/t.yaml", "-b", "8", "-e", "8")),
+        "profile": (
+            "p.yaml",
+            (
+                "collective",
+                "--topology",
+                "dgx-h100",
+                "--profile",
+                "{d}/p.yaml",
+                "-b",
+                "8",
+                "-e",
+                "8",
+            ),
+        ),
+        "study": ("st.yaml", ("sweep", "{d}/st.yaml", "--no-progress")),
+        "layer-list": ("s.yaml", ("run", "{d}/s.yaml")),
+    }
+    out = []
+    for kind, (name, argv) in kinds.items():
+        for body_id, body in YAML_BODIES.items():
+            files: dict[str, str | bytes] = {name: body}
+            if kind == "layer-list":
+                files = {"s.yaml": _layer_scenario("l.yaml"), "l.yaml": body}
+            out.append(Case(f"{kind}-{body_id}", argv, files))
+    return out
+
+
+def _layer_scenario(layer_file: str) -> str:
+    return (
+        f"model: {{layer_list: {layer_file}}}\ncluster: {{topology: dgx-h100}}\n"
+        "parallel: {dp: 8}\ntraining: {global_batch: 8, seq_len: 1}\nnetwork: analytical\n"
+    )
+
+
+# --- scenario values (through --set and in files) ----------------------------------------
+
+_BAD_VALUES = {
+    "nan": ".nan", "inf": ".inf", "neg": "-1", "zero": "0", "frac": "2.5", "text": "abc",
+    "sci-text": "'1e9'", "big": str(2**63), "huge": "1" * 5000, "list": "[1, 2]",
+    "map": "{a: 1}", "bool": "true",
+}  # fmt: skip
+_INT_KEYS = (
+    "parallel.tp", "parallel.pp", "parallel.dp", "parallel.micro_batch",
+    "parallel.virtual_stages", "training.global_batch", "training.seq_len", "model.layers",
+    "model.hidden", "model.heads", "model.vocab",
+)  # fmt: skip
+_RUN = ("run", "llama3-8b-dgx", "--network", "analytical", "--json")
+
+
+def _set_cases() -> list[Case]:
+    out = []
+    for key in _INT_KEYS:
+        for vid, value in _BAD_VALUES.items():
+            if key.startswith("model.") and vid in ("list", "map"):
+                continue  # same reader as the parallel keys; keep the suite short
+            out.append(Case(f"set-{key}-{vid}", (*_RUN, "--set", f"{key}={value}")))
+    for vid in ("nan", "inf", "neg", "text", "list"):
+        out.append(
+            Case(f"set-price-{vid}", (*_RUN, "--set", f"price.gpu_hour_usd={_BAD_VALUES[vid]}"))
+        )
+    others = {
+        "layers-1e9": "model.layers=1000000000", "layers-2e63": f"model.layers={2**63}",
+        "batch-1e12": "training.global_batch=1000000000000",
+        "million-micro": "training.global_batch=1048576", "nodes-1e4": "cluster.nodes=10000",
+        "seq-beyond-max": "training.seq_len=1048576", "seed-neg": "seed=-1",
+        "seed-huge": f"seed={'7' * 5000}", "dropout-nan": "model.dropout=.nan",
+        "dropout-one": "model.dropout=1", "zero-bad": "parallel.zero=7",
+        "schedule-bad": "parallel.schedule=zigzag", "precision-bad": "training.precision=fp4",
+        "bucket-frac": "parallel.bucket_bytes=-5", "bucket-nan": "parallel.bucket_bytes=.nan",
+        "topology-missing": "cluster.topology=/nonexistent/t.yaml",
+        "topology-long-name": f"cluster.topology={'x' * 300}.yaml",
+        "network-bad": "network=packet", "unknown-key": "parallel.warp=9",
+        "no-equals": "parallel.tp", "bad-yaml": "parallel.tp=[1",
+        "profile-bad": "profile=nope",
+    }  # fmt: skip
+    for cid, item in others.items():
+        out.append(Case(f"set-{cid}", (*_RUN, "--set", item)))
+    return out
+
+
+def _scenario_file_cases() -> list[Case]:
+    bad = {
+        "unknown-top": "colour: red\n", "price-neg": "price: {gpu_hour_usd: -3}\n",
+        "price-inf": "price: {gpu_hour_usd: .inf}\n", "seed-float": "seed: 1.5\n",
+        "nodes-1e5": "", "profile-int": "profile: 5\n",
+    }  # fmt: skip
+    out = [Case(f"scenario-{k}", ("run", "{d}/s.yaml", "--json"),
+                {"s.yaml": _SCENARIO.format(extra=v)}) for k, v in bad.items() if v]  # fmt: skip
+    out.append(Case("scenario-valid", ("run", "{d}/s.yaml", "--json"),
+                    {"s.yaml": _SCENARIO.format(extra="")}, status=0))  # fmt: skip
+    out.append(Case("scenario-missing", ("run", "{d}/none.yaml")))
+    out.append(Case("scenario-folder", ("run", "{d}/dir.yaml"), {"dir.yaml/x": "a: 1\n"}))
+    out.append(Case("scenario-long-name", ("run", "{d}/" + "n" * 300 + ".yaml")))
+    out.append(Case("scenario-preset-unknown", ("run", "no-such-scenario")))
+    return out
+
+
+# --- topologies ----------------------------------------------------------------------------
+
+
+def _topology_cases() -> list[Case]:
+    argv = ("collective", "--topology", "{d}/t.yaml", "-b", "8", "-e", "1K", "--json")
+    good = dict(link="ib-ndr", over="1.0", node_extra="")
+    variants = {
+        "nvlink-as-network": dict(good, link="nvlink4"),
+        "pcie-as-network": dict(good, link="pcie-gen5"),
+        "over-nan": dict(good, over=".nan"), "over-neg": dict(good, over="-2"),
+        "over-zero": dict(good, over="0"), "over-inf": dict(good, over=".inf"),
+        "nic-bw-nan": dict(good, node_extra=", nic_bandwidth: nanGb/s"),
+        "nic-bw-neg": dict(good, node_extra=", nic_bandwidth: -400Gb/s"),
+        "nic-bw-zero": dict(good, node_extra=", nic_bandwidth: 0Gb/s"),
+        "nic-bw-unit": dict(good, node_extra=", nic_bandwidth: 400 parsecs"),
+        "nic-bw-1P": dict(good, node_extra=", nic_bandwidth: 1P"),
+        "link-unknown": dict(good, link="warp-drive"),
+    }  # fmt: skip
+    out = [
+        Case(f"topology-{k}", argv, {"t.yaml": _TOPOLOGY.format(**v)}) for k, v in variants.items()
+    ]
+    out.append(Case("topology-valid", argv, {"t.yaml": _TOPOLOGY.format(**good)}, status=0))
+    text = _TOPOLOGY.format(**good)
+    for cid, (old, new) in {
+        "gpus-zero": ("gpus: 8", "gpus: 0"), "gpus-frac": ("gpus: 8", "gpus: 7.5"),
+        "nodes-1e6": ("nodes: 2", "nodes: 1000000"), "nodes-neg": ("nodes: 2", "nodes: -2"),
+        "gpu-unknown": ("H100-SXM", "Z9000"), "nics-zero": ("nics: 8", "nics: 0"),
+        "fabric-bad": ("nvswitch", "ethernet"),
+    }.items():  # fmt: skip
+        out.append(Case(f"topology-{cid}", argv, {"t.yaml": text.replace(old, new)}))
+    return out
+
+
+# --- profiles ------------------------------------------------------------------------------
+
+_PROFILE = "schema: clustersim.profile/1\nname: p\n"
+
+
+def _profile_cases() -> list[Case]:
+    argv = ("collective", "--topology", "dgx-h100", "--profile", "{d}/p.yaml", "-b", "8",
+            "-e", "1K", "--network", "analytical", "--json")  # fmt: skip
+    bodies = {
+        "schema-wrong": "schema: clustersim.profile/0\n",
+        "unknown-key": _PROFILE + "colour: red\n",
+        "collectives-list": _PROFILE + "collectives: [1, 2]\n",
+        "collectives-scalar": _PROFILE + "collectives: 5\n",
+        "link-eff-text": _PROFILE + "collectives: {link_efficiency: {nvlink: fast}}\n",
+        "link-eff-nan": _PROFILE + "collectives: {link_efficiency: {nvlink: .nan}}\n",
+        "link-eff-neg": _PROFILE + "collectives: {link_efficiency: {nvlink: -1}}\n",
+        "link-eff-list": _PROFILE + "collectives: {link_efficiency: [1]}\n",
+        "latency-neg": _PROFILE + "collectives: {base_latency_us: -5}\n",
+        "latency-nan": _PROFILE + "collectives: {base_latency_us: .nan}\n",
+        "latency-inf": _PROFILE + "collectives: {base_latency_us: .inf}\n",
+        "unknown-section-key": _PROFILE + "collectives: {warp: 1}\n",
+        "compute-list": _PROFILE + "compute: [1]\n",
+        "hardware-scalar": _PROFILE + "hardware: 5\n",
+        "hardware-gpus-frac": _PROFILE + "hardware: {gpu: H100-SXM, gpus: 2.5}\n",
+        "hardware-links-list": _PROFILE + "hardware: {gpu: H100-SXM, links: [1]}\n",
+        "bars-scalar": _PROFILE + "error_bars: 5\n",
+        "bars-nan": _PROFILE + "error_bars: [{what: c, metric: m, value: .nan, cases: 1, source: s}]\n",
+        "bars-inf": _PROFILE + "error_bars: [{what: c, metric: m, value: .inf, cases: 1, source: s}]\n",
+        "bars-missing": _PROFILE + "error_bars: [{what: c}]\n",
+        "provenance-list": _PROFILE + "provenance: [1]\n",
+    }  # fmt: skip
+    out = [Case(f"profile-{k}", argv, {"p.yaml": v}) for k, v in bodies.items()]
+    out.append(Case("profile-unknown-name", (*argv[:4], "no-such-profile", *argv[5:])))
+    out.append(Case("profile-valid-none", (*argv[:4], "none", *argv[5:]), status=0))
+    return out
+
+
+# --- nccl-tests logs and measurement files ------------------------------------------------
+
+
+def _calibrate_cases() -> list[Case]:
+    imp = ("calibrate", "import-nccl-tests", "{d}/x.log", "--out", "{d}/m.json")
+    logs: dict[str, str | bytes] = {
+        "count-zero": nccl_log([_row(1024, 0)]),
+        "size-zero": nccl_log([_row(0, 0)]),
+        "time-nan": nccl_log([_row(1024, 256, us="nan")]),
+        "time-inf": nccl_log([_row(1024, 256, us="inf")]),
+        "time-neg": nccl_log([_row(1024, 256, us="-3.0")]),
+        "time-zero": nccl_log([_row(1024, 256, us="0")]),
+        "size-huge": nccl_log([_row(10**30, 256)]),
+        "size-5000-digits": nccl_log([_row("9" * 5000, 256)]),
+        "bw-huge": nccl_log([_row(1024, 256, alg="1e400")]),
+        "header-only": nccl_log([]),
+        "garbage": "hello\nworld\n" * 10,
+        "binary": bytes(range(256)) * 4,
+        "latin1": nccl_log(_GOOD_ROWS[:3]).replace("node1", "n\xf6de").encode("latin-1"),
+        "columns-short": nccl_log(["1024 256 float sum"]),
+        "type-bad": nccl_log(["1024 256 quaternion sum -1 1 1 1 0 1 1 1 0"]),
+        "empty": "",
+    }  # fmt: skip
+    out = [Case(f"nccl-log-{k}", imp, {"x.log": v}) for k, v in logs.items() if k != "latin1"]
+    # Logs mix encodings (host names, pasted prose): bytes that are not UTF-8 are replaced.
+    out.append(Case("nccl-log-latin1", imp, {"x.log": logs["latin1"]}, status=0))
+    valid = {"x.log": nccl_log(_GOOD_ROWS[:4])}
+    out.append(Case("nccl-log-valid", imp, valid, status=0))
+    out.append(Case("nccl-log-missing", imp))
+    out.append(Case("nccl-log-out-missing-dir", (*imp[:3], "--out", "{d}/no/dir/m.json"), valid))
+    out.append(Case("nccl-log-out-is-dir", (*imp[:3], "--out", "{d}"), valid))
+    out.append(Case("nccl-log-out-long", (*imp[:3], "--out", "{d}/" + "m" * 300 + ".json"), valid))
+    out.append(Case("nccl-log-out-empty", (*imp[:3], "--out", ""), valid))
+    out.append(Case("nccl-log-op-bad", (*imp, "--op", "all_sum"), valid))
+    out.append(Case("nccl-log-one-rank", imp, {"x.log": nccl_log(_GOOD_ROWS[:4], ranks=1)}, 0))
+    fit = ("calibrate", "fit", "{d}/m.json", "--topology", "dgx-h100", "--out", "{d}/p.yaml")
+    meas: dict[str, str | bytes] = {
+        "nan": '{"schema": "clustersim.measurements/1", "kind": "collectives", "meta": '
+               '{"source": "x", "created": "t"}, "records": [{"time_s": NaN}]}',
+        "infinity": '{"schema": "clustersim.measurements/1", "x": Infinity}',
+        "huge-int": '{"schema": ' + "9" * 5000 + "}",
+        "deep": "[" * 100_000 + "]" * 100_000,
+        "not-json": "{schema: 1",
+        "top-list": "[1, 2]",
+        "schema-wrong": '{"schema": "x"}',
+        "records-wrong": '{"schema": "clustersim.measurements/1", "kind": "collectives", '
+                         '"meta": {"source": "x", "created": "t"}, "records": 5}',
+        "kind-wrong": '{"schema": "clustersim.measurements/1", "kind": "vibes", "meta": {}, '
+                      '"records": []}',
+        "binary": b"\x00\x01\x02\xff",
+        "latin1": '{"schema": "caf\xe9"}'.encode("latin-1"),
+        "empty": "",
+    }  # fmt: skip
+    out += [Case(f"measurements-{k}", fit, {"m.json": v}) for k, v in meas.items()]
+    out.append(Case("fit-missing-file", fit))
+    out.append(Case("fit-out-missing-dir", (*fit[:5], "--out", "{d}/no/p.yaml")))
+    return out
+
+
+def _fit_log_cases() -> list[Case]:
+    """``calibrate fit`` on nccl-tests logs converted first: one rank, few points, bad fit."""
+    fit = ("calibrate", "fit", "{d}/m.json", "--topology", "dgx-h100", "--out", "{d}/p.yaml")
+    one_rank = _measurement_json(nccl_log(_GOOD_ROWS[:6], ranks=1))
+    return [Case("fit-one-rank", fit, {"m.json": one_rank})]
+
+
+def _measurement_json(log: str) -> str:
+    from calibrate.measurements import measurements_to_dict
+    from calibrate.nccl_tests import parse_nccl_tests
+    from sim.files import dumps_json
+
+    m = parse_nccl_tests(log, "x.log", created="2025-01-01T00:00:00Z")
+    return dumps_json(measurements_to_dict(m))
+
+
+def _calibrate_run_cases() -> list[Case]:
+    """``calibrate collectives`` arguments refused before any process starts."""
+    base = ("calibrate", "collectives", "--backend", "gloo", "--local", "2", "--ops",
+            "all_reduce", "--out", "{d}/c.json")  # fmt: skip
+    return [
+        Case("coll-step-tiny", (*base, "-f", "1.0000001", "-b", "8", "-e", "16G")),
+        Case("coll-step-nan", (*base, "-f", "nan")),
+        Case("coll-step-inf", (*base, "-f", "inf")),
+        Case("coll-timeout-neg", (*base, "--timeout", "-1")),
+        Case("coll-timeout-nan", (*base, "--timeout", "nan")),
+        Case("coll-iters-zero", (*base, "--iters", "0")),
+        Case("coll-backend-bad", (*base, "--backend", "mpi")),
+        Case("coll-op-bad", (*base[:6], "--ops", "all_sum", *base[8:])),
+        Case("coll-bytes-bad", (*base, "-b", "lots")),
+        Case("coll-bytes-1P-reversed", (*base, "-b", "1P", "-e", "8")),
+        Case("coll-out-missing-dir", (*base[:8], "--out", "{d}/no/c.json")),
+        Case("coll-out-empty", (*base[:8], "--out", "")),
+        Case(
+            "coll-resume-wrong-kind",
+            (*base, "--resume"),
+            {"c.json": _measurement_json(nccl_log(_GOOD_ROWS[:2]))},
+        ),
+        Case("coll-dtype-bad", (*base, "--dtype", "float128")),
+    ]
+
+
+# --- the other commands --------------------------------------------------------------------
+
+
+def _collective_cases() -> list[Case]:
+    c = ("collective", "--topology", "dgx-h100", "--network", "analytical", "--json")
+    bad = {
+        "b-1Pi": ("-b", "1Pi", "-e", "2P"), "f-tiny": ("-b", "8", "-e", "16G", "-f", "1.0000001"),
+        "f-nan": ("-f", "nan"), "f-inf": ("-f", "inf"), "f-one": ("-f", "1"),
+        "f-neg": ("-f", "-2"), "b-frac": ("-b", "8.5", "-e", "16"), "b-neg": ("-b", "-8"),
+        "b-text": ("-b", "lots"), "e-1e400": ("-e", "1e400"), "b-gt-e": ("-b", "1M", "-e", "8"),
+        "e-5000-digits": ("-e", "9" * 5000), "seed-neg": ("--seed", "-1"),
+        "root-out": ("--op", "broadcast", "--root", "99", "-b", "8", "-e", "8"),
+        "op-bad": ("--op", "all_sum"), "dtype-bad": ("--dtype", "float128"),
+        "gpus-zero": ("--gpus", "0"), "gpus-neg": ("--gpus", "-3"),
+        "gpus-too-many": ("--gpus", "9"), "sendrecv-one-gpu": ("--op", "send_recv", "--gpus", "1"),
+        "algo-bad": ("--algo", "teleport"), "proto-bad": ("--protocol", "smoke"),
+        "links-neg": ("--links", "-1"), "network-bad": ("--network", "packet"),
+        "nodes-single-server": ("--nodes", "4"), "plot-missing-dir": ("--plot", "{d}/no/x.png"),
+    }  # fmt: skip
+    out = [Case(f"collective-{k}", (*c, *v)) for k, v in bad.items()]
+    ib = (
+        "collective",
+        "--topology",
+        "h100-ib-ndr",
+        "--network",
+        "analytical",
+        "-b",
+        "8",
+        "-e",
+        "8",
+    )
+    out.append(Case("collective-nodes-1e5", (*ib, "--nodes", "100000")))
+    out.append(Case("collective-nodes-zero", (*ib, "--nodes", "0")))
+    out.append(Case("collective-valid-1P", (*c, "-b", "1P", "-e", "2P"), status=0))
+    out.append(Case("collective-valid", (*c, "-b", "8", "-e", "64K", "-f", "4"), status=0))
+    out.append(
+        Case("collective-valid-sendrecv", (*c, "--op", "send_recv", "-b", "8", "-e", "8"), status=0)
+    )
+    return out
+
+
+def _run_output_cases() -> list[Case]:
+    r = ("run", "llama3-8b-dgx", "--network", "analytical")
+    return [
+        Case("run-trace-empty", (*r, "--trace", "")),
+        Case("run-trace-missing-dir", (*r, "--trace", "{d}/no/t.json")),
+        Case("run-trace-is-dir", (*r, "--trace", "{d}")),
+        Case("run-trace-long", (*r, "--trace", "{d}/" + "t" * 300 + ".json")),
+        Case("run-plot-missing-dir", (*r, "--plot", "{d}/no/p.png")),
+        Case("run-links-neg", (*r, "--links", "-1")),
+        Case("run-network-bad", ("run", "llama3-8b-dgx", "--network", "packet")),
+        Case("run-profile-missing", (*r, "--profile", "{d}/nope.yaml")),
+        Case("run-valid-json", (*r, "--json"), status=0),
+        Case(
+            "run-valid-trace",
+            (
+                "run",
+                "llama3-8b-dgx",
+                "--set",
+                "training.global_batch=8",
+                "--trace",
+                "{d}/t.json",
+                "--json",
+            ),
+            status=0,
+        ),
+    ]
+
+
+def _other_command_cases() -> list[Case]:
+    study_ok = _STUDY.format(grid="{parallel.micro_batch: [1, 2]}")
+    return [
+        # A point the scenario refuses is a row with its reason, not a failed sweep.
+        Case(
+            "sweep-grid-frac",
+            (
+                "sweep",
+                "llama3-8b-dgx",
+                "--grid",
+                "parallel.tp=1,2.5",
+                "--network",
+                "analytical",
+                "--no-progress",
+                "--json",
+            ),
+            status=0,
+        ),
+        Case(
+            "sweep-grid-nan",
+            (
+                "sweep",
+                "llama3-8b-dgx",
+                "--grid",
+                "price.gpu_hour_usd=.nan",
+                "--no-progress",
+                "--json",
+            ),
+        ),
+        Case(
+            "sweep-grid-huge",
+            ("sweep", "llama3-8b-dgx", "--grid", "model.layers=" + "9" * 5000, "--no-progress"),
+        ),
+        Case("sweep-grid-bad", ("sweep", "llama3-8b-dgx", "--grid", "parallel.tp")),
+        Case(
+            "sweep-jobs-zero", ("sweep", "llama3-8b-dgx", "--grid", "parallel.tp=1", "--jobs", "0")
+        ),
+        Case(
+            "sweep-out-missing-dir",
+            ("sweep", "llama3-8b-dgx", "--grid", "parallel.tp=1", "--out", "{d}/no/s.csv"),
+        ),
+        Case(
+            "sweep-out-bad-type",
+            ("sweep", "llama3-8b-dgx", "--grid", "parallel.tp=1", "--out", "{d}/s.xls"),
+        ),
+        Case(
+            "sweep-study-dup",
+            ("sweep", "{d}/st.yaml", "--no-progress"),
+            {"st.yaml": study_ok + "grid: {}\n"},
+        ),
+        Case(
+            "sweep-study-valid",
+            ("sweep", "{d}/st.yaml", "--network", "analytical", "--no-progress", "--json"),
+            {"st.yaml": study_ok},
+            0,
+        ),
+        Case("plan-gpus-zero", ("plan", "llama3-8b-dgx", "--gpus", "0")),
+        Case("plan-gpus-neg", ("plan", "llama3-8b-dgx", "--gpus", "-8")),
+        Case("plan-gpus-huge", ("plan", "llama3-8b-dgx", "--gpus", "100000000")),
+        Case(
+            "plan-price-nan", ("plan", "llama3-8b-dgx", "--gpus", "8", "--max-usd-per-hour", "nan")
+        ),
+        Case(
+            "plan-price-neg", ("plan", "llama3-8b-dgx", "--gpus", "8", "--max-usd-per-hour", "-1")
+        ),
+        Case("plan-top-zero", ("plan", "llama3-8b-dgx", "--gpus", "8", "--top", "0")),
+        Case("report-missing", ("report", "{d}/none.json", "--out", "{d}/r.html")),
+        Case(
+            "report-binary",
+            ("report", "{d}/r.json", "--out", "{d}/r.html"),
+            {"r.json": b"\x00\xff" * 10},
+        ),
+        Case(
+            "report-latin1",
+            ("report", "{d}/r.csv", "--out", "{d}/r.html"),
+            {"r.csv": "a\ncaf\xe9\n".encode("latin-1")},
+        ),
+        Case(
+            "report-nan-json",
+            ("report", "{d}/r.json", "--out", "{d}/r.html"),
+            {"r.json": '[{"step_time_s": NaN}]'},
+        ),
+        Case(
+            "report-deep-json",
+            ("report", "{d}/r.json", "--out", "{d}/r.html"),
+            {"r.json": "[" * 100_000 + "]" * 100_000},
+        ),
+        Case(
+            "report-huge-int",
+            ("report", "{d}/r.json", "--out", "{d}/r.html"),
+            {"r.json": "[" + "9" * 5000 + "]"},
+        ),
+        Case("report-type-bad", ("report", "{d}/r.xls", "--out", "{d}/r.html"), {"r.xls": "x"}),
+        Case(
+            "report-out-missing-dir",
+            ("report", "{d}/r.json", "--out", "{d}/no/r.html"),
+            {"r.json": "[]"},
+        ),
+        Case("schema-unknown", ("schema", "vibes")),
+        Case("schema-valid", ("schema", "scenario"), status=0),
+        Case("topologies-valid", ("topologies",), status=0),
+        Case("topologies-show-unknown", ("topologies", "no-such-topology")),
+        Case("no-command", ()),
+        Case("unknown-command", ("teleport",)),
+        Case(
+            "calibrate-validate-missing",
+            ("calibrate", "validate", "none", "{d}/m.json", "--topology", "dgx-h100"),
+        ),
+        Case(
+            "calibrate-validate-min-bytes",
+            (
+                "calibrate",
+                "validate",
+                "none",
+                "{d}/m.json",
+                "--topology",
+                "dgx-h100",
+                "--min-bytes",
+                "1P",
+            ),
+            {"m.json": _measurement_json(nccl_log(_GOOD_ROWS[:4]))},
+        ),
+        Case(
+            "calibrate-validate-valid",
+            ("calibrate", "validate", "none", "{d}/m.json", "--topology", "dgx-h100", "--json"),
+            {"m.json": _measurement_json(nccl_log(_GOOD_ROWS[:4]))},
+            0,
+        ),
+    ]
+
+
+def all_cases() -> list[Case]:
+    """Every case of the suite, ids unique."""
+    cases = (
+        _yaml_format_cases() + _set_cases() + _scenario_file_cases() + _topology_cases()
+        + _profile_cases() + _calibrate_cases() + _fit_log_cases() + _calibrate_run_cases()
+        + _collective_cases() + _run_output_cases() + _other_command_cases()
+    )  # fmt: skip
+    ids = [c.id for c in cases]
+    assert len(ids) == len(set(ids)), "duplicate case ids"
+    return cases
+
+
+SHARED_LOG = SHARED_DATA / "nccl-tests" / "dgx-h100-1node-8gpu-all_reduce.txt"

@@ -1,0 +1,131 @@
+"""sim.files: safe reading (caps, encodings) and atomic writing (whole file or old file)."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim import files
+from sim.errors import ConfigError
+from sim.files import check_output_path, dumps_json, load_yaml, read_text, write_atomic
+
+
+def _disk_full(*args: object, **kwargs: object) -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk during the replace: the old contents stay, the temporary file is removed."""
+    target = tmp_path / "out.json"
+    target.write_text("old\n")
+    monkeypatch.setattr(os, "replace", _disk_full)
+    with pytest.raises(ConfigError, match=r"cannot write .No space left on device"):
+        write_atomic(target, "new\n", "--out")
+    assert target.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+def test_measurement_files_are_written_atomically(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``calibrate`` outputs go through the same helper: a full disk truncates nothing."""
+    from calibrate.measurements import Measurements, Meta, save_measurements
+
+    target = tmp_path / "m.json"
+    target.write_text("previous run\n")
+    monkeypatch.setattr(os, "replace", _disk_full)
+    with pytest.raises(ConfigError, match="No space left"):
+        save_measurements(Measurements("compute", Meta(source="x", created="t")), target)
+    assert target.read_text() == "previous run\n"
+
+
+def test_write_atomic_writes_whole_text_readable_by_others(tmp_path: Path) -> None:
+    """The file holds exactly the data, mode 0644 (mkstemp's 0600 is widened)."""
+    target = write_atomic(tmp_path / "t.json", "{}\n")
+    assert target.read_bytes() == b"{}\n"
+    assert target.stat().st_mode & 0o777 == 0o644
+
+
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("", "empty file name"),
+        ("no/such/dir/x.json", "does not exist"),
+        ("x" * 256 + ".json", "file name too long"),
+        (".", "is a folder"),
+        ("sub/", "is a folder"),
+    ],
+)
+def test_bad_output_paths_are_refused_before_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, words: str
+) -> None:
+    """Each bad output path is named with its problem."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(ConfigError, match=words):
+        check_output_path(name, "--out")
+
+
+def test_read_text_refuses_oversized_binary_and_foreign_encodings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Size cap (checked before reading), NUL bytes, Latin-1 and missing files."""
+    big = tmp_path / "big.yaml"
+    big.write_text("a: 1\n" * 100)
+    monkeypatch.setattr(files, "MAX_FILE_BYTES", 100)
+    with pytest.raises(ConfigError, match="500 bytes; the largest accepted is 100"):
+        read_text(big, "scenario file")
+    monkeypatch.undo()
+    (tmp_path / "bin").write_bytes(b"a\x00b")
+    (tmp_path / "lat").write_bytes("caf\xe9".encode("latin-1"))
+    with pytest.raises(ConfigError, match="binary file"):
+        read_text(tmp_path / "bin", "f")
+    with pytest.raises(ConfigError, match=r"not UTF-8 text .byte 3"):
+        read_text(tmp_path / "lat", "f")
+    with pytest.raises(ConfigError, match="no such file"):
+        read_text(tmp_path / "none", "f")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_file_is_one_line(tmp_path: Path) -> None:
+    """A file without read permission: a ConfigError naming it."""
+    path = tmp_path / "s.yaml"
+    path.write_text("a: 1\n")
+    path.chmod(0)
+    with pytest.raises(ConfigError, match=r"cannot read .Permission denied"):
+        read_text(path, "scenario file")
+
+
+def test_merge_keys_and_anchors_still_work() -> None:
+    """Shipped files use anchors (the compute catalog) and merges; both still load."""
+    doc = load_yaml("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\nsame: *b\n", "f")
+    assert doc == {"base": {"x": 1, "y": 2}, "other": {"x": 1, "y": 3}, "same": {"x": 1, "y": 2}}
+
+
+def test_dumps_json_refuses_nan() -> None:
+    """NaN is not JSON: outputs refuse it instead of printing it."""
+    assert dumps_json({"a": 1.5}) == '{"a": 1.5}'
+    with pytest.raises(ConfigError, match="non-finite"):
+        dumps_json({"a": float("nan")})
+
+
+_YAML_TEXT = st.text(
+    alphabet=st.sampled_from([*list("ab: -[]{}&*!|>'\"\n\t#,?"), "\x00"]), max_size=60
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_YAML_TEXT)
+def test_any_text_loads_or_gives_one_config_error(text: str) -> None:
+    """Random YAML-ish text: a value, or one ConfigError line naming the source."""
+    try:
+        load_yaml(text, "f.yaml")
+    except ConfigError as e:
+        assert str(e).startswith("f.yaml") and "\n" not in str(e)

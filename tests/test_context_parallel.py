@@ -32,6 +32,7 @@ from sim.training.workload.zero import dp_bytes_per_step
 LLAMA3_8B = model_preset("llama3-8b")  # 32 heads, 8 KV heads of 128, 32 layers
 H100_HBM = 80e9  # H100 SXM: 80 GB of HBM3 (NVIDIA H100 datasheet), as the catalog has it
 LONG = [
+    "model.max_seq=131072",  # Llama 3.1's context; the preset states Llama 3's 8,192
     "training.seq_len=131072",
     "training.global_batch=8",
     "parallel.dp=null",

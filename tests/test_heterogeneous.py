@@ -54,7 +54,7 @@ def _step(topology: str, **parallel: Any) -> StepResult:
         "model": {"preset": model},
         "cluster": {"topology": topology},
         "parallel": {"tp": 8, "micro_batch": 1, **parallel},
-        "training": {"global_batch": batch, "seq_len": 2048},
+        "training": {"global_batch": batch, "seq_len": 1024},
         "network": "analytical",
         "profile": "none",
     }

@@ -269,6 +269,8 @@ def test_lora_gpt3_175b_reductions() -> None:
     ("sets", "needle"),
     [
         (["training.lora_rank=0"], "training.lora_rank"),
+        (["training.finetune=lora", "training.lora_rank=769"], "full rank 768"),  # GPT-2 d=768
+        (["training.finetune=lora", "training.lora_rank=10**20"], "training.lora_rank"),
         (["training.finetune=dora"], "training.finetune"),
         (["training.finetune=qlora", "training.precision=fp8"], "training.finetune"),
         (["training.lora_targets=q,x"], "training.lora_targets"),

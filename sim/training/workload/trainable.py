@@ -146,6 +146,15 @@ class Techniques:
             raise ConfigError(
                 "training.lora_targets: 'gate' needs a gated MLP (model.gated_mlp: true)"
             )
+        if self.lora:
+            full = min(
+                min(d_in, d_out) for _, d_in, d_out in adapter_shapes(model, self.lora_targets)
+            )
+            if self.lora_rank > full:
+                raise ConfigError(
+                    f"training.lora_rank: {self.lora_rank} exceeds the full rank {full} of the "
+                    "smallest adapted matrix; a LoRA rank is at most min(d_in, d_out)"
+                )
 
 
 DEFAULT = Techniques()

@@ -39,7 +39,16 @@ import simpy
 from sim.collectives.channels import CAPPED, overlapped
 from sim.collectives.params import AlgorithmParams, CollectiveParams
 from sim.collectives.schedule import Schedule, Transfer
-from sim.network.base import Network, batch_capacity
+from sim.collectives.steparrays import (
+    RouteTable,
+    StepArrays,
+    gather,
+    phase_step,
+    sender_totals,
+    step_arrays,
+    step_loads,
+)
+from sim.network.base import Network
 from sim.topology.model import Topology
 from sim.topology.paths import Path
 
@@ -74,6 +83,7 @@ class RouteCache:
         self.rail_map = tuple(rail_map)
         self._facts: dict[tuple[str, str, int], tuple[float, float, int]] = {}
         self._paths: dict[tuple[str, str, int], Path] = {}
+        self.table = RouteTable(self)  # the same routes, numbered, as arrays
 
     def nic(self, rail: int) -> int:
         """NIC number a transfer pinned to channel rail ``rail`` leaves through: ``rail``
@@ -156,26 +166,17 @@ def sender_payload(sched: Schedule, trs: Sequence[Transfer]) -> np.ndarray:
 def step_cost(
     sched: Schedule, trs: Sequence[Transfer], endpoints: Sequence[str], routes: RouteCache
 ) -> StepCost:
-    topo = routes.topology
-    pairs = [(endpoints[t.src], endpoints[t.dst], t.rail) for t in trs]
-    facts = [routes.facts(a, b, r) for a, b, r in pairs]
-    lat = np.array([f[0] for f in facts], dtype=float)
-    size = np.array([len(t.chunks) for t in trs], dtype=float) * sched.chunk_bytes
-    paths = [routes.path(a, b, r) for a, b, r in pairs]
-    counts = np.array([len(p.links) for p in paths], dtype=np.intp)
-    scope = SCOPE_NAME[max((f[2] for f in facts), default=0)]
-    sent = sender_payload(sched, trs)
-    if not counts.sum():
-        return StepCost(lat, np.zeros(len(trs)), scope, sent)
-    flat = np.concatenate([p.links for p in paths])
-    share = np.concatenate([p.shares for p in paths])
-    owner = np.repeat(np.arange(len(trs)), counts)
-    load = np.zeros(len(topo.capacity_Bps))
-    np.add.at(load, flat, size[owner] * share)
-    per_link = load[flat] / batch_capacity(topo, flat)[flat]
-    drain = np.zeros(len(trs))
-    np.maximum.at(drain, owner, per_link)
-    return StepCost(lat, drain, scope, sent)
+    """The :class:`StepCost` of the step made of transfers ``trs``."""
+    return cost_of(sched, step_arrays(trs, endpoints, routes.table), routes.table)
+
+
+def cost_of(sched: Schedule, step: StepArrays, table: RouteTable) -> StepCost:
+    """The :class:`StepCost` of a step given as arrays (:mod:`sim.collectives.steparrays`)."""
+    table.freeze()
+    lat = table.latency_s[step.route] if len(step) else np.zeros(0)
+    scope = SCOPE_NAME[int(table.scope[step.route].max()) if len(step) else 0]
+    drain, _ = step_loads(table, step, sched.chunk_bytes)
+    return StepCost(lat, drain, scope, sender_totals(step, sched.chunk_bytes, sched.n))
 
 
 def predict_step_sync(
@@ -207,14 +208,15 @@ def predict_step_sync(
         p: nc[p] * params.channels.bandwidth_Bps[p] if capped and nc[p] else math.inf
         for p in protos
     }
+    memo: dict[int, tuple[object, StepArrays]] = {}
     for phase in sched.phases:
         reps = range(1) if phase.uniform else range(phase.repeat)
         mult = phase.repeat if phase.uniform else 1
         for k in reps:
-            trs = phase.steps(k)
-            if not trs:
+            step = phase_step(phase, k, endpoints, routes.table, memo)
+            if not len(step):
                 continue
-            c = step_cost(sched, trs, endpoints, routes)
+            c = cost_of(sched, step, routes.table)
             sent = float(c.src_payload_bytes.max())
             for p in protos:
                 busy = c.drain_s * scale[p]
@@ -237,15 +239,18 @@ def schedule_link_bytes(
     """
     topo = routes.topology
     out = np.zeros(len(topo.capacity_Bps))
+    memo: dict[int, tuple[object, StepArrays]] = {}
     for phase in sched.phases:
         reps = range(1) if phase.uniform else range(phase.repeat)
         mult = phase.repeat if phase.uniform else 1
         for k in reps:
-            for t in phase.steps(k):
-                path = routes.path(endpoints[t.src], endpoints[t.dst], t.rail)
-                if len(path.links):
-                    np.add.at(out, path.links, path.shares * (len(t.chunks) * sched.chunk_bytes
-                                                              * scale * mult))  # fmt: skip
+            step = phase_step(phase, k, endpoints, routes.table, memo)
+            if len(step):
+                flat, share, owner = gather(routes.table, step)
+                # per transfer (chunks * chunk_bytes * scale * mult), in the order of the
+                # per-transfer sum it replaces, then spread over its links by share
+                each = step.chunks * sched.chunk_bytes * scale * mult
+                np.add.at(out, flat, share * each[owner])
     return out
 
 
@@ -334,8 +339,7 @@ def run_schedule(
 def scope_bytes(topology: Topology, link_bytes: np.ndarray) -> Mapping[str, float]:
     """Sum wire bytes per scope (``nvlink``, ``pcie``, ``net``) from per-link counters."""
     out = dict.fromkeys(SCOPE_NAME, 0.0)
-    scopes = np.asarray(topology.link_scope)
-    for s in SCOPE_NAME:
-        if len(scopes):
-            out[s] = float(link_bytes[scopes == s].sum())
+    if len(topology.link_scope):
+        for s in SCOPE_NAME:
+            out[s] = float(link_bytes[topology.scope_mask(s)].sum())
     return out

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -96,7 +98,7 @@ def cases(llama_file: Path) -> list[Case]:
     return out
 
 
-def run_case(case: Case) -> tuple[float, float, int, str]:
+def run_case(case: Case, timeout_s: float) -> tuple[float, float, int, str]:
     """Run one case: (wall s, peak RSS MB, exit status, line of its output worth showing).
 
     Peak RSS comes from GNU time's ``%M`` (KiB): ``ru_maxrss`` of a child forked from
@@ -105,16 +107,25 @@ def run_case(case: Case) -> tuple[float, float, int, str]:
     with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss_file:
         argv = [TIME, "-f", "%M", "-o", rss_file.name, sys.executable, "-m", "sim", *case.argv]
         t0 = time.perf_counter()
-        p = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
+        p = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, start_new_session=True)  # fmt: skip
+        try:
+            out, _ = p.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:  # stop GNU time and the simulator under it
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            return time.perf_counter() - t0, float("nan"), 124, f"stopped after {timeout_s:g} s"
         wall = time.perf_counter() - t0
         rss_mb = float(rss_file.read().split()[-1]) / 1024
-    lines = (p.stdout + p.stderr).splitlines()
+    lines = out.splitlines()
     step = next((ln for ln in lines if ln.startswith("step time")), lines[-1] if lines else "")
     return wall, rss_mb, p.returncode, step.strip()
 
 
 def verdict(case: Case, wall: float, rss: float, rc: int) -> str:
     """pass / FAIL against the case's targets ("-" when it has none)."""
+    if rc == 124:
+        return "FAIL (timeout)"
     if rc != 0:
         return f"FAIL (exit {rc})"
     if case.target_s is None and case.target_mb is None:
@@ -139,6 +150,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", help="run only cases whose name starts with this")
     ap.add_argument("--quick", action="store_true", help="only the smaller cases")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per case (default 900)")
     args = ap.parse_args()
     import yaml
 
@@ -157,7 +169,7 @@ def main() -> None:
         )
         flow: list[tuple[int, float]] = []
         for c in todo:
-            wall, rss, rc, last = run_case(c)
+            wall, rss, rc, last = run_case(c, args.timeout)
             target = f"{c.target_s:g} s" if c.target_s is not None else "-"
             if c.target_mb is not None:
                 target += f", {c.target_mb / 1024:g} GB"

@@ -166,3 +166,56 @@ def test_merge_single_path_check_matches_allclose(shares: list[float]) -> None:
     p = merge([((0, i + 1), s) for i, s in enumerate(shares)])
     w = np.array([sum(shares), *shares])
     assert (p.weights is None) == bool(np.allclose(w, 1.0, rtol=0, atol=1e-12))
+
+
+def _run_flow(batch: bool, caps: list[float], sizes: list[float]) -> tuple[float, np.ndarray]:
+    """Transfers between GPUs of a 2-server cluster (one to itself, one of zero bytes)
+    started one by one under ``all_of`` or as one batch: (finish time s, link bytes)."""
+    import simpy
+
+    from sim.network.flow import FlowNetwork
+
+    topo = load_topology("h100-roce-400g", nodes=2)
+    g = topo.gpus
+    pairs = [(g[0], g[9]), (g[1], g[9]), (g[2], g[2]), (g[3], g[12]), (g[4], g[5])]
+    env = simpy.Environment()
+    net = FlowNetwork(env, topo)
+    if batch:
+        paths = [topo.path(a, b) for a, b in pairs]
+        lats = np.array([p.latency_s(topo.latency_s) for p in paths])
+        ev = net.transfer_batch(paths, lats, np.array(sizes), np.array(caps), "x")
+    else:
+        ev = env.all_of([net.transfer(a, b, s, c, -1, "x")
+                         for (a, b), s, c in zip(pairs, sizes, caps, strict=True)])  # fmt: skip
+    env.run(ev)
+    env.run()
+    return float(env.now), net.link_bytes
+
+
+@given(
+    sizes=st.lists(st.sampled_from([0.0, 1.0, 3e6, 2e8]), min_size=5, max_size=5),
+    caps=st.lists(st.sampled_from([np.inf, 1e9, 4e10]), min_size=5, max_size=5),
+)
+@settings(max_examples=15, deadline=None)
+def test_transfer_batch_equals_all_of_transfers(sizes: list[float], caps: list[float]) -> None:
+    """A batch lands when the last of its transfers would, with the same link counters,
+    on a lossy fabric with shared links, rate caps, a self transfer and zero bytes."""
+    t_one, bytes_one = _run_flow(False, caps, sizes)
+    t_batch, bytes_batch = _run_flow(True, caps, sizes)
+    assert t_batch == t_one
+    assert np.array_equal(bytes_batch, bytes_one)
+
+
+def test_transfer_batch_rejects_bad_sizes() -> None:
+    """Negative sizes and non-positive caps are refused, as by transfer()."""
+    import simpy
+
+    from sim.network.flow import FlowNetwork
+
+    topo = load_topology("h100-ib-ndr", nodes=1)
+    net = FlowNetwork(simpy.Environment(), topo)
+    path = [topo.path(topo.gpus[0], topo.gpus[1])]
+    with pytest.raises(ValueError, match="nbytes"):
+        net.transfer_batch(path, np.zeros(1), np.array([-1.0]), np.array([np.inf]))
+    with pytest.raises(ValueError, match="max_rate"):
+        net.transfer_batch(path, np.zeros(1), np.array([1.0]), np.array([0.0]))

@@ -30,7 +30,7 @@ Two evaluators, which agree exactly where nothing contends:
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -287,6 +287,8 @@ def run_schedule(
     scale = wire_scale(params, sched.algorithm, protocol)
     capped = sched.algorithm in CAPPED and nccl_channels > 0
     rate_cap_Bps = nccl_channels * params.channels.bandwidth_Bps[protocol] if capped else math.inf
+    batch = getattr(network, "transfer_batch", None)  # backends that take a whole step
+    memo: dict[int, tuple[object, StepArrays]] = {}
     yield env.timeout(algo.base_latency_s[protocol])
     for phase in sched.phases:
         k = 0
@@ -299,31 +301,38 @@ def run_schedule(
                 if skip and tag in network.link_bytes_by_tag
                 else np.zeros(len(network.link_bytes))
             )
-            trs = phase.steps(k)
-            sent = sender_payload(sched, trs)
-            both = phase.overlap and overlapped(params.channels, float(sent.max(initial=0.0)),
-                                                nccl_channels)  # fmt: skip
-            events = []
-            for i, t in enumerate(trs):
-                payload = len(t.chunks) * sched.chunk_bytes
-                limit = math.inf
-                if capped and sent[i] > 0:
-                    limit = rate_cap_Bps * payload / float(sent[i]) * scale
-                events.append(
-                    network.transfer(
-                        endpoints[t.src],
-                        endpoints[t.dst],
-                        payload * scale,
-                        limit,
-                        routes.nic(t.rail),
-                        tag,
+            if batch is not None:  # the step as arrays, started in one call
+                step = phase_step(phase, k, endpoints, routes.table, memo)
+                sent = sender_totals(step, sched.chunk_bytes, sched.n)
+                started = (
+                    _start_batch(
+                        batch, step, sent, sched.chunk_bytes, scale, rate_cap_Bps, routes.table, tag
                     )
+                    if len(step)
+                    else None
                 )
-            if events:
-                yield env.all_of(events)
+                scope = SCOPE_NAME[int(routes.table.scope[step.route].max())] if len(step) else ""
+            else:
+                trs = phase.steps(k)
+                sent = sender_payload(sched, trs)
+                events = [
+                    network.transfer(endpoints[t.src], endpoints[t.dst],
+                                     len(t.chunks) * sched.chunk_bytes * scale,
+                                     _limit(rate_cap_Bps, len(t.chunks) * sched.chunk_bytes,
+                                            float(sent[i]), scale),
+                                     routes.nic(t.rail), tag)
+                    for i, t in enumerate(trs)
+                ]  # fmt: skip
+                started = env.all_of(events) if events else None
+                scope = routes.step_scope(trs, endpoints) if events else ""
+            if started is not None:
+                yield started
                 if not phase.streamed:
-                    lat = algo.step_latency_s[routes.step_scope(trs, endpoints)][protocol]
+                    lat = algo.step_latency_s[scope][protocol]
                     # overlapped steps: the handshake runs alongside the data (max, not sum)
+                    both = phase.overlap and overlapped(
+                        params.channels, float(sent.max(initial=0.0)), nccl_channels
+                    )
                     yield env.timeout(max(0.0, lat - (env.now - t0)) if both else lat)
             k += 1
             if before is not None and k < phase.repeat:
@@ -334,6 +343,36 @@ def run_schedule(
                     acc += (acc - tagged_before) * rest
                 yield env.timeout((env.now - t0) * rest)
                 k = phase.repeat
+
+
+def _limit(rate_cap_Bps: float, payload: float, sent: float, scale: float) -> float:
+    """A transfer's rate cap (wire bytes/s): its share of the sender's channel rate."""
+    if math.isfinite(rate_cap_Bps) and sent > 0:
+        return rate_cap_Bps * payload / sent * scale
+    return math.inf
+
+
+def _start_batch(
+    batch: Callable[..., simpy.Event],
+    step: StepArrays,
+    sent: np.ndarray,
+    chunk_bytes: float,
+    scale: float,
+    rate_cap_Bps: float,
+    table: RouteTable,
+    tag: str,
+) -> simpy.Event:
+    """Start a step's transfers through a backend's ``transfer_batch``: the sizes and
+    per-transfer caps :func:`run_schedule`'s per-transfer loop computes, same order."""
+    table.freeze()
+    payload = step.chunks * chunk_bytes
+    limit = np.full(len(step), math.inf)
+    if math.isfinite(rate_cap_Bps):
+        pos = sent > 0
+        limit[pos] = rate_cap_Bps * payload[pos] / sent[pos] * scale
+    paths = table.paths
+    return batch([paths[i] for i in step.route.tolist()], table.latency_s[step.route],
+                 payload * scale, limit, tag)  # fmt: skip
 
 
 def scope_bytes(topology: Topology, link_bytes: np.ndarray) -> Mapping[str, float]:

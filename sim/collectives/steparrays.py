@@ -71,6 +71,11 @@ class RouteTable:
             self._scope.append(scope)
         return i
 
+    @property
+    def paths(self) -> list[Path]:
+        """Route ``i``'s :class:`~sim.topology.paths.Path` at index ``i``."""
+        return self._paths
+
     def freeze(self) -> None:
         """Bring the CSR arrays up to date with every route numbered so far."""
         if self._frozen == len(self._paths):

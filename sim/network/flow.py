@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -213,6 +214,20 @@ class FlowNetwork:
         if not self._solve_due:
             self._request_solve()
         return ev
+
+    def transfer_batch(
+        self,
+        paths: Sequence[Path],
+        latency_s: np.ndarray,
+        nbytes: np.ndarray,
+        max_rate_Bps: np.ndarray,
+        tag: str = "",
+    ) -> simpy.Event:
+        """Start one transfer per resolved route; one event when all have landed
+        (:func:`sim.network.batch.start_batch`, the same as ``all_of`` of transfers)."""
+        from sim.network.batch import start_batch
+
+        return start_batch(self, paths, latency_s, nbytes, max_rate_Bps, tag)
 
     def _route(self, src: str, dst: str, rail: int) -> tuple[Path, float]:
         key = (src, dst, rail)

@@ -17,6 +17,13 @@ GPUs; GPT-3 flow at 64...4,096 GPUs for the exponent.
 Run: ``python benchmarks/scale.py`` (about 10 minutes on one core), ``--quick`` (the
 smaller cases only), ``--only CASE`` (a case name, or a prefix such as ``flow-``).
 Targets are the issue's; the machine is shared, so compare rows of one run.
+
+Measured on the shared 2-core host, ``--timeout 240`` (before: commit 658bba6):
+tuner-2048 11.4 -> 1.7 s; sweep-4096 915 -> 206 s; GPT-3 16k analytical 6.5 -> 3.5 s
+(431 -> 302 MB); Llama-3 16k analytical 12.7 -> 3.4 s; 64k analytical 49 -> 13 s and
+34 -> 12 s; GPT-3 and Llama-3 16k flow > 240 s before and after; flow 4096 36 -> 33 s
+(wall ~ N^0.79 over 64..4096, but N^1.6 from 1024 to 4096: the DP rings' solves grow
+with DP degree and each solve with the flows in flight).
 """
 
 from __future__ import annotations

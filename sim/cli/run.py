@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from sim.cli.outputs import busiest_text, link_rows, plot
     from sim.files import check_output_path, dumps_json, write_atomic
     from sim.profile_select import describe, resolve_profile, text_lines
-    from sim.topology.presets import load_topology
+    from sim.training.engine.setup import cached_topology
     from sim.training.layers import LayerScenario, load_any_scenario, simulate_layer_step
     from sim.training.step import run_step
     from sim.training.trace import trace_json
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         per_node = _gpus_per_node(scenario) if has_run_sections(scenario) else 0
     else:
         cluster = scenario.cluster
-        topo = load_topology(cluster.topology, nodes=cluster.nodes, seed=scenario.seed)
+        topo = cached_topology(cluster.topology, cluster.nodes, scenario.seed)
         request = args.profile if args.profile is not None else scenario.profile
         resolved = resolve_profile(request, topo, force=args.force_profile)
         scenario = replace(scenario, profile=resolved.key)

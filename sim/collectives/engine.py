@@ -30,7 +30,7 @@ Two evaluators, which agree exactly where nothing contends:
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,7 +39,16 @@ import simpy
 from sim.collectives.channels import CAPPED, overlapped
 from sim.collectives.params import AlgorithmParams, CollectiveParams
 from sim.collectives.schedule import Schedule, Transfer
-from sim.network.base import Network, batch_capacity
+from sim.collectives.steparrays import (
+    RouteTable,
+    StepArrays,
+    gather,
+    phase_step,
+    sender_totals,
+    step_arrays,
+    step_loads,
+)
+from sim.network.base import Network
 from sim.topology.model import Topology
 from sim.topology.paths import Path
 
@@ -74,6 +83,7 @@ class RouteCache:
         self.rail_map = tuple(rail_map)
         self._facts: dict[tuple[str, str, int], tuple[float, float, int]] = {}
         self._paths: dict[tuple[str, str, int], Path] = {}
+        self.table = RouteTable(self)  # the same routes, numbered, as arrays
 
     def nic(self, rail: int) -> int:
         """NIC number a transfer pinned to channel rail ``rail`` leaves through: ``rail``
@@ -156,26 +166,17 @@ def sender_payload(sched: Schedule, trs: Sequence[Transfer]) -> np.ndarray:
 def step_cost(
     sched: Schedule, trs: Sequence[Transfer], endpoints: Sequence[str], routes: RouteCache
 ) -> StepCost:
-    topo = routes.topology
-    pairs = [(endpoints[t.src], endpoints[t.dst], t.rail) for t in trs]
-    facts = [routes.facts(a, b, r) for a, b, r in pairs]
-    lat = np.array([f[0] for f in facts], dtype=float)
-    size = np.array([len(t.chunks) for t in trs], dtype=float) * sched.chunk_bytes
-    paths = [routes.path(a, b, r) for a, b, r in pairs]
-    counts = np.array([len(p.links) for p in paths], dtype=np.intp)
-    scope = SCOPE_NAME[max((f[2] for f in facts), default=0)]
-    sent = sender_payload(sched, trs)
-    if not counts.sum():
-        return StepCost(lat, np.zeros(len(trs)), scope, sent)
-    flat = np.concatenate([p.links for p in paths])
-    share = np.concatenate([p.shares for p in paths])
-    owner = np.repeat(np.arange(len(trs)), counts)
-    load = np.zeros(len(topo.capacity_Bps))
-    np.add.at(load, flat, size[owner] * share)
-    per_link = load[flat] / batch_capacity(topo, flat)[flat]
-    drain = np.zeros(len(trs))
-    np.maximum.at(drain, owner, per_link)
-    return StepCost(lat, drain, scope, sent)
+    """The :class:`StepCost` of the step made of transfers ``trs``."""
+    return cost_of(sched, step_arrays(trs, endpoints, routes.table), routes.table)
+
+
+def cost_of(sched: Schedule, step: StepArrays, table: RouteTable) -> StepCost:
+    """The :class:`StepCost` of a step given as arrays (:mod:`sim.collectives.steparrays`)."""
+    table.freeze()
+    lat = table.latency_s[step.route] if len(step) else np.zeros(0)
+    scope = SCOPE_NAME[int(table.scope[step.route].max()) if len(step) else 0]
+    drain, _ = step_loads(table, step, sched.chunk_bytes)
+    return StepCost(lat, drain, scope, sender_totals(step, sched.chunk_bytes, sched.n))
 
 
 def predict_step_sync(
@@ -207,14 +208,15 @@ def predict_step_sync(
         p: nc[p] * params.channels.bandwidth_Bps[p] if capped and nc[p] else math.inf
         for p in protos
     }
+    memo: dict[int, tuple[object, StepArrays]] = {}
     for phase in sched.phases:
         reps = range(1) if phase.uniform else range(phase.repeat)
         mult = phase.repeat if phase.uniform else 1
         for k in reps:
-            trs = phase.steps(k)
-            if not trs:
+            step = phase_step(phase, k, endpoints, routes.table, memo)
+            if not len(step):
                 continue
-            c = step_cost(sched, trs, endpoints, routes)
+            c = cost_of(sched, step, routes.table)
             sent = float(c.src_payload_bytes.max())
             for p in protos:
                 busy = c.drain_s * scale[p]
@@ -237,15 +239,18 @@ def schedule_link_bytes(
     """
     topo = routes.topology
     out = np.zeros(len(topo.capacity_Bps))
+    memo: dict[int, tuple[object, StepArrays]] = {}
     for phase in sched.phases:
         reps = range(1) if phase.uniform else range(phase.repeat)
         mult = phase.repeat if phase.uniform else 1
         for k in reps:
-            for t in phase.steps(k):
-                path = routes.path(endpoints[t.src], endpoints[t.dst], t.rail)
-                if len(path.links):
-                    np.add.at(out, path.links, path.shares * (len(t.chunks) * sched.chunk_bytes
-                                                              * scale * mult))  # fmt: skip
+            step = phase_step(phase, k, endpoints, routes.table, memo)
+            if len(step):
+                flat, share, owner = gather(routes.table, step)
+                # per transfer (chunks * chunk_bytes * scale * mult), in the order of the
+                # per-transfer sum it replaces, then spread over its links by share
+                each = step.chunks * sched.chunk_bytes * scale * mult
+                np.add.at(out, flat, share * each[owner])
     return out
 
 
@@ -282,6 +287,8 @@ def run_schedule(
     scale = wire_scale(params, sched.algorithm, protocol)
     capped = sched.algorithm in CAPPED and nccl_channels > 0
     rate_cap_Bps = nccl_channels * params.channels.bandwidth_Bps[protocol] if capped else math.inf
+    batch = getattr(network, "transfer_batch", None)  # backends that take a whole step
+    memo: dict[int, tuple[object, StepArrays]] = {}
     yield env.timeout(algo.base_latency_s[protocol])
     for phase in sched.phases:
         k = 0
@@ -294,31 +301,38 @@ def run_schedule(
                 if skip and tag in network.link_bytes_by_tag
                 else np.zeros(len(network.link_bytes))
             )
-            trs = phase.steps(k)
-            sent = sender_payload(sched, trs)
-            both = phase.overlap and overlapped(params.channels, float(sent.max(initial=0.0)),
-                                                nccl_channels)  # fmt: skip
-            events = []
-            for i, t in enumerate(trs):
-                payload = len(t.chunks) * sched.chunk_bytes
-                limit = math.inf
-                if capped and sent[i] > 0:
-                    limit = rate_cap_Bps * payload / float(sent[i]) * scale
-                events.append(
-                    network.transfer(
-                        endpoints[t.src],
-                        endpoints[t.dst],
-                        payload * scale,
-                        limit,
-                        routes.nic(t.rail),
-                        tag,
+            if batch is not None:  # the step as arrays, started in one call
+                step = phase_step(phase, k, endpoints, routes.table, memo)
+                sent = sender_totals(step, sched.chunk_bytes, sched.n)
+                started = (
+                    _start_batch(
+                        batch, step, sent, sched.chunk_bytes, scale, rate_cap_Bps, routes.table, tag
                     )
+                    if len(step)
+                    else None
                 )
-            if events:
-                yield env.all_of(events)
+                scope = SCOPE_NAME[int(routes.table.scope[step.route].max())] if len(step) else ""
+            else:
+                trs = phase.steps(k)
+                sent = sender_payload(sched, trs)
+                events = [
+                    network.transfer(endpoints[t.src], endpoints[t.dst],
+                                     len(t.chunks) * sched.chunk_bytes * scale,
+                                     _limit(rate_cap_Bps, len(t.chunks) * sched.chunk_bytes,
+                                            float(sent[i]), scale),
+                                     routes.nic(t.rail), tag)
+                    for i, t in enumerate(trs)
+                ]  # fmt: skip
+                started = env.all_of(events) if events else None
+                scope = routes.step_scope(trs, endpoints) if events else ""
+            if started is not None:
+                yield started
                 if not phase.streamed:
-                    lat = algo.step_latency_s[routes.step_scope(trs, endpoints)][protocol]
+                    lat = algo.step_latency_s[scope][protocol]
                     # overlapped steps: the handshake runs alongside the data (max, not sum)
+                    both = phase.overlap and overlapped(
+                        params.channels, float(sent.max(initial=0.0)), nccl_channels
+                    )
                     yield env.timeout(max(0.0, lat - (env.now - t0)) if both else lat)
             k += 1
             if before is not None and k < phase.repeat:
@@ -331,11 +345,40 @@ def run_schedule(
                 k = phase.repeat
 
 
+def _limit(rate_cap_Bps: float, payload: float, sent: float, scale: float) -> float:
+    """A transfer's rate cap (wire bytes/s): its share of the sender's channel rate."""
+    if math.isfinite(rate_cap_Bps) and sent > 0:
+        return rate_cap_Bps * payload / sent * scale
+    return math.inf
+
+
+def _start_batch(
+    batch: Callable[..., simpy.Event],
+    step: StepArrays,
+    sent: np.ndarray,
+    chunk_bytes: float,
+    scale: float,
+    rate_cap_Bps: float,
+    table: RouteTable,
+    tag: str,
+) -> simpy.Event:
+    """Start a step's transfers through a backend's ``transfer_batch``: the sizes and
+    per-transfer caps :func:`run_schedule`'s per-transfer loop computes, same order."""
+    table.freeze()
+    payload = step.chunks * chunk_bytes
+    limit = np.full(len(step), math.inf)
+    if math.isfinite(rate_cap_Bps):
+        pos = sent > 0
+        limit[pos] = rate_cap_Bps * payload[pos] / sent[pos] * scale
+    paths = table.paths
+    return batch([paths[i] for i in step.route.tolist()], table.latency_s[step.route],
+                 payload * scale, limit, tag)  # fmt: skip
+
+
 def scope_bytes(topology: Topology, link_bytes: np.ndarray) -> Mapping[str, float]:
     """Sum wire bytes per scope (``nvlink``, ``pcie``, ``net``) from per-link counters."""
     out = dict.fromkeys(SCOPE_NAME, 0.0)
-    scopes = np.asarray(topology.link_scope)
-    for s in SCOPE_NAME:
-        if len(scopes):
-            out[s] = float(link_bytes[scopes == s].sum())
+    if len(topology.link_scope):
+        for s in SCOPE_NAME:
+            out[s] = float(link_bytes[topology.scope_mask(s)].sum())
     return out

@@ -67,7 +67,17 @@ def pipeline(s: Schedule, chunks: int) -> Schedule:
     total = s.num_steps
     if chunks <= 1 or total == 0:
         return s
-    base = step_getter(s)
+    getter = step_getter(s)
+    seen: dict[int, Sequence[Transfer]] = {}
+
+    def base(k: int) -> Sequence[Transfer]:  # each base step built once, then shared
+        got = seen.get(k)
+        if got is None:
+            got = seen[k] = getter(k)
+        return got
+
+    def parts(t: int) -> list[Sequence[Transfer]]:
+        return [base(t - c) for c in range(max(0, t - total + 1), min(chunks, t + 1))]
 
     def slot(t: int) -> list[Transfer]:
         out: list[Transfer] = []
@@ -82,14 +92,16 @@ def pipeline(s: Schedule, chunks: int) -> Schedule:
     if chunks >= total:
         ramp = total - 1
         phases = (
-            Phase(ramp, slot, False, label + " (ramp)"),
+            Phase(ramp, slot, False, label + " (ramp)", parts=parts),
             Phase(
-                chunks - ramp, lambda k: slot(k + ramp), True, label + " (steady)", streamed=True
+                chunks - ramp, lambda k: slot(k + ramp), True, label + " (steady)", streamed=True,
+                parts=lambda k: parts(k + ramp),
             ),
-            Phase(ramp, lambda k: slot(k + chunks), False, label + " (drain)"),
-        )
+            Phase(ramp, lambda k: slot(k + chunks), False, label + " (drain)",
+                  parts=lambda k: parts(k + chunks)),
+        )  # fmt: skip
     else:
-        phases = (Phase(total + chunks - 1, slot, False, label),)
+        phases = (Phase(total + chunks - 1, slot, False, label, parts=parts),)
     return Schedule(
         op=s.op,
         algorithm=s.algorithm,

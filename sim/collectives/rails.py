@@ -48,5 +48,5 @@ def rail_map(topology: Topology, group: Sequence[str], nodes: int) -> tuple[int,
     local = [g for g in group if topology.node_of(g) == node]
     if not nics or len(local) >= nics:
         return ()
-    server = [g for g in topology.gpus if topology.node_of(g) == node]
+    server = topology.server_gpus(node)
     return tuple(server.index(g) * nics // len(server) for g in local)

@@ -77,6 +77,12 @@ class Phase:
     handshake runs while this one moves): the step takes ``max(data time, step latency)``
     instead of their sum. Small messages stay latency-bound; large ones are
     bandwidth-bound at any ring length.
+
+    ``parts``: optional, for speed only: step ``k``'s transfers as the lists they are made
+    of, with the same sources, destinations, rails and chunk counts as ``steps(k)`` (chunk
+    ids aside) and the same list object each time a piece recurs (a pipelined slot: the
+    base steps in flight, :func:`sim.collectives.pipeline.pipeline`). The closed form
+    converts each piece once instead of every slot's transfers.
     """
 
     repeat: int
@@ -85,6 +91,7 @@ class Phase:
     label: str = ""
     streamed: bool = False
     overlap: bool = False
+    parts: Callable[[int], Sequence[Sequence[Transfer]]] | None = None
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,9 @@ class Topology:
     _router_built: bool = field(init=False)
     _nics: dict[int, int] | None = field(init=False)
     _model_of: dict[str, GpuSpec] = field(init=False)
+    _node_of: dict[str, int] = field(init=False)
+    _server_gpus: dict[int, tuple[str, ...]] | None = field(init=False)
+    _scope_masks: dict[str, np.ndarray] = field(init=False)
 
     def __post_init__(self) -> None:
         if self.gpu_models and len(self.gpu_models) != len(self.gpus):
@@ -175,6 +178,9 @@ class Topology:
         self._router = None
         self._router_built = False
         self._nics = None
+        self._node_of = {}
+        self._server_gpus = None
+        self._scope_masks = {}
 
     @property
     def num_gpus(self) -> int:
@@ -191,8 +197,27 @@ class Topology:
         return self._model_of.get(gpu, self.gpu)
 
     def node_of(self, gpu: str) -> int:
-        """Server index of GPU node ``gpu``."""
-        return int(self.graph.nodes[gpu]["node"])
+        """Server index of GPU node ``gpu`` (cached: setups ask for every rank's)."""
+        n = self._node_of.get(gpu)
+        if n is None:
+            n = self._node_of[gpu] = int(self.graph.nodes[gpu]["node"])
+        return n
+
+    def server_gpus(self, node: int) -> tuple[str, ...]:
+        """The GPUs of server ``node``, in the topology's GPU order (indexed once)."""
+        if self._server_gpus is None:
+            by: dict[int, list[str]] = {}
+            for g in self.gpus:
+                by.setdefault(self.node_of(g), []).append(g)
+            self._server_gpus = {k: tuple(v) for k, v in by.items()}
+        return self._server_gpus.get(node, ())
+
+    def scope_mask(self, scope: str) -> np.ndarray:
+        """Boolean array over links: True where the link's scope is ``scope`` (cached)."""
+        m = self._scope_masks.get(scope)
+        if m is None:
+            m = self._scope_masks[scope] = np.array([s == scope for s in self.link_scope], bool)
+        return m
 
     def nvswitch_of(self, gpu: str) -> str | None:
         """The NVSwitch node ``gpu`` attaches to (for in-switch reduction), or None."""

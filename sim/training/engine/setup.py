@@ -77,6 +77,13 @@ def _topology(name: str, nodes: int | None, seed: int) -> Topology:
     return load_topology(name, nodes=nodes, seed=seed)
 
 
+def cached_topology(name: str, nodes: int | None, seed: int) -> Topology:
+    """The topology :func:`prepare_step` uses for (preset or file, servers, seed): built
+    once per process, so a caller that needs it before the step (the CLI picks the
+    profile from it) does not build a 16k-GPU cluster twice. Treat it as read-only."""
+    return _topology(name, nodes, seed)
+
+
 Membership = dict[str, dict[int, tuple[str, ...]]]
 
 

@@ -1,0 +1,192 @@
+"""Schedule steps as arrays, for the closed form and link counters at thousands of ranks.
+
+A step of a 2,048-rank tree has tens of thousands of transfers; costing it one
+:class:`~sim.collectives.schedule.Transfer` at a time (route lookup, link gather, a
+``numpy.add.at`` per transfer) made the tuner take seconds per candidate. Here each route
+``(src, dst, rail)`` gets a number the first time it is seen (:class:`RouteTable`, its
+links and shares kept in one CSR array), a step becomes three arrays (route number,
+chunk count and sender per transfer: :class:`StepArrays`), and the step's cost is a
+handful of vectorised operations. A pipelined phase's slot is the concatenation of the
+base steps in flight (``Phase.parts``), so each base step is turned into arrays once.
+
+The arithmetic is the per-transfer code's, in the same order (loads and sender totals
+summed in transfer order), so the results are bit-identical to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from sim.collectives.schedule import Phase, Transfer
+from sim.topology.model import Topology
+from sim.topology.paths import Path
+
+__all__ = ["RouteTable", "StepArrays", "phase_step", "step_arrays", "step_loads"]
+
+
+class _Routes(Protocol):  # sim.collectives.engine.RouteCache
+    topology: Topology
+
+    def facts(self, src: str, dst: str, rail: int = -1) -> tuple[float, float, int]: ...
+
+    def path(self, src: str, dst: str, rail: int = -1) -> Path: ...
+
+
+class RouteTable:
+    """Routes numbered in order of first use; their links and shares in CSR arrays.
+
+    Attributes (after :meth:`freeze`): ``ptr`` (route ``i``'s links are
+    ``links[ptr[i]:ptr[i+1]]``), ``links``, ``shares``, ``latency_s`` and ``scope``
+    (scope rank) per route, ``count`` (links per route).
+    """
+
+    def __init__(self, routes: _Routes) -> None:
+        self.routes = routes
+        self._ids: dict[tuple[str, str, int], int] = {}
+        self._paths: list[Path] = []
+        self._lat: list[float] = []
+        self._scope: list[int] = []
+        self._frozen = 0  # routes in the arrays below
+        self.lossy = bool(np.any(routes.topology.link_loss > 0))
+        self.ptr = np.zeros(1, dtype=np.intp)
+        self.links = np.zeros(0, dtype=np.intp)
+        self.shares = np.zeros(0)
+        self.latency_s = np.zeros(0)
+        self.scope = np.zeros(0, dtype=np.intp)
+        self.count = np.zeros(0, dtype=np.intp)
+
+    def id(self, src: str, dst: str, rail: int) -> int:
+        """The number of route ``src -> dst`` on ``rail`` (assigned on first use)."""
+        key = (src, dst, rail)
+        i = self._ids.get(key)
+        if i is None:
+            i = self._ids[key] = len(self._paths)
+            lat, _, scope = self.routes.facts(src, dst, rail)
+            self._paths.append(self.routes.path(src, dst, rail))
+            self._lat.append(lat)
+            self._scope.append(scope)
+        return i
+
+    @property
+    def paths(self) -> list[Path]:
+        """Route ``i``'s :class:`~sim.topology.paths.Path` at index ``i``."""
+        return self._paths
+
+    def freeze(self) -> None:
+        """Bring the CSR arrays up to date with every route numbered so far."""
+        if self._frozen == len(self._paths):
+            return
+        new = self._paths[self._frozen :]
+        counts = np.array([len(p.links) for p in new], dtype=np.intp)
+        self.ptr = np.concatenate([self.ptr, self.ptr[-1] + np.cumsum(counts)])
+        self.links = np.concatenate([self.links, *(p.links for p in new)]).astype(np.intp)
+        self.shares = np.concatenate([self.shares, *(p.shares for p in new)])
+        self.latency_s = np.array(self._lat, dtype=float)
+        self.scope = np.array(self._scope, dtype=np.intp)
+        self.count = np.diff(self.ptr)
+        self._frozen = len(self._paths)
+
+
+@dataclass(frozen=True)
+class StepArrays:
+    """One step: per transfer its route number, chunk count and sender (participant)."""
+
+    route: np.ndarray
+    chunks: np.ndarray
+    src: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.route)
+
+    @staticmethod
+    def join(parts: Sequence[StepArrays]) -> StepArrays:
+        """The steps' transfers one after the other (a pipelined slot)."""
+        if len(parts) == 1:
+            return parts[0]
+        return StepArrays(
+            np.concatenate([p.route for p in parts]),
+            np.concatenate([p.chunks for p in parts]),
+            np.concatenate([p.src for p in parts]),
+        )
+
+
+def step_arrays(trs: Sequence[Transfer], endpoints: Sequence[str], table: RouteTable) -> StepArrays:
+    """``trs`` as arrays, routes numbered in ``table``."""
+    rid = table.id
+    route = np.fromiter(
+        (rid(endpoints[t.src], endpoints[t.dst], t.rail) for t in trs), np.intp, len(trs)
+    )
+    chunks = np.fromiter((len(t.chunks) for t in trs), float, len(trs))
+    src = np.fromiter((t.src for t in trs), np.intp, len(trs))
+    return StepArrays(route, chunks, src)
+
+
+def phase_step(
+    phase: Phase,
+    k: int,
+    endpoints: Sequence[str],
+    table: RouteTable,
+    memo: dict[int, tuple[object, StepArrays]],
+) -> StepArrays:
+    """Step ``k`` of ``phase`` as arrays; a pipelined phase's base steps converted once
+    (``memo``, keyed by the base step list's identity, which it also keeps alive)."""
+    if phase.parts is None:
+        return step_arrays(phase.steps(k), endpoints, table)
+    out = []
+    for base in phase.parts(k):
+        hit = memo.get(id(base))
+        if hit is None:
+            hit = memo[id(base)] = (base, step_arrays(base, endpoints, table))
+        out.append(hit[1])
+    if not out:
+        return step_arrays((), endpoints, table)
+    return StepArrays.join(out)
+
+
+def gather(table: RouteTable, step: StepArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every transfer's links one after the other: (links, shares, owning transfer)."""
+    table.freeze()
+    counts = table.count[step.route]
+    owner = np.repeat(np.arange(len(step)), counts)
+    first = np.cumsum(counts) - counts  # where each transfer's links start in the output
+    pos = np.arange(int(counts.sum())) - np.repeat(first - table.ptr[step.route], counts)
+    return table.links[pos], table.shares[pos], owner
+
+
+def sender_totals(step: StepArrays, chunk_bytes: float, n: int) -> np.ndarray:
+    """Payload bytes each transfer's sender sends in the step (0 from reducers >= ``n``)."""
+    size = step.chunks * chunk_bytes
+    ranks = step.src < n
+    if not ranks.any():
+        return np.zeros(len(step))
+    tot = np.bincount(step.src[ranks], weights=size[ranks])
+    return np.where(ranks, tot[np.minimum(step.src, len(tot) - 1)], 0.0)
+
+
+def step_loads(
+    table: RouteTable, step: StepArrays, chunk_bytes: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds each transfer needs at its most loaded link (wire factor 1), and the links'
+    incast-reduced capacities: ``max over its links of step load / capacity``.
+
+    Capacities are line rate less the incast loss of lossy links crossed by several of the
+    step's transfers (:func:`sim.network.base.batch_capacity`, on the touched links only).
+    """
+    topo = table.routes.topology
+    flat, share, owner = gather(table, step)
+    drain = np.zeros(len(step))
+    if not len(flat):
+        return drain, flat
+    size = step.chunks * chunk_bytes
+    uniq, inv, flows = np.unique(flat, return_inverse=True, return_counts=True)
+    load = np.bincount(inv, weights=size[owner] * share, minlength=len(uniq))
+    cap = topo.capacity_Bps[uniq]
+    loss = topo.link_loss[uniq]
+    if table.lossy:
+        cap = cap * (1.0 - loss * (1.0 - 1.0 / np.maximum(flows.astype(float), 1.0)))
+    np.maximum.at(drain, owner, load[inv] / cap[inv])
+    return drain, flat

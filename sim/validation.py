@@ -153,8 +153,15 @@ def _short(value: Any) -> str:
 
 
 def _clean(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
-    """The location without pydantic's union-member and validator tags."""
-    return tuple(p for p in loc if not (isinstance(p, str) and (p in _TAGS or "[" in p)))
+    """The location without pydantic's union-member and validator tags.
+
+    A union's members appear as type names (``float``) or model class names
+    (``Efficiency``); file keys are lower-case, so a capitalised part is such a tag.
+    """
+    return tuple(
+        p for p in loc
+        if not (isinstance(p, str) and (p in _TAGS or "[" in p or p[:1].isupper()))
+    )  # fmt: skip
 
 
 def _join(where: str, loc: tuple[int | str, ...]) -> str:

@@ -160,8 +160,12 @@ def _clean(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
     """
     return tuple(
         p for p in loc
-        if not (isinstance(p, str) and (p in _TAGS or "[" in p or p[:1].isupper()))
+        if not (isinstance(p, str) and _is_tag(p))
     )  # fmt: skip
+
+
+def _is_tag(part: str) -> bool:
+    return part in _TAGS or "[" in part or part.startswith("constrained-") or part[:1].isupper()
 
 
 def _join(where: str, loc: tuple[int | str, ...]) -> str:
@@ -172,15 +176,18 @@ def _join(where: str, loc: tuple[int | str, ...]) -> str:
 def _allowed(model: type[BaseModel], parent: tuple[int | str, ...]) -> str:
     """Keys allowed at ``parent`` (the model reached by walking the fields), or ''."""
     current: Any = model
+    keyed = False  # the last field was a mapping: the next part is one of its keys
     for part in parent:
-        if isinstance(part, int):
-            current = _inner(current)
-            continue
         fields = getattr(current, "model_fields", None)
         named = {f.alias or n: f for n, f in (fields or {}).items()}
+        if isinstance(part, int) or (keyed and part not in named):
+            keyed = False
+            continue
         if part not in named:
             return ""
-        current = _inner(named[part].annotation)
+        hint = named[part].annotation
+        keyed = "dict[" in str(hint)
+        current = _inner(hint)
     fields = getattr(current, "model_fields", None)
     return ", ".join(f.alias or name for name, f in fields.items()) if fields else ""
 

@@ -27,11 +27,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
-from calibrate.typed_json import build_dataclass, fail
+from pydantic import BaseModel
+
+from calibrate.measurement_models import RECORD_MODELS, FileModel
 from sim.errors import CalibrationError
 from sim.files import read_text, write_atomic
+from sim.validation import validate_model
 
 __all__ = [
     "DTYPE_BYTES",
@@ -63,6 +66,7 @@ DTYPE_BYTES: dict[str, int] = {
 }  # fmt: skip
 
 Scalar = Union[str, int, float, bool, None]  # noqa: UP007 - get_type_hints on py3.10
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -174,7 +178,7 @@ class StepRecord:
 
 
 Record = Union[CollectiveRecord, ComputeRecord, StepRecord]  # noqa: UP007
-_RECORD_TYPE: dict[str, type] = {
+_RECORD_TYPE: dict[str, type[Record]] = {
     "collectives": CollectiveRecord,
     "compute": ComputeRecord,
     "step": StepRecord,
@@ -260,37 +264,28 @@ def measurements_to_dict(m: Measurements) -> dict[str, Any]:
 def measurements_from_dict(data: Mapping[str, Any], where: str = "measurements") -> Measurements:
     """Check a parsed JSON document and build :class:`Measurements`.
 
+    The rules live in :mod:`calibrate.measurement_models` (pydantic): known keys only,
+    strict types, finite numbers, times > 0, counts >= 1.
+
     Raises
     ------
     CalibrationError
-        Naming ``where`` and the bad field, e.g. ``records[3].time_s``.
+        One line naming ``where`` and the bad field, e.g. ``m.json: records[3].time_s``.
     """
-    if not isinstance(data, Mapping):
-        raise fail(where, f"expected a JSON object at the top level, got {type(data).__name__}")
-    if data.get("schema") != SCHEMA:
-        raise fail(where, f"schema: expected {SCHEMA!r}, got {data.get('schema')!r}")
-    unknown = sorted(set(data) - {"schema", "kind", "meta", "records"})
-    if unknown:
-        raise fail(where, f"unknown key {unknown[0]!r}; allowed: kind, meta, records, schema")
-    kind = data.get("kind")
-    if kind not in KINDS:
-        raise fail(where, f"kind: expected one of {', '.join(KINDS)}, got {kind!r}")
-    meta = build_dataclass(Meta, data.get("meta"), f"{where}: meta")
-    raw = data.get("records")
-    if not isinstance(raw, list):
-        raise fail(where, f"records: expected a list, got {raw!r}")
-    cls = _RECORD_TYPE[kind]
-    records = tuple(build_dataclass(cls, r, f"{where}: records[{i}]") for i, r in enumerate(raw))
-    _check_records(records, where)
-    return Measurements(kind=kind, meta=meta, records=records)
+    top = validate_model(FileModel, data, where, CalibrationError)
+    model = RECORD_MODELS[top.kind]
+    cls = _RECORD_TYPE[top.kind]
+    records: tuple[Record, ...] = tuple(
+        _build(cls, validate_model(model, r, where, CalibrationError, ("records", i)))
+        for i, r in enumerate(top.records)
+    )
+    return Measurements(kind=top.kind, meta=_build(Meta, top.meta), records=records)
 
 
-def _check_records(records: Sequence[Record], where: str) -> None:
-    for i, r in enumerate(records):
-        if r.time_s <= 0:
-            raise fail(f"{where}: records[{i}].time_s", f"must be > 0, got {r.time_s!r}")
-        if isinstance(r, CollectiveRecord) and r.n_ranks < 1:
-            raise fail(f"{where}: records[{i}].n_ranks", f"must be >= 1, got {r.n_ranks}")
+def _build(cls: type[T], model: BaseModel) -> T:
+    """The frozen dataclass ``cls`` from a validated model (lists become tuples)."""
+    values = {f.name: getattr(model, f.name) for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
 
 def merge_measurements(parts: Sequence[Measurements], created: str | None = None) -> Measurements:

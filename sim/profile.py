@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,8 @@ from typing import Any
 from sim.collectives.params import CollectiveParams, default_params
 from sim.errors import ConfigError
 from sim.files import load_yaml, read_text
+from sim.profile_models import ProfileModel
+from sim.validation import validate_model
 
 __all__ = [
     "PROFILE_SCHEMA",
@@ -45,7 +47,6 @@ __all__ = [
 ]
 
 PROFILE_SCHEMA = "clustersim.profile/1"
-_KEYS = {"schema", "name", "hardware", "error_bars", "provenance", "collectives", "compute"}
 _HARDWARE_KEYS = ("gpu", "links", "gpus", "nodes", "backend", "device")
 _BAR_KEYS = ("what", "metric", "value", "cases", "source")
 #: ``load_profile`` names that mean "no profile": the shipped defaults.
@@ -186,81 +187,16 @@ def _load(name_or_path: str | None, _stamp: int | None) -> Profile:
     name, text = _read(name_or_path)
     where = f"profile {name_or_path!r}"
     tree = load_yaml(text, where)
-    if not isinstance(tree, Mapping):
-        raise ConfigError(f"{where}: expected a mapping at the top")
-    for k in tree:
-        if k not in _KEYS:
-            raise ConfigError(f"{where}: unknown key {k!r}; allowed: {', '.join(sorted(_KEYS))}")
-    if tree.get("schema") != PROFILE_SCHEMA:
-        raise ConfigError(f"{where}: schema {tree.get('schema')!r}; expected {PROFILE_SCHEMA!r}")
-    for section in ("collectives", "compute", "provenance"):
-        if not isinstance(tree.get(section) or {}, Mapping):
-            raise ConfigError(f"{where}: {section}: expected a mapping, got {tree[section]!r:.60}")
+    model = validate_model(ProfileModel, tree, where)
     coll = default_params().merged(tree.get("collectives") or {}, f"profile {name}: collectives")
-    hardware = tree.get("hardware")
+    hw = model.hardware
     return Profile(
-        str(tree.get("name", name)),
+        model.name or name,
         coll,
         dict(tree.get("compute") or {}),
-        dict(tree.get("provenance") or {}),
-        None if hardware is None else _hardware(hardware, f"{where}: hardware"),
-        _error_bars(tree.get("error_bars") or [], f"{where}: error_bars"),
-    )
-
-
-def _count(value: Any, where: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{where}: expected a whole number >= 1, got {value!r}")
-    return value
-
-
-def _text(value: Any, where: str, optional: bool = True) -> str | None:
-    if value is None and optional:
-        return None
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
-    return value
-
-
-def _hardware(raw: Any, where: str) -> Hardware:
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where}: expected a mapping, got {raw!r}")
-    for k in raw:
-        if k not in _HARDWARE_KEYS:
-            raise ConfigError(f"{where}: unknown key {k!r}; allowed: {', '.join(_HARDWARE_KEYS)}")
-    links = raw.get("links") or {}
-    if not isinstance(links, Mapping) or not all(
-        isinstance(s, str) and isinstance(k, str) for s, k in links.items()
-    ):
-        raise ConfigError(f"{where}.links: expected a mapping of scope to link kind, got {links!r}")
-    gpu = _text(raw.get("gpu"), f"{where}.gpu", optional=False)
-    assert gpu is not None
-    return Hardware(
-        gpu, dict(links), _count(raw.get("gpus"), f"{where}.gpus"),
-        _count(raw.get("nodes"), f"{where}.nodes"), _text(raw.get("backend"), f"{where}.backend"),
-        _text(raw.get("device"), f"{where}.device"),
+        dict(model.provenance or {}),
+        None if hw is None else Hardware(hw.gpu, dict(hw.links), hw.gpus, hw.nodes, hw.backend,
+                                         hw.device),
+        tuple(ErrorBar(b.what, b.metric, b.value, b.cases, b.source)
+              for b in model.error_bars or ()),
     )  # fmt: skip
-
-
-def _error_bars(raw: Any, where: str) -> tuple[ErrorBar, ...]:
-    if not isinstance(raw, Sequence) or isinstance(raw, str):
-        raise ConfigError(f"{where}: expected a list of {{{', '.join(_BAR_KEYS)}}}, got {raw!r}")
-    bars = []
-    for i, entry in enumerate(raw):
-        at = f"{where}[{i}]"
-        if not isinstance(entry, Mapping) or set(entry) != set(_BAR_KEYS):
-            raise ConfigError(
-                f"{at}: expected exactly the keys {', '.join(_BAR_KEYS)}, got {entry!r}"
-            )
-        value = entry["value"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e9:
-            raise ConfigError(f"{at}.value: expected a finite percentage >= 0, got {value!r}")
-        bars.append(ErrorBar(
-            str(_text(entry["what"], f"{at}.what", optional=False)),
-            str(_text(entry["metric"], f"{at}.metric", optional=False)), float(value),
-            _count(entry["cases"], f"{at}.cases") or 0,
-            str(_text(entry["source"], f"{at}.source", optional=False)),
-        ))  # fmt: skip
-    return tuple(bars)

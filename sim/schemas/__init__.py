@@ -1,7 +1,7 @@
 """JSON Schemas of the files users write: scenarios, topologies and calibration profiles.
 
 Generated from the same definitions the loaders use (the scenario's section dataclasses
-and readers, the topology's pydantic models, the profile's key lists), so an editor with
+and readers, the topology's and the profile's pydantic models), so an editor with
 the YAML language server validates a file as ``clustersim`` will. Shipped copies live
 beside this module (``scenario.schema.json`` ...); shipped YAML files point at them with a
 ``# yaml-language-server: $schema=...`` first line, and a test keeps copies and generator
@@ -161,29 +161,13 @@ def _topology() -> dict[str, Any]:
 
 
 def _profile() -> dict[str, Any]:
-    from sim.profile import _BAR_KEYS, _HARDWARE_KEYS
+    """The profile's pydantic model (``sim.profile_models``), with a title."""
+    from sim.profile_models import ProfileModel
 
-    bar_props: dict[str, Any] = {k: {} for k in _BAR_KEYS}
-    bar_props.update(value={"type": "number", "exclusiveMinimum": 0}, cases=_COUNT)
-    bar = {"type": "object", "properties": bar_props, "required": list(_BAR_KEYS),
-           "additionalProperties": False}  # fmt: skip
-    hardware = {"type": "object", "properties": {k: {} for k in _HARDWARE_KEYS},
-                "additionalProperties": False}  # fmt: skip
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "clustersim calibration profile",
-        "type": "object",
-        "properties": {
-            "schema": {"type": "string"},
-            "name": {"type": "string"},
-            "hardware": hardware,
-            "error_bars": {"type": "array", "items": bar},
-            "provenance": {"type": "object"},
-            "collectives": {"type": "object"},
-            "compute": {"type": "object"},
-        },
-        "additionalProperties": False,
-    }
+    out = ProfileModel.model_json_schema(by_alias=True)
+    out["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    out["title"] = "clustersim calibration profile"
+    return out
 
 
 def schema(kind: str) -> dict[str, Any]:

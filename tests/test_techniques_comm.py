@@ -314,7 +314,9 @@ def test_layer_list_models_refuse_the_techniques(
 def test_readme_commands_run(capsys: pytest.CaptureFixture[str]) -> None:
     """The README's technique commands (``$S`` expanded) run and report the block."""
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = text.split("## Data-parallel techniques: compression, parameter servers, local SGD", 1)[1]
+    section = text.split(
+        "## Data-parallel techniques: compression, parameter servers, local SGD", 1
+    )[1]
     block = section.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
     sets = shlex.split(block[0])[0].split("=", 1)[1]  # S="--set ..." -> --set ...
     for line in block[1:]:

@@ -29,6 +29,7 @@ import simpy
 
 from sim.network.base import LateEvent, add_tagged
 from sim.network.maxmin import check_maxmin, pad_paths, progressive_fill, with_flow_caps
+from sim.network.solvecache import SolveCache
 from sim.topology.congestion import effective_capacity
 from sim.topology.model import Topology
 from sim.topology.paths import Path
@@ -115,6 +116,9 @@ class FlowNetwork:
     debug : bool
         Check max-min fairness (and no link over capacity) at every re-solve with
         :func:`sim.network.maxmin.check_maxmin`; slow, for tests.
+    solve_cache : SolveCache, optional
+        Rates of earlier solves by their inputs' content, shared with other networks
+        (the sizes of a sweep): a repeated solve takes them instead (bit-identical).
 
     Attributes
     ----------
@@ -150,6 +154,7 @@ class FlowNetwork:
         *,
         record: bool = False,
         debug: bool = False,
+        solve_cache: SolveCache | None = None,
     ) -> None:
         self.env = env
         self.topology = topology
@@ -158,6 +163,8 @@ class FlowNetwork:
         self._nlinks = len(topology.links)
         self._capacity = np.asarray(topology.capacity_Bps, dtype=float)
         self._lossy = bool(np.any(topology.link_loss > 0))
+        self._cache = solve_cache
+        self._capacity_key = SolveCache.key(self._capacity) if solve_cache else b""
         self.link_bytes = np.zeros(self._nlinks)
         self.solves = 0
         self.samples: list[tuple[float, np.ndarray, np.ndarray]] = []
@@ -331,7 +338,12 @@ class FlowNetwork:
         capped = bool(np.isfinite(f.cap).any())
         weights = f.share if self._weighted else None
         capacity = self._effective_capacity(f.hops)
-        f.rate = progressive_fill(f.hops, capacity, f.cap if capped else None, weights)
+        caps = f.cap if capped else None
+        if self._cache is None:
+            f.rate = progressive_fill(f.hops, capacity, caps, weights)
+        else:
+            fixed = None if self._lossy else self._capacity_key
+            f.rate = self._cache.solve(progressive_fill, f.hops, capacity, caps, weights, fixed)
         if self.debug:
             hops, capacity = with_flow_caps(f.hops, capacity, f.cap)
             share = np.hstack([f.share, np.ones((len(f), hops.shape[1] - f.hops.shape[1]))])

@@ -24,6 +24,9 @@ tuner-2048 11.4 -> 1.7 s; sweep-4096 915 -> 206 s; GPT-3 16k analytical 6.5 -> 3
 34 -> 12 s; GPT-3 and Llama-3 16k flow > 240 s before and after; flow 4096 36 -> 33 s
 (wall ~ N^0.79 over 64..4096, but N^1.6 from 1024 to 4096: the DP rings' solves grow
 with DP degree and each solve with the flows in flight).
+
+sweep-4096 after the solve cache (sim.network.solvecache) and block admission of batched
+steps (same host, same output byte for byte): 264 -> 129 s; target 60 s still missed.
 """
 
 from __future__ import annotations

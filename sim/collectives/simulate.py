@@ -34,7 +34,8 @@ from sim.collectives.schedule import OPS, Schedule, busbw_factor
 from sim.collectives.selection import allowed_algorithms, allowed_protocols
 from sim.collectives.sharp import aggregation_switches
 from sim.errors import ConfigError
-from sim.network import make_network
+from sim.network import FlowNetwork, make_network
+from sim.network.solvecache import SolveCache
 from sim.topology.model import Topology
 
 __all__ = [
@@ -171,6 +172,8 @@ class CollectiveSetup:
         self.channels = ring_channels(topology, self.group, len(first))
         self.max_nccl_channels = _max_nccl_channels(self.params, topology, self.group, len(first))
         self.routes = RouteCache(self.topology, rail_map(topology, self.group, len(first)))
+        # max-min solves repeat across the sizes of a sweep (sim.network.solvecache)
+        self.solve_cache = SolveCache()
 
     @property
     def n(self) -> int:
@@ -386,7 +389,11 @@ def run_on_network(
     simulation uses the closed form directly, which is much faster at scale).
     """
     env = simpy.Environment()
-    net = make_network(network, env, setup.topology)
+    net = (
+        FlowNetwork(env, setup.topology, solve_cache=setup.solve_cache)
+        if network == "flow"
+        else make_network(network, env, setup.topology)
+    )
     env.process(
         run_schedule(
             env, net, sched, setup.endpoints(sched), setup.routes, setup.params, protocol,

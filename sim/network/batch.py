@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import simpy
 
+from sim.network.flow import new_flows
 from sim.topology.paths import Path
 
 if TYPE_CHECKING:
@@ -68,17 +69,26 @@ def start_batch(
         return done.succeed()
     count = Countdown(done, len(paths))
     sizes, lats, caps = nbytes.tolist(), latency_s.tolist(), max_rate_Bps.tolist()
-    queued = False
-    for path, size, lat, cap in zip(paths, sizes, lats, caps, strict=True):
-        if not len(path.links) or size == 0:  # as FlowNetwork.transfer: a timer only
-            net._landing += 1
-            timer = net.env.timeout(lat if len(path.links) else 0.0)
-            timer.callbacks.append(net._landed)
-            timer.callbacks.append(count.landed)
-            continue
-        net._weighted = net._weighted or path.weights is not None
-        net._pending.append((path, size, lat, cap, count, tag))  # type: ignore[arg-type]
-        queued = True
-    if queued and not net._solve_due:
+    flows = [i for i, (p, b) in enumerate(zip(paths, sizes, strict=True)) if len(p.links) and b]
+    if len(flows) < len(paths):
+        queued = set(flows)
+        for i, (path, lat) in enumerate(zip(paths, lats, strict=True)):
+            if i not in queued:  # as FlowNetwork.transfer: a timer only
+                net._landing += 1
+                timer = net.env.timeout(lat if len(path.links) else 0.0)
+                timer.callbacks.append(net._landed)
+                timer.callbacks.append(count.landed)
+    if not flows:
+        return done
+    mine = [paths[i] for i in flows]
+    net._weighted = net._weighted or any(p.weights is not None for p in mine)
+    net._tagged = net._tagged or bool(tag)
+    # every flow's "event" is the one Countdown (it only needs ``succeed``)
+    events: list[simpy.Event] = [count] * len(flows)  # type: ignore[list-item]
+    net._pending.append(
+        new_flows(mine, [sizes[i] for i in flows], [lats[i] for i in flows],
+                  [caps[i] for i in flows], events, [tag] * len(flows), net._nlinks)
+    )  # fmt: skip
+    if not net._solve_due:
         net._request_solve()
     return done

@@ -28,7 +28,8 @@ import numpy as np
 import simpy
 
 from sim.network.base import LateEvent, add_tagged
-from sim.network.maxmin import check_maxmin, pad_paths, progressive_fill, with_flow_caps
+from sim.network.maxmin import check_maxmin, progressive_fill, with_flow_caps
+from sim.network.solvecache import SolveCache
 from sim.topology.congestion import effective_capacity
 from sim.topology.model import Topology
 from sim.topology.paths import Path
@@ -42,6 +43,11 @@ __all__ = ["FlowNetwork"]
 #: too small to move the clock. Flows with identical histories (a symmetric step)
 #: have bit-identical remainders, so they leave together without any tolerance.
 FINISH_RTOL = 1e-14
+
+
+_Transfer = tuple[
+    Path, float, float, float, simpy.Event, str
+]  # path, bytes, latency, cap, event, tag
 
 
 @dataclass
@@ -93,6 +99,39 @@ class _Flows:
         self.tags.extend(other.tags)
 
 
+def new_flows(
+    paths: Sequence[Path],
+    nbytes: Sequence[float],
+    latency_s: Sequence[float],
+    caps_Bps: Sequence[float],
+    events: Sequence[simpy.Event],
+    tags: Sequence[str],
+    pad: int,
+) -> _Flows:
+    """Flows not yet sharing, one row per path: hops padded with ``pad`` (the link
+    count) as :func:`~sim.network.maxmin.pad_paths` pads them, each path's shares."""
+    lengths = np.array([len(p.links) for p in paths], dtype=np.intp)
+    width = int(lengths.max()) if lengths.size else 0
+    filled = np.arange(width) < lengths[:, None]
+    hops = np.full((lengths.size, width), pad, dtype=np.intp)
+    share = np.zeros(hops.shape)
+    if lengths.size:
+        hops[filled] = np.concatenate([p.links for p in paths])
+        share[filled] = np.concatenate([p.shares for p in paths])
+    size = np.array(nbytes, dtype=float)
+    return _Flows(
+        hops=hops,
+        share=share,
+        remaining=size.copy(),
+        rate=np.zeros(size.size),
+        nbytes=size,
+        latency=np.array(latency_s, dtype=float),
+        cap=np.array(caps_Bps, dtype=float),
+        events=list(events),
+        tags=list(tags),
+    )
+
+
 def _widen(a: np.ndarray, width: int, pad: float) -> np.ndarray:
     if a.shape[1] == width:
         return a
@@ -115,6 +154,9 @@ class FlowNetwork:
     debug : bool
         Check max-min fairness (and no link over capacity) at every re-solve with
         :func:`sim.network.maxmin.check_maxmin`; slow, for tests.
+    solve_cache : SolveCache, optional
+        Rates of earlier solves by their inputs' content, shared with other networks
+        (the sizes of a sweep): a repeated solve takes them instead (bit-identical).
 
     Attributes
     ----------
@@ -150,6 +192,7 @@ class FlowNetwork:
         *,
         record: bool = False,
         debug: bool = False,
+        solve_cache: SolveCache | None = None,
     ) -> None:
         self.env = env
         self.topology = topology
@@ -158,11 +201,14 @@ class FlowNetwork:
         self._nlinks = len(topology.links)
         self._capacity = np.asarray(topology.capacity_Bps, dtype=float)
         self._lossy = bool(np.any(topology.link_loss > 0))
+        self._cache = solve_cache
+        self._capacity_key = SolveCache.key(self._capacity) if solve_cache else b""
         self.link_bytes = np.zeros(self._nlinks)
         self.solves = 0
         self.samples: list[tuple[float, np.ndarray, np.ndarray]] = []
         self._flows = _Flows.empty()
-        self._pending: list[tuple[Path, float, float, float, simpy.Event, str]] = []
+        self._pending: list[_Transfer | _Flows] = []  # started, not yet sharing
+        self._tagged = False  # any flow with a tag so far
         self.link_bytes_by_tag: dict[str, np.ndarray] = {}
         self._route_cache: dict[tuple[str, str, int], tuple[Path, float]] = {}
         self._weighted = False  # any flow split over several paths so far
@@ -210,6 +256,7 @@ class FlowNetwork:
             return timer
         ev = self.env.event()
         self._weighted = self._weighted or path.weights is not None
+        self._tagged = self._tagged or bool(tag)
         self._pending.append((path, float(nbytes), latency, float(max_rate_Bps), ev, tag))
         if not self._solve_due:
             self._request_solve()
@@ -273,20 +320,20 @@ class FlowNetwork:
         moved = np.bincount(inv.ravel(), weights=(f.share[done] * f.nbytes[done][:, None]).ravel())
         real = used < self._nlinks
         self.link_bytes[used[real]] += moved[real]
-        for i in np.flatnonzero(done).tolist():
+        idx = np.flatnonzero(done)
+        for i in idx.tolist() if self._tagged else ():
             if f.tags[i]:
                 real = f.hops[i] < self._nlinks
                 add_tagged(self.link_bytes_by_tag, f.tags[i], f.hops[i][real],
                            f.share[i][real] * f.nbytes[i], self._nlinks)  # fmt: skip
         # One timer per distinct latency, not per flow: flows ending together mostly
-        # share a route length, so this halves the events of a synchronous step.
-        groups: dict[float, list[simpy.Event]] = {}
-        latency = f.latency.tolist()
-        for i in np.flatnonzero(done).tolist():
-            groups.setdefault(latency[i], []).append(f.events[i])
-        for lat, evs in groups.items():
+        # share a route length, so this halves the events of a synchronous step. Timers
+        # in order of each latency's first flow, each with its flows in flow order.
+        lats, first, group = np.unique(f.latency[idx], return_index=True, return_inverse=True)
+        for g in np.argsort(first, kind="stable").tolist():
+            evs = [f.events[i] for i in idx[group == g].tolist()]
             self._landing += len(evs)
-            timer = self.env.timeout(lat)
+            timer = self.env.timeout(float(lats[g]))
             timer.callbacks.append(functools.partial(self._arrive, evs))
         f.keep(~done)
         return True
@@ -297,27 +344,22 @@ class FlowNetwork:
             ev.succeed()
 
     def _admit_pending(self) -> None:
+        """Move the queued transfers into the sharing, in the order they were started
+        (runs of single transfers as one block; batches as built)."""
         if not self._pending:
             return
-        paths, nbytes, lats, caps, events, tags = zip(*self._pending, strict=True)
-        self._pending = []
-        size = np.array(nbytes, dtype=float)
-        hops = pad_paths([p.links for p in paths], self._nlinks)
-        share = np.zeros(hops.shape)
-        for i, p in enumerate(paths):
-            share[i, : len(p.links)] = p.shares
-        new = _Flows(
-            hops=hops,
-            share=share,
-            remaining=size.copy(),
-            rate=np.zeros(size.size),
-            nbytes=size,
-            latency=np.array(lats, dtype=float),
-            cap=np.array(caps, dtype=float),
-            events=list(events),
-            tags=list(tags),
-        )
-        self._flows.extend(new, self._nlinks)
+        pending, self._pending = self._pending, []
+        run: list[_Transfer] = []
+        for item in [*pending, None]:
+            if run and not isinstance(item, tuple):
+                paths, nbytes, lats, caps, events, tags = zip(*run, strict=True)
+                block = new_flows(paths, nbytes, lats, caps, events, tags, self._nlinks)
+                self._flows.extend(block, self._nlinks)
+                run = []
+            if isinstance(item, _Flows):
+                self._flows.extend(item, self._nlinks)
+            elif item is not None:
+                run.append(item)
 
     def _solve(self, _event: simpy.Event) -> None:
         """Re-solve the rates (the one place they change) and arm the drain timer."""
@@ -331,7 +373,12 @@ class FlowNetwork:
         capped = bool(np.isfinite(f.cap).any())
         weights = f.share if self._weighted else None
         capacity = self._effective_capacity(f.hops)
-        f.rate = progressive_fill(f.hops, capacity, f.cap if capped else None, weights)
+        caps = f.cap if capped else None
+        if self._cache is None:
+            f.rate = progressive_fill(f.hops, capacity, caps, weights)
+        else:
+            fixed = None if self._lossy else self._capacity_key
+            f.rate = self._cache.solve(progressive_fill, f.hops, capacity, caps, weights, fixed)
         if self.debug:
             hops, capacity = with_flow_caps(f.hops, capacity, f.cap)
             share = np.hstack([f.share, np.ones((len(f), hops.shape[1] - f.hops.shape[1]))])

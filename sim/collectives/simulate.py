@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import simpy
@@ -30,9 +29,11 @@ from sim.collectives.gloo import algorithms_for, local_time_s
 from sim.collectives.links import scaled_for
 from sim.collectives.params import PROTOCOLS, CollectiveParams, default_params
 from sim.collectives.rails import rail_map, ring_channels
-from sim.collectives.schedule import OPS, Schedule, busbw_factor
+from sim.collectives.record import CollectiveResult
+from sim.collectives.schedule import OPS, Schedule
 from sim.collectives.selection import allowed_algorithms, allowed_protocols
 from sim.collectives.sharp import aggregation_switches
+from sim.collectives.sizes import MAX_SWEEP_POINTS, sweep_sizes
 from sim.errors import ConfigError
 from sim.network import FlowNetwork, make_network
 from sim.network.solvecache import SolveCache
@@ -50,8 +51,6 @@ __all__ = [
     "sweep_sizes",
 ]
 
-#: Most sizes of one sweep (nccl-tests' -b 8 -e 16G -f 2 gives 32 rows).
-MAX_SWEEP_POINTS = 1000
 
 # In-switch reduction (NVLink SHARP, NCCL's NVLS algorithms) needs third-generation
 # NVSwitch with NVLink 4 (Hopper) or later; A100's NVSwitch has none (NVIDIA NVLink and
@@ -83,43 +82,6 @@ PIPELINED = ("nvls", "nvls_tree", "collnet")
 
 # Cap on pipeline depth x base steps of one schedule (see CollectiveSetup.schedule).
 PIPELINE_WORK = 512
-
-
-@dataclass(frozen=True)
-class CollectiveResult:
-    """One simulated collective (SI units; bandwidths in bytes/s, nccl-tests definitions)."""
-
-    op: str
-    size_bytes: float
-    n_ranks: int
-    time_s: float
-    algorithm: str
-    protocol: str
-    network: str
-    steps: int
-    channels: int
-    pipeline_chunks: int
-    wire_bytes_by_scope: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def algbw_Bps(self) -> float:
-        """Algorithm bandwidth: size / time (bytes/s)."""
-        return self.size_bytes / self.time_s if self.time_s > 0 else float("inf")
-
-    @property
-    def busbw_Bps(self) -> float:
-        """Bus bandwidth: algbw times nccl-tests' factor for the op (bytes/s)."""
-        return self.algbw_Bps * busbw_factor(self.op, self.n_ranks)
-
-    def record(self) -> dict[str, object]:
-        """JSON-ready record (nccl-tests columns plus provenance)."""
-        d = asdict(self)
-        d.update(
-            time_us=self.time_s * 1e6,
-            algbw_GBps=self.algbw_Bps / 1e9,
-            busbw_GBps=self.busbw_Bps / 1e9,
-        )
-        return d
 
 
 class CollectiveSetup:
@@ -403,26 +365,3 @@ def run_on_network(
     )  # fmt: skip
     env.run()
     return float(env.now), net.link_bytes
-
-
-def sweep_sizes(min_bytes: float, max_bytes: float, step_factor: float) -> list[float]:
-    """nccl-tests' sizes: min, min*f, ... up to max (inclusive), in bytes.
-
-    >>> sweep_sizes(8, 64, 2)
-    [8.0, 16.0, 32.0, 64.0]
-    """
-    if min_bytes > max_bytes:
-        raise ConfigError(f"--min-bytes {min_bytes:g} is larger than --max-bytes {max_bytes:g}")
-    if not math.isfinite(step_factor) or step_factor <= 1:
-        raise ConfigError(f"--step-factor {step_factor!r} must be a finite number > 1")
-    points = math.log(max_bytes / min_bytes) / math.log(step_factor) + 1 if min_bytes > 0 else 1
-    if points > MAX_SWEEP_POINTS:
-        raise ConfigError(
-            f"--step-factor {step_factor!r} gives {points:.3g} sizes from {min_bytes:g} to "
-            f"{max_bytes:g} B; at most {MAX_SWEEP_POINTS:,} (raise --step-factor)"
-        )
-    sizes, s = [], float(min_bytes)
-    while s <= max_bytes * (1 + 1e-12):
-        sizes.append(s)
-        s *= step_factor
-    return sizes

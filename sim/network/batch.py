@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import simpy
 
-from sim.network.flow import new_flows
+from sim.network.flowstate import new_flows
 from sim.topology.paths import Path
 
 if TYPE_CHECKING:

@@ -19,15 +19,14 @@ SimPy process per flow, and SimPy's environment is the only clock. A single
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
 
 from sim.network.base import LateEvent, add_tagged
+from sim.network.flowstate import FlowArrays, PendingTransfer, new_flows
 from sim.network.maxmin import check_maxmin, progressive_fill, with_flow_caps
 from sim.network.solvecache import SolveCache
 from sim.topology.congestion import effective_capacity
@@ -43,101 +42,6 @@ __all__ = ["FlowNetwork"]
 #: too small to move the clock. Flows with identical histories (a symmetric step)
 #: have bit-identical remainders, so they leave together without any tolerance.
 FINISH_RTOL = 1e-14
-
-
-_Transfer = tuple[
-    Path, float, float, float, simpy.Event, str
-]  # path, bytes, latency, cap, event, tag
-
-
-@dataclass
-class _Flows:
-    """Flows in the sharing, one row each (parallel arrays)."""
-
-    hops: np.ndarray  # (n, h) link indices padded with the link count
-    share: np.ndarray  # (n, h) share of the flow's bytes on each hop (0 in pad cells)
-    remaining: np.ndarray  # bytes left to send
-    rate: np.ndarray  # bytes/s
-    nbytes: np.ndarray  # bytes at start
-    latency: np.ndarray  # seconds from last byte sent to arrival
-    cap: np.ndarray  # the flow's own rate cap, bytes/s (inf: none)
-    events: list[simpy.Event] = field(default_factory=list)
-    tags: list[str] = field(default_factory=list)
-
-    @classmethod
-    def empty(cls) -> _Flows:
-        z = np.zeros(0)
-        return cls(np.zeros((0, 0), dtype=np.intp), np.zeros((0, 0)), z, z, z, z, z, [])
-
-    def __len__(self) -> int:
-        return len(self.events)
-
-    def keep(self, mask: np.ndarray) -> None:
-        """Keep only the rows where ``mask`` is true."""
-        self.hops = self.hops[mask]
-        self.share = self.share[mask]
-        self.remaining = self.remaining[mask]
-        self.rate = self.rate[mask]
-        self.nbytes = self.nbytes[mask]
-        self.latency = self.latency[mask]
-        self.cap = self.cap[mask]
-        keep = mask.tolist()
-        self.events = list(itertools.compress(self.events, keep))
-        self.tags = list(itertools.compress(self.tags, keep))
-
-    def extend(self, other: _Flows, pad: int) -> None:
-        """Append ``other``'s rows (hop arrays widened with ``pad`` as needed)."""
-        width = max(self.hops.shape[1], other.hops.shape[1])
-        self.hops = np.vstack([_widen(self.hops, width, pad), _widen(other.hops, width, pad)])
-        self.share = np.vstack([_widen(self.share, width, 0.0), _widen(other.share, width, 0.0)])
-        self.remaining = np.concatenate([self.remaining, other.remaining])
-        self.rate = np.concatenate([self.rate, other.rate])
-        self.nbytes = np.concatenate([self.nbytes, other.nbytes])
-        self.latency = np.concatenate([self.latency, other.latency])
-        self.cap = np.concatenate([self.cap, other.cap])
-        self.events.extend(other.events)
-        self.tags.extend(other.tags)
-
-
-def new_flows(
-    paths: Sequence[Path],
-    nbytes: Sequence[float],
-    latency_s: Sequence[float],
-    caps_Bps: Sequence[float],
-    events: Sequence[simpy.Event],
-    tags: Sequence[str],
-    pad: int,
-) -> _Flows:
-    """Flows not yet sharing, one row per path: hops padded with ``pad`` (the link
-    count) as :func:`~sim.network.maxmin.pad_paths` pads them, each path's shares."""
-    lengths = np.array([len(p.links) for p in paths], dtype=np.intp)
-    width = int(lengths.max()) if lengths.size else 0
-    filled = np.arange(width) < lengths[:, None]
-    hops = np.full((lengths.size, width), pad, dtype=np.intp)
-    share = np.zeros(hops.shape)
-    if lengths.size:
-        hops[filled] = np.concatenate([p.links for p in paths])
-        share[filled] = np.concatenate([p.shares for p in paths])
-    size = np.array(nbytes, dtype=float)
-    return _Flows(
-        hops=hops,
-        share=share,
-        remaining=size.copy(),
-        rate=np.zeros(size.size),
-        nbytes=size,
-        latency=np.array(latency_s, dtype=float),
-        cap=np.array(caps_Bps, dtype=float),
-        events=list(events),
-        tags=list(tags),
-    )
-
-
-def _widen(a: np.ndarray, width: int, pad: float) -> np.ndarray:
-    if a.shape[1] == width:
-        return a
-    out = np.full((a.shape[0], width), pad, dtype=a.dtype)
-    out[:, : a.shape[1]] = a
-    return out
 
 
 class FlowNetwork:
@@ -206,8 +110,8 @@ class FlowNetwork:
         self.link_bytes = np.zeros(self._nlinks)
         self.solves = 0
         self.samples: list[tuple[float, np.ndarray, np.ndarray]] = []
-        self._flows = _Flows.empty()
-        self._pending: list[_Transfer | _Flows] = []  # started, not yet sharing
+        self._flows = FlowArrays.empty()
+        self._pending: list[PendingTransfer | FlowArrays] = []  # started, not yet sharing
         self._tagged = False  # any flow with a tag so far
         self.link_bytes_by_tag: dict[str, np.ndarray] = {}
         self._route_cache: dict[tuple[str, str, int], tuple[Path, float]] = {}
@@ -349,14 +253,14 @@ class FlowNetwork:
         if not self._pending:
             return
         pending, self._pending = self._pending, []
-        run: list[_Transfer] = []
+        run: list[PendingTransfer] = []
         for item in [*pending, None]:
             if run and not isinstance(item, tuple):
                 paths, nbytes, lats, caps, events, tags = zip(*run, strict=True)
                 block = new_flows(paths, nbytes, lats, caps, events, tags, self._nlinks)
                 self._flows.extend(block, self._nlinks)
                 run = []
-            if isinstance(item, _Flows):
+            if isinstance(item, FlowArrays):
                 self._flows.extend(item, self._nlinks)
             elif item is not None:
                 run.append(item)

@@ -25,7 +25,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from calibrate.fit import FITTED, Knob, _link_eff, _put
+from calibrate.knobs import FITTED, Knob, link_eff_knob, put_path
 from calibrate.model import Point, step_scopes
 from sim.collectives.gloo import local_bytes, local_rate_Bps
 from sim.collectives.params import CollectiveParams
@@ -39,14 +39,14 @@ _ORDER = ("nvlink", "pcie", "net")
 
 def _log_knob(name: str, path: Sequence[str], start: float, lo: float, hi: float) -> Knob:
     def write(t: dict[str, Any], v: float) -> None:
-        _put(t, path, v)
+        put_path(t, path, v)
 
     return Knob(name, math.log10(lo), math.log10(hi), math.log10(start), write, True, prior=1.0)
 
 
 def _local_knob(base: CollectiveParams) -> Knob:
     def write(t: dict[str, Any], v: float) -> None:
-        _put(t, ("gloo",), {"local_GBps": v, "source": FITTED})
+        put_path(t, ("gloo",), {"local_GBps": v, "source": FITTED})
 
     start = local_rate_Bps(base) / 1e9
     return Knob("gloo.local_GBps", -1.0, 2.0, math.log10(start), write, True, prior=1.0)
@@ -58,7 +58,7 @@ def gloo_knobs(points: Sequence[Point], base: CollectiveParams) -> list[Knob]:
     scopes = sorted({s for setup in setups for s in step_scopes(setup)}, key=_ORDER.index)
     algo = base.algorithm("gloo")
     widest = scopes[-1]
-    knobs = [_link_eff(s, base) for s in scopes]
+    knobs = [link_eff_knob(s, base) for s in scopes]
     knobs.append(_log_knob("gloo.base_latency_us", ("algorithms", "gloo", "base_latency_us",
                            "simple"), max(algo.base_latency_s["simple"] * 1e6, 0.1), 0.1, 1e4))  # fmt: skip
     knobs.append(_log_knob(f"gloo.step_latency_us.{widest}", ("algorithms", "gloo",

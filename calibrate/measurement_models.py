@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
+from pydantic import BaseModel, Field, Strict, model_validator
 
-from sim.validation import Count, Finite, NonNegative, Positive, Text
+from sim.validation import STRICT_MODEL, Count, Finite, NonNegative, Positive, StrictText, Text
 
 __all__ = [
     "CollectiveRecordModel",
@@ -31,8 +31,8 @@ __all__ = [
     "StepRecordModel",
 ]
 
-_STRICT = ConfigDict(extra="forbid", strict=True)
-_Str = Annotated[str, Strict()]
+_STRICT = STRICT_MODEL
+_Str = StrictText
 _Int = Annotated[int, Strict()]
 _Size = Annotated[int, Strict(), Field(ge=0)]
 #: A scalar of a free-form mapping (``details``, a step record's ``model``).

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
+from pydantic import BaseModel, Field, Strict, model_validator
 
-from sim.validation import Count, NonNegative, Positive, Text
+from sim.validation import STRICT_MODEL, Count, NonNegative, Positive, StrictText, Text
 
 __all__ = [
     "CollectivesSection",
@@ -36,8 +36,8 @@ __all__ = [
     "ProfileModel",
 ]
 
-_STRICT = ConfigDict(extra="forbid", strict=True)
-_Str = Annotated[str, Strict()]
+_STRICT = STRICT_MODEL
+_Str = StrictText
 #: An efficiency or fraction: a number in (0, 1].
 Fraction = Annotated[float, Strict(), Field(gt=0, le=1, allow_inf_nan=False)]
 #: A fraction that may be 0 (fp8 GEMM efficiency of a GPU without fp8; interference).

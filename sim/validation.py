@@ -31,16 +31,18 @@ import typing
 from collections.abc import Mapping
 from typing import Annotated, Any, TypeVar, Union
 
-from pydantic import AllowInfNan, BaseModel, Field, Strict, ValidationError
+from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, Strict, ValidationError
 from pydantic_core import ErrorDetails
 
 from sim.errors import ClusterSimError, ConfigError
 
 __all__ = [
+    "STRICT_MODEL",
     "Count",
     "Finite",
     "NonNegative",
     "Positive",
+    "StrictText",
     "Text",
     "one_line",
     "validate_model",
@@ -58,6 +60,10 @@ NonNegative = Annotated[float, Strict(), AllowInfNan(False), Field(ge=0)]
 Count = Annotated[int, Strict(), Field(ge=1)]
 #: A non-empty string.
 Text = Annotated[str, Strict(), Field(min_length=1)]
+#: Any string, strictly (no number read as text).
+StrictText = Annotated[str, Strict()]
+#: The model config of file formats: unknown keys refused, no type coercion.
+STRICT_MODEL = ConfigDict(extra="forbid", strict=True)
 
 #: Union-member tags pydantic puts into an error's location.
 _TAGS = frozenset({"int", "float", "str", "bool", "none", "list", "dict"})

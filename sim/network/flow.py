@@ -26,7 +26,7 @@ import numpy as np
 import simpy
 
 from sim.network.base import LateEvent, add_tagged
-from sim.network.flowstate import FlowArrays, PendingTransfer, new_flows
+from sim.network.flowstate import Countdown, FlowArrays, PendingTransfer, new_flows
 from sim.network.maxmin import check_maxmin, progressive_fill, with_flow_caps
 from sim.network.solvecache import SolveCache
 from sim.topology.congestion import effective_capacity
@@ -174,11 +174,47 @@ class FlowNetwork:
         max_rate_Bps: np.ndarray,
         tag: str = "",
     ) -> simpy.Event:
-        """Start one transfer per resolved route; one event when all have landed
-        (:func:`sim.network.batch.start_batch`, the same as ``all_of`` of transfers)."""
-        from sim.network.batch import start_batch
+        """Start one transfer per resolved route (``nbytes[i]`` bytes, rate cap
+        ``max_rate_Bps[i]``, landing ``latency_s[i]`` after its last byte); the event fires
+        when all have landed, at the instant ``all_of`` of :meth:`transfer` would.
 
-        return start_batch(self, paths, latency_s, nbytes, max_rate_Bps, tag)
+        A synchronous step of a few thousand ranks is tens of thousands of transfers; this
+        skips the per-transfer route lookup, event and ``all_of``: every flow shares one
+        :class:`~sim.network.flowstate.Countdown` in place of an event. Raises ValueError
+        for negative or non-finite sizes or non-positive caps.
+        """
+        if not (np.all(nbytes >= 0.0) and np.all(np.isfinite(nbytes))):
+            raise ValueError("nbytes must be finite and >= 0")
+        if not np.all(max_rate_Bps > 0):
+            raise ValueError("max_rate_Bps must be > 0")
+        done = self.env.event()
+        if not len(paths):
+            return done.succeed()
+        count = Countdown(done, len(paths))
+        sizes, lats, caps = nbytes.tolist(), latency_s.tolist(), max_rate_Bps.tolist()
+        flows = [i for i, (p, b) in enumerate(zip(paths, sizes, strict=True)) if len(p.links) and b]
+        if len(flows) < len(paths):
+            queued = set(flows)
+            for i, (path, lat) in enumerate(zip(paths, lats, strict=True)):
+                if i not in queued:  # as transfer(): a timer only
+                    self._landing += 1
+                    timer = self.env.timeout(lat if len(path.links) else 0.0)
+                    timer.callbacks.append(self._landed)
+                    timer.callbacks.append(count.landed)
+        if not flows:
+            return done
+        mine = [paths[i] for i in flows]
+        self._weighted = self._weighted or any(p.weights is not None for p in mine)
+        self._tagged = self._tagged or bool(tag)
+        # every flow's "event" is the one Countdown (it only needs ``succeed``)
+        events: list[simpy.Event] = [count] * len(flows)  # type: ignore[list-item]
+        self._pending.append(
+            new_flows(mine, [sizes[i] for i in flows], [lats[i] for i in flows],
+                      [caps[i] for i in flows], events, [tag] * len(flows), self._nlinks)
+        )  # fmt: skip
+        if not self._solve_due:
+            self._request_solve()
+        return done
 
     def _route(self, src: str, dst: str, rail: int) -> tuple[Path, float]:
         key = (src, dst, rail)

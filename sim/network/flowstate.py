@@ -15,7 +15,7 @@ import simpy
 
 from sim.topology.paths import Path
 
-__all__ = ["FlowArrays", "PendingTransfer", "new_flows"]
+__all__ = ["Countdown", "FlowArrays", "PendingTransfer", "new_flows"]
 
 
 PendingTransfer = tuple[
@@ -111,3 +111,23 @@ def _widen(a: np.ndarray, width: int, pad: float) -> np.ndarray:
     out = np.full((a.shape[0], width), pad, dtype=a.dtype)
     out[:, : a.shape[1]] = a
     return out
+
+
+class Countdown:
+    """Stands for ``left`` transfers' arrival events: fires ``event`` at the last one
+    (:meth:`sim.network.flow.FlowNetwork.transfer_batch`)."""
+
+    __slots__ = ("event", "left")
+
+    def __init__(self, event: simpy.Event, left: int) -> None:
+        self.event, self.left = event, left
+
+    def succeed(self, _value: object = None) -> None:
+        """One transfer landed; the last one fires :attr:`event`."""
+        self.left -= 1
+        if not self.left:
+            self.event.succeed()
+
+    def landed(self, _event: simpy.Event) -> None:
+        """Callback form of :meth:`succeed` (for a zero-byte transfer's timer)."""
+        self.succeed()

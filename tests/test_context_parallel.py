@@ -321,7 +321,7 @@ def test_json_shows_cp(capsys: pytest.CaptureFixture[str]) -> None:
 def test_ep_with_cp_is_refused() -> None:
     """MoE expert parallelism beside CP is not modelled: said, not silently wrong."""
     from sim.errors import ConfigError
-    from sim.training.workload.plan import validate_plan
+    from sim.training.workload.plan_checks import validate_plan
 
     moe = dataclasses.replace(LLAMA3_8B, experts=8, top_k=2)
     with pytest.raises(ConfigError, match=r"parallel\.cp"):

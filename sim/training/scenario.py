@@ -49,7 +49,8 @@ from sim.training.scenario_sections import (
 )
 from sim.training.workload.context import check_context
 from sim.training.workload.models import ModelSpec, model_preset
-from sim.training.workload.plan import ParallelPlan, validate_plan
+from sim.training.workload.plan import ParallelPlan
+from sim.training.workload.plan_checks import validate_plan
 from sim.training.workload.zero import FSDP_STRATEGIES
 from sim.variability.config import VariabilityConfig
 

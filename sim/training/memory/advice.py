@@ -14,7 +14,8 @@ from dataclasses import replace
 from sim.errors import ConfigError
 from sim.training.memory.report import MemoryParams, MemoryReport, memory_per_gpu
 from sim.training.workload.models import ModelSpec
-from sim.training.workload.plan import ParallelPlan, validate_plan
+from sim.training.workload.plan import ParallelPlan
+from sim.training.workload.plan_checks import validate_plan
 from sim.training.workload.trainable import DEFAULT, Techniques
 
 __all__ = ["memory_advice"]

@@ -21,7 +21,7 @@ import networkx as nx
 
 from sim.catalog import LinkSpec
 from sim.errors import TopologyError
-from sim.topology.spec import NetworkSpec
+from sim.topology.sections import NetworkSpec
 
 __all__ = ["add_fabric", "add_link"]
 

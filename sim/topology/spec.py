@@ -47,14 +47,15 @@ from __future__ import annotations
 import re
 import types
 import typing
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from sim.errors import TopologyError
 from sim.topology.graph import GraphSpec, check_nodes
-from sim.topology.links import UNION_TAGS, LinkRef
+from sim.topology.links import UNION_TAGS
 from sim.topology.overrides import Override, check_overrides
+from sim.topology.sections import SPEC_CONFIG, NetworkSpec, NodeSpec, ServerGroup
 
 __all__ = ["MAX_GPUS", "NetworkSpec", "NodeSpec", "ServerGroup", "TopologySpec", "parse_spec"]
 
@@ -63,56 +64,6 @@ __all__ = ["MAX_GPUS", "NetworkSpec", "NodeSpec", "ServerGroup", "TopologySpec",
 #: building a graph for hours.
 MAX_GPUS = 131_072
 
-_STRICT = ConfigDict(extra="forbid", strict=False, frozen=True)
-
-
-class NodeSpec(BaseModel):
-    """One server (or one NVLink domain for rack-scale systems such as GB200 NVL72)."""
-
-    model_config = _STRICT
-    gpus: int = Field(ge=1)
-    fabric: Literal["nvswitch", "mesh", "pcie"] = "pcie"
-    nvlink: LinkRef | None = None
-    pcie: LinkRef | None = None
-    pcie_switches: int = Field(default=0, ge=0)
-    p2p: bool = True
-    nvlink_bridges: LinkRef | None = None
-    nics: int = Field(default=0, ge=0)
-    nic: LinkRef | None = None
-    nic_bandwidth: str | float | None = None
-    nic_affinity: list[str] | None = None
-
-
-class ServerGroup(BaseModel):
-    """``count`` identical servers, one entry of ``servers``; ``gpu`` (a catalog name)
-    replaces the file's ``gpu`` for these servers (a heterogeneous cluster)."""
-
-    model_config = _STRICT
-    count: int = Field(ge=1)
-    gpu: str | None = None
-    node: NodeSpec
-
-
-class NetworkSpec(BaseModel):
-    """The scale-out fabric between servers."""
-
-    model_config = _STRICT
-    kind: Literal["rail-optimized", "leaf-spine", "fat-tree-3tier", "none"] = "none"
-    link: LinkRef | None = None
-    oversubscription: float = Field(default=1.0, ge=1.0)
-    nodes_per_leaf: int = Field(default=32, ge=1)
-    spines: int | None = Field(default=None, ge=1)
-    rails: bool | None = None
-    nodes_per_pod: int | None = Field(default=None, ge=1)
-    spines_per_pod: int | None = Field(default=None, ge=1)
-    cores_per_plane: int = Field(default=2, ge=1)
-    core_oversubscription: float = Field(default=1.0, ge=1.0)
-    routing: Literal["ecmp", "adaptive"] | None = None
-    qps_per_connection: int = Field(default=1, ge=1, le=128)
-    pxn: bool = True
-    congestion_loss: float | None = Field(default=None, ge=0.0, lt=1.0)
-    sharp: bool = False
-
 
 class TopologySpec(BaseModel):
     """A whole cluster description (one topology YAML file).
@@ -120,7 +71,7 @@ class TopologySpec(BaseModel):
     After :func:`parse_spec`, ``nodes`` is the server count of every form.
     """
 
-    model_config = _STRICT
+    model_config = SPEC_CONFIG
     name: str
     description: str = ""
     gpu: str

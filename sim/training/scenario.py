@@ -3,8 +3,9 @@
 A scenario is YAML with the sections ``model``, ``cluster``, ``parallel``, ``training``,
 ``price``, the optional ``variability`` (:mod:`sim.variability.config`) and the scalars
 ``network``, ``profile``, ``seed``; the optional ``reliability``, ``spot`` and ``energy``
-sections feed the layers over the step (:mod:`sim.training.scenario_layers`). Unknown keys
-are rejected with their place (``parallel.foo``). Presets ship in the ``scenarios`` package
+sections feed the layers over the step (:mod:`sim.training.scenario_layers`). Every section
+is validated by a strict pydantic model (:mod:`sim.training.scenario_models`); unknown keys
+and bad values are rejected in one line naming their place (``parallel.foo``). Presets ship in the ``scenarios`` package
 and are found by name; anything else is read as a path.
 
 >>> raw = {"model": {"preset": "gpt2-124m"}, "cluster": {"topology": "single-h100"},
@@ -29,16 +30,8 @@ from sim.errors import ConfigError
 from sim.files import load_yaml, read_text
 from sim.packaged import validate_section
 from sim.training.scenario_layers import LAYER_MODELS, check_price, layer_sections
-from sim.training.scenario_readers import (
-    GRAD_DTYPES,
-    NULLABLE,
-    PRECISIONS,
-    READERS,
-    check_seq_len,
-    read_choice,
-    read_int,
-    read_str,
-)
+from sim.training.scenario_models import SECTION_MODELS, read_section
+from sim.training.scenario_readers import GRAD_DTYPES, PRECISIONS, check_seq_len
 from sim.training.scenario_sections import (
     NETWORKS,
     ClusterSection,
@@ -79,11 +72,7 @@ def _keys(cls: type) -> tuple[str, ...]:
 
 
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
-    "model": ("preset", *(k for k in _keys(ModelSpec) if k != "name")),
-    "cluster": _keys(ClusterSection),
-    "parallel": tuple(k for k in _keys(ParallelSection) if k != "fsdp"),
-    "training": _keys(TrainingSection),
-    "price": _keys(PriceSection),
+    **{name: tuple(model.model_fields) for name, model in SECTION_MODELS.items() if name},
     "variability": tuple(VariabilityConfig.model_fields),
     **{name: tuple(model.model_fields) for name, model in LAYER_MODELS.items()},
 }
@@ -91,24 +80,8 @@ TOP_KEYS = (*SECTION_KEYS, "network", "profile", "seed")
 
 
 def _section(raw: Mapping[str, Any], name: str) -> dict[str, Any]:
-    data = raw.get(name) or {}
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{name}: expected a mapping of keys, got {data!r}")
-    for key in data:
-        if key not in SECTION_KEYS[name]:
-            raise ConfigError(
-                f"{name}.{key}: unknown key; allowed: {', '.join(SECTION_KEYS[name])}"
-            )
-    out = {}
-    for key, value in data.items():
-        if value is None and key in NULLABLE:
-            continue  # explicit null = not given
-        out[key] = READERS[key](value, f"{name}.{key}")
-    if "zero" in out:
-        out["zero"], fsdp = out["zero"]
-        if fsdp is not None:
-            out["fsdp"] = fsdp
-    return out
+    """The keys given in section ``name``, validated by its pydantic model."""
+    return read_section(name, raw.get(name))
 
 
 def _model(raw: Mapping[str, Any]) -> ModelSpec:
@@ -142,7 +115,7 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
     _require(cluster, "cluster", "topology")
     _require(training, "training", "global_batch")
     _require(training, "training", "seq_len")
-    profile = raw.get("profile")
+    scalars = read_section("", {k: raw[k] for k in ("network", "profile", "seed") if k in raw})
     model = _model(raw)
     check_seq_len(model.max_seq, training["seq_len"], raw["model"])
     price = PriceSection(**_section(raw, "price"))
@@ -154,9 +127,7 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
         parallel=ParallelSection(**_section(raw, "parallel")),
         training=TrainingSection(**training),
         price=price,
-        network=read_choice(NETWORKS)(raw.get("network", "flow"), "network"),
-        profile=None if profile is None else read_str(profile, "profile"),
-        seed=read_int(raw.get("seed", 0), "seed", 0),
+        **scalars,
         variability=(
             validate_section(VariabilityConfig, raw["variability"], "variability")
             if "variability" in raw

@@ -1,6 +1,7 @@
-"""Typed readers of scenario values: each names the key with its place and what is allowed.
+"""What the scenario sections allow: caps, choices, nullable keys, and the parsers of values
+with their own syntax (read by the models of :mod:`sim.training.scenario_models`).
 
->>> READERS["zero"]("FULL_SHARD", "parallel.zero")
+>>> SPECIAL["zero"]("FULL_SHARD", "parallel.zero")
 (3, 'FULL_SHARD')
 """
 
@@ -15,6 +16,7 @@ from sim.collectives.selection import parse_list
 from sim.errors import ConfigError
 from sim.topology.spec import MAX_GPUS
 from sim.training.scenario_layers import read_tokens
+from sim.training.scenario_sections import NETWORKS
 from sim.training.workload.plan import parse_order
 from sim.training.workload.techniques import COMPRESSIONS, DP_MODES
 from sim.training.workload.trainable import FINETUNES, OFFLOADS, OPTIMIZERS, parse_targets
@@ -23,14 +25,16 @@ from sim.units import parse_bandwidth, parse_bytes
 
 __all__ = [
     "CAPS",
+    "CHOICES",
     "GRAD_DTYPES",
     "NULLABLE",
     "PRECISIONS",
-    "READERS",
+    "SPECIAL",
     "check_seq_len",
     "read_choice",
     "read_int",
     "read_str",
+    "short",
 ]
 
 PRECISIONS = ("bf16", "fp16", "fp8")
@@ -59,10 +63,10 @@ def read_int(value: object, where: str, low: int = 1, high: int | None = None) -
     3
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{where}: expected an integer >= {low}, got {_short(value)}")
+        raise ConfigError(f"{where}: expected an integer >= {low}, got {short(value)}")
     high = CAPS.get(where.rsplit(".", 1)[-1]) if high is None else high
     if high is not None and value > high:
-        raise ConfigError(f"{where}: {_short(value)} is above the largest allowed, {high:,}")
+        raise ConfigError(f"{where}: {short(value)} is above the largest allowed, {high:,}")
     return value
 
 
@@ -80,15 +84,10 @@ def check_seq_len(max_seq: int, seq_len: int, model_raw: object) -> None:
         )
 
 
-def _short(value: object) -> str:
+def short(value: object) -> str:
+    """``repr(value)``, cut to about 40 characters for messages."""
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
-
-
-def _bool(value: object, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{where}: expected true or false, got {value!r}")
-    return value
 
 
 def read_str(value: object, where: str) -> str:
@@ -113,22 +112,6 @@ def read_choice(choices: Sequence[str]) -> Callable[[object, str], str]:
     return read
 
 
-def _zero(value: object, where: str) -> tuple[int, str | None]:
-    return parse_zero(value, where)
-
-
-def _fraction(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-        raise ConfigError(f"{where}: expected a number in [0, 1), got {value!r}")
-    return float(value)
-
-
-def _ratio(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise ConfigError(f"{where}: expected a fraction in (0, 1], got {value!r}")
-    return float(value)
-
-
 def _placement(value: object, where: str) -> str | list[str]:
     if isinstance(value, str):
         return value
@@ -149,53 +132,28 @@ def _nccl_list(known: Sequence[str], what: str) -> Callable[[object, str], str]:
     return read
 
 
-def _price(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e9:
-        raise ConfigError(f"{where}: expected a non-negative number of USD, got {value!r}")
-    return float(value)
+#: Choice keys and what they allow (the error lists them).
+CHOICES: dict[str, tuple[str, ...]] = {
+    "schedule": ("gpipe", "1f1b", "interleaved"), "recompute": ("none", "selective", "full"),
+    "batch_split": ("equal", "proportional"), "stage_split": ("equal", "speed"),
+    "grad_compression": tuple(COMPRESSIONS), "dp_mode": tuple(DP_MODES),
+    "precision": PRECISIONS, "grad_dtype": tuple(GRAD_DTYPES),
+    "cross_entropy": ("fp32", "fused"), "optimizer": tuple(OPTIMIZERS),
+    "finetune": tuple(FINETUNES), "offload": tuple(OFFLOADS), "network": NETWORKS,
+}  # fmt: skip
 
-
-def _positive(value: object, where: str, unit: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigError(f"{where}: expected a positive number of {unit}, got {value!r}")
-    return float(value)
-
-
-READERS: dict[str, Callable[[object, str], Any]] = {
-    "tp": read_int, "pp": read_int, "dp": read_int, "cp": read_int, "ep": read_int, "micro_batch": read_int,
-    "virtual_stages": read_int, "global_batch": read_int, "seq_len": read_int, "nodes": read_int,
-    "shard_size": read_int, "first_stage_layers": lambda v, w: read_int(v, w, 0),
-    "last_stage_layers": lambda v, w: read_int(v, w, 0),
-    "embedding_as_layer": _bool, "loss_as_layer": _bool,
-    "zero": _zero, "dropout": _fraction, "grad_dtype": read_choice(tuple(GRAD_DTYPES)),
-    "cross_entropy": read_choice(("fp32", "fused")),
-    "sp": _bool, "overlap_tp": _bool, "overlap_dp": _bool, "flash_attention": _bool,
-    "fused_kernels": _bool, "tokens": read_tokens,
+#: Parsers of the values with their own syntax: (value, key path) -> value as read.
+SPECIAL: dict[str, Callable[[object, str], Any]] = {
+    "zero": parse_zero, "tokens": read_tokens, "lora_targets": parse_targets,
     "nccl_algo": _nccl_list(list(ALGORITHMS), "NCCL_ALGO"),
     "nccl_proto": _nccl_list(list(PROTOCOLS), "NCCL_PROTO"),
-    "schedule": read_choice(("gpipe", "1f1b", "interleaved")),
-    "recompute": read_choice(("none", "selective", "full")),
-    "precision": read_choice(PRECISIONS),
     "bucket_bytes": lambda v, w: parse_bytes(v, w),
     "placement": lambda v, w: parse_order(_placement(v, w)),
-    "topology": read_str, "gpu_hour_usd": _price,
-    "preset": read_str, "norm": read_str, "position": read_str,
-    "layers": read_int, "hidden": read_int, "ffn_hidden": read_int, "heads": read_int, "kv_heads": read_int,
-    "vocab": read_int, "experts": read_int, "top_k": read_int, "max_seq": read_int,
-    "gated_mlp": _bool, "tied_embeddings": _bool, "bias": _bool,
-    "batch_split": read_choice(("equal", "proportional")),
-    "stage_split": read_choice(("equal", "speed")),
-    # data-parallel communication techniques (sim.training.workload.techniques)
-    "grad_compression": read_choice(COMPRESSIONS), "topk_ratio": _ratio,
-    "powersgd_rank": read_int, "dp_mode": read_choice(DP_MODES), "ps_servers": read_int,
-    "staleness": lambda v, w: read_int(v, w, 0), "sync_every": read_int,
-    "optimizer": read_choice(OPTIMIZERS), "momentum": _bool, "finetune": read_choice(FINETUNES),
-    "lora_rank": read_int, "lora_targets": parse_targets, "offload": read_choice(OFFLOADS),
-    "offload_overlap": _bool, "cpu_adam_rate": lambda v, w: _positive(v, w, "parameters/s"),
     "nvme_bandwidth": lambda v, w: parse_bandwidth(v, w),
 }  # fmt: skip
 
 
+#: Keys where an explicit null means "not given".
 NULLABLE = (
     "dp", "nodes", "gpu_hour_usd", "shard_size", "first_stage_layers", "last_stage_layers",
     "embedding_as_layer", "loss_as_layer", "ps_servers", "tokens", "preset",

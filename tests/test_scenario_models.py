@@ -122,3 +122,10 @@ def test_any_value_is_read_or_refused_in_one_line(section: str, data: Any, value
     except ConfigError as err:
         text = str(err)
         assert text.startswith(f"{section}.{key}") and "\n" not in text
+
+
+@pytest.mark.parametrize("key", ["layers", "gated_mlp", "norm", "dropout", "max_seq"])
+def test_null_is_refused_where_not_nullable(key: str) -> None:
+    """``model.gated_mlp: null`` is an error, as before (only NULLABLE keys take null)."""
+    with pytest.raises(ConfigError, match=rf"^model\.{key}: .*got None"):
+        scenario_from_dict({**BASE, "model": {"preset": "gpt2-124m", key: None}})

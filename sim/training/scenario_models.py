@@ -63,6 +63,8 @@ def _number(default: float | None, what: str, **bounds: float) -> Any:
 
 
 Float = Annotated[float, AllowInfNan(False)]
+#: The default of a model key: not given (defaults are not validated; a written null is).
+_UNSET: Any = None
 Choice = str  # checked against CHOICES[key] (the error lists them)
 
 
@@ -85,21 +87,21 @@ class ModelKeys(_Section):
 
     model_config = ConfigDict(title="model")
     preset: Annotated[str, Field(min_length=1)] | None = None
-    layers: int | None = _count(None, "layers")
-    hidden: int | None = _count(None, "hidden")
-    ffn_hidden: int | None = _count(None, "ffn_hidden")
-    heads: int | None = _count(None, "heads")
-    kv_heads: int | None = _count(None, "kv_heads")
-    vocab: int | None = _count(None, "vocab")
-    experts: int | None = _count(None, "experts")
-    top_k: int | None = _count(None, "top_k")
-    gated_mlp: bool | None = None
-    tied_embeddings: bool | None = None
-    norm: Annotated[str, Field(min_length=1)] | None = None
-    position: Annotated[str, Field(min_length=1)] | None = None
-    max_seq: int | None = _count(None, "max_seq")
-    bias: bool | None = None
-    dropout: Float | None = _number(None, "a number in [0, 1)", ge=0, lt=1)
+    layers: int = _count(None, "layers")
+    hidden: int = _count(None, "hidden")
+    ffn_hidden: int = _count(None, "ffn_hidden")
+    heads: int = _count(None, "heads")
+    kv_heads: int = _count(None, "kv_heads")
+    vocab: int = _count(None, "vocab")
+    experts: int = _count(None, "experts")
+    top_k: int = _count(None, "top_k")
+    gated_mlp: bool = _UNSET
+    tied_embeddings: bool = _UNSET
+    norm: Annotated[str, Field(min_length=1)] = _UNSET
+    position: Annotated[str, Field(min_length=1)] = _UNSET
+    max_seq: int = _count(None, "max_seq")
+    bias: bool = _UNSET
+    dropout: Float = _number(None, "a number in [0, 1)", ge=0, lt=1)
 
 
 class ClusterKeys(_Section):

@@ -107,6 +107,7 @@ class FlowNetwork:
         self._lossy = bool(np.any(topology.link_loss > 0))
         self._cache = solve_cache
         self._capacity_key = SolveCache.key(self._capacity) if solve_cache else b""
+        self._route_id = solve_cache.route_id if solve_cache else None
         self.link_bytes = np.zeros(self._nlinks)
         self.solves = 0
         self.samples: list[tuple[float, np.ndarray, np.ndarray]] = []
@@ -210,7 +211,8 @@ class FlowNetwork:
         events: list[simpy.Event] = [count] * len(flows)  # type: ignore[list-item]
         self._pending.append(
             new_flows(mine, [sizes[i] for i in flows], [lats[i] for i in flows],
-                      [caps[i] for i in flows], events, [tag] * len(flows), self._nlinks)
+                      [caps[i] for i in flows], events, [tag] * len(flows), self._nlinks,
+                      self._route_id)
         )  # fmt: skip
         if not self._solve_due:
             self._request_solve()
@@ -293,7 +295,9 @@ class FlowNetwork:
         for item in [*pending, None]:
             if run and not isinstance(item, tuple):
                 paths, nbytes, lats, caps, events, tags = zip(*run, strict=True)
-                block = new_flows(paths, nbytes, lats, caps, events, tags, self._nlinks)
+                block = new_flows(
+                    paths, nbytes, lats, caps, events, tags, self._nlinks, self._route_id
+                )
                 self._flows.extend(block, self._nlinks)
                 run = []
             if isinstance(item, FlowArrays):
@@ -318,7 +322,9 @@ class FlowNetwork:
             f.rate = progressive_fill(f.hops, capacity, caps, weights)
         else:
             fixed = None if self._lossy else self._capacity_key
-            f.rate = self._cache.solve(progressive_fill, f.hops, capacity, caps, weights, fixed)
+            f.rate = self._cache.solve_routes(
+                progressive_fill, f.route, f.hops, capacity, caps, weights, fixed
+            )
         if self.debug:
             hops, capacity = with_flow_caps(f.hops, capacity, f.cap)
             share = np.hstack([f.share, np.ones((len(f), hops.shape[1] - f.hops.shape[1]))])

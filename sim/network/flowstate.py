@@ -7,7 +7,7 @@ latency, rate cap, event, tag); :func:`new_flows` builds a block of them from tr
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +36,8 @@ class FlowArrays:
     cap: np.ndarray  # the flow's own rate cap, bytes/s (inf: none)
     events: list[simpy.Event] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
+    # route number per flow (SolveCache.route_id; -1: none), keys cached solves
+    route: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
 
     @classmethod
     def empty(cls) -> FlowArrays:
@@ -54,6 +56,7 @@ class FlowArrays:
         self.nbytes = self.nbytes[mask]
         self.latency = self.latency[mask]
         self.cap = self.cap[mask]
+        self.route = self.route[mask]
         keep = mask.tolist()
         self.events = list(itertools.compress(self.events, keep))
         self.tags = list(itertools.compress(self.tags, keep))
@@ -68,6 +71,7 @@ class FlowArrays:
         self.nbytes = np.concatenate([self.nbytes, other.nbytes])
         self.latency = np.concatenate([self.latency, other.latency])
         self.cap = np.concatenate([self.cap, other.cap])
+        self.route = np.concatenate([self.route, other.route])
         self.events.extend(other.events)
         self.tags.extend(other.tags)
 
@@ -80,9 +84,11 @@ def new_flows(
     events: Sequence[simpy.Event],
     tags: Sequence[str],
     pad: int,
+    route_id: Callable[[Path], int] | None = None,
 ) -> FlowArrays:
     """Flows not yet sharing, one row per path: hops padded with ``pad`` (the link
-    count) as :func:`~sim.network.maxmin.pad_paths` pads them, each path's shares."""
+    count) as :func:`~sim.network.maxmin.pad_paths` pads them, each path's shares, and
+    its route number ``route_id(path)`` (-1 without ``route_id``)."""
     lengths = np.array([len(p.links) for p in paths], dtype=np.intp)
     width = int(lengths.max()) if lengths.size else 0
     filled = np.arange(width) < lengths[:, None]
@@ -102,6 +108,11 @@ def new_flows(
         cap=np.array(caps_Bps, dtype=float),
         events=list(events),
         tags=list(tags),
+        route=np.fromiter(
+            (route_id(p) for p in paths) if route_id else itertools.repeat(-1, len(paths)),
+            np.intp,
+            len(paths),
+        ),
     )
 
 

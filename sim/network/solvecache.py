@@ -9,6 +9,12 @@ but the hop array, the link capacities, the per-flow caps and the weights, so a 
 whose inputs are byte-for-byte those of an earlier one can take that one's rates: the
 results are bit-identical to solving again. :class:`SolveCache` keys each solve by a
 BLAKE2b digest (256 bits) of those inputs.
+
+Hashing every solve's full hop and share arrays cost as much as the solves themselves
+at thousands of ranks, so a caller that knows each flow's route can key by route
+numbers instead (:meth:`SolveCache.route_id`, :meth:`SolveCache.solve_routes`): a route
+number stands for the route's links and shares, numbered by their content, so equal
+numbers mean equal hop and share rows and the key is as exact as the full arrays'.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import hashlib
 from collections.abc import Callable
 
 import numpy as np
+
+from sim.topology.paths import Path
 
 __all__ = ["SolveCache"]
 
@@ -68,6 +76,20 @@ class SolveCache:
         self._bytes = 0
         self.hits = 0
         self.misses = 0
+        self._by_obj: dict[int, tuple[Path, int]] = {}  # keeps each Path alive: ids stay unique
+        self._by_content: dict[bytes, int] = {}
+
+    def route_id(self, path: Path) -> int:
+        """Number of ``path``'s route: equal for paths with equal links and shares."""
+        hit = self._by_obj.get(id(path))
+        if hit is not None:
+            return hit[1]
+        links = np.ascontiguousarray(path.links, dtype=np.intp)
+        content = len(links).to_bytes(8, "little") + links.tobytes()
+        content += np.ascontiguousarray(path.shares, dtype=float).tobytes()
+        rid = self._by_content.setdefault(content, len(self._by_content))
+        self._by_obj[id(path)] = (path, rid)
+        return rid
 
     def solve(
         self,
@@ -82,6 +104,35 @@ class SolveCache:
         before for byte-identical inputs. ``capacity_key``: :meth:`key` of ``capacity``
         when the caller already has it (a network's fixed capacities, hashed once)."""
         key = _digest(hops, caps, weights) + (capacity_key or self.key(capacity))
+        return self._lookup(key, solver, hops, capacity, caps, weights)
+
+    def solve_routes(
+        self,
+        solver: Solver,
+        routes: np.ndarray,
+        hops: np.ndarray,
+        capacity: np.ndarray,
+        caps: np.ndarray | None,
+        weights: np.ndarray | None,
+        capacity_key: bytes | None = None,
+    ) -> np.ndarray:
+        """As :meth:`solve`, keyed by the flows' route numbers (:meth:`route_id`; row
+        ``i`` of ``hops`` and ``weights`` is route ``routes[i]``'s links and shares, padded
+        to the width ``hops.shape[1]`` with the pad :func:`~sim.network.maxmin.pad_paths`
+        uses) instead of the hop and share arrays themselves."""
+        shape = np.array([*hops.shape, weights is None], dtype=np.int64)
+        key = b"r" + _digest(shape, routes, caps) + (capacity_key or self.key(capacity))
+        return self._lookup(key, solver, hops, capacity, caps, weights)
+
+    def _lookup(
+        self,
+        key: bytes,
+        solver: Solver,
+        hops: np.ndarray,
+        capacity: np.ndarray,
+        caps: np.ndarray | None,
+        weights: np.ndarray | None,
+    ) -> np.ndarray:
         hit = self._rates.get(key)
         if hit is not None:
             self.hits += 1

@@ -30,7 +30,7 @@ Two evaluators, which agree exactly where nothing contends:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +38,7 @@ import simpy
 
 from sim.collectives.channels import CAPPED, overlapped
 from sim.collectives.params import AlgorithmParams, CollectiveParams
-from sim.collectives.schedule import Schedule, Transfer
+from sim.collectives.schedule import Phase, Schedule, Transfer
 from sim.collectives.steparrays import (
     RouteTable,
     StepArrays,
@@ -208,25 +208,33 @@ def predict_step_sync(
         p: nc[p] * params.channels.bandwidth_Bps[p] if capped and nc[p] else math.inf
         for p in protos
     }
+    for phase, step, mult in _costed_steps(sched, endpoints, routes):
+        c = cost_of(sched, step, routes.table)
+        sent = float(c.src_payload_bytes.max())
+        for p in protos:
+            busy = c.drain_s * scale[p]
+            if math.isfinite(cap[p]):
+                busy = np.maximum(busy, c.src_payload_bytes / cap[p])
+            t = float(np.max(c.latency_s + busy))
+            lat = 0.0 if phase.streamed else algo.step_latency_s[c.scope][p]
+            both = phase.overlap and overlapped(params.channels, sent, nc[p])
+            total[p] += mult * (max(t, lat) if both else t + lat)
+    return {p: float(v) for p, v in total.items()}
+
+
+def _costed_steps(
+    sched: Schedule, endpoints: Sequence[str], routes: RouteCache
+) -> Iterator[tuple[Phase, StepArrays, int]]:
+    """The non-empty steps of ``sched`` as arrays, each with how many times it counts: a
+    uniform phase's first step stands for all ``repeat`` of them."""
     memo: dict[int, tuple[object, StepArrays]] = {}
     for phase in sched.phases:
         reps = range(1) if phase.uniform else range(phase.repeat)
         mult = phase.repeat if phase.uniform else 1
         for k in reps:
             step = phase_step(phase, k, endpoints, routes.table, memo)
-            if not len(step):
-                continue
-            c = cost_of(sched, step, routes.table)
-            sent = float(c.src_payload_bytes.max())
-            for p in protos:
-                busy = c.drain_s * scale[p]
-                if math.isfinite(cap[p]):
-                    busy = np.maximum(busy, c.src_payload_bytes / cap[p])
-                t = float(np.max(c.latency_s + busy))
-                lat = 0.0 if phase.streamed else algo.step_latency_s[c.scope][p]
-                both = phase.overlap and overlapped(params.channels, sent, nc[p])
-                total[p] += mult * (max(t, lat) if both else t + lat)
-    return {p: float(v) for p, v in total.items()}
+            if len(step):
+                yield phase, step, mult
 
 
 def schedule_link_bytes(
@@ -239,18 +247,12 @@ def schedule_link_bytes(
     """
     topo = routes.topology
     out = np.zeros(len(topo.capacity_Bps))
-    memo: dict[int, tuple[object, StepArrays]] = {}
-    for phase in sched.phases:
-        reps = range(1) if phase.uniform else range(phase.repeat)
-        mult = phase.repeat if phase.uniform else 1
-        for k in reps:
-            step = phase_step(phase, k, endpoints, routes.table, memo)
-            if len(step):
-                flat, share, owner = gather(routes.table, step)
-                # per transfer (chunks * chunk_bytes * scale * mult), in the order of the
-                # per-transfer sum it replaces, then spread over its links by share
-                each = step.chunks * sched.chunk_bytes * scale * mult
-                np.add.at(out, flat, share * each[owner])
+    for _, step, mult in _costed_steps(sched, endpoints, routes):
+        flat, share, owner = gather(routes.table, step)
+        # per transfer (chunks * chunk_bytes * scale * mult), in the order of the
+        # per-transfer sum it replaces, then spread over its links by share
+        each = step.chunks * sched.chunk_bytes * scale * mult
+        np.add.at(out, flat, share * each[owner])
     return out
 
 

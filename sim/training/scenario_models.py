@@ -36,7 +36,12 @@ from pydantic_core import ErrorDetails
 
 from sim.errors import ConfigError
 from sim.training.scenario_readers import CAPS, CHOICES, NULLABLE, SPECIAL, short
-from sim.training.workload.trainable import ATTENTION_TARGETS, CPU_ADAM_PARAMS_PER_S, NVME_BPS
+from sim.training.scenario_sections import (
+    ClusterSection,
+    ParallelSection,
+    PriceSection,
+    TrainingSection,
+)
 
 __all__ = ["SECTION_MODELS", "read_section"]
 
@@ -109,44 +114,51 @@ class ClusterKeys(_Section):
 
     model_config = ConfigDict(title="cluster")
     topology: Annotated[str, Field(min_length=1)]
-    nodes: int | None = _count(None, "nodes")
+    nodes: int | None = _count(ClusterSection.nodes, "nodes")
 
 
 class ParallelKeys(_Section):
     """``parallel``: the plan as written (:class:`ParallelSection`, less ``fsdp``)."""
 
     model_config = ConfigDict(title="parallel")
-    tp: int = _count(1, "tp")
-    pp: int = _count(1, "pp")
-    dp: int | None = _count(None, "dp")
-    cp: int = _count(1, "cp")
-    ep: int = _count(1, "ep")
-    sp: bool = False
-    zero: Annotated[tuple[int, str | None], _parsed("zero")] = (0, None)
-    micro_batch: int = _count(1, "micro_batch")
-    schedule: Choice = "1f1b"
-    virtual_stages: int = _count(1, "virtual_stages")
-    recompute: Choice = "none"
-    overlap_tp: bool = False
-    overlap_dp: bool = True
-    bucket_bytes: Annotated[float, _parsed("bucket_bytes")] = 25 * 2**20
-    placement: Annotated[tuple[str, ...], _parsed("placement")] = ("tp", "pp", "dp")
-    shard_size: int | None = _count(None, "shard_size")
-    first_stage_layers: int | None = _count(None, "first_stage_layers", 0)
-    last_stage_layers: int | None = _count(None, "last_stage_layers", 0)
-    embedding_as_layer: bool | None = None
-    loss_as_layer: bool | None = None
-    nccl_algo: Annotated[str, _parsed("nccl_algo")] = "auto"
-    nccl_proto: Annotated[str, _parsed("nccl_proto")] = "auto"
-    batch_split: Choice = "equal"
-    stage_split: Choice = "equal"
-    grad_compression: Choice = "none"
-    topk_ratio: Float = _number(0.01, "a fraction in (0, 1]", gt=0, le=1)
-    powersgd_rank: int = _count(4, "powersgd_rank")
-    dp_mode: Choice = "allreduce"
-    ps_servers: int | None = _count(None, "ps_servers")
-    staleness: int = _count(0, "staleness", 0)
-    sync_every: int = _count(1, "sync_every")
+    tp: int = _count(ParallelSection.tp, "tp")
+    pp: int = _count(ParallelSection.pp, "pp")
+    dp: int | None = _count(ParallelSection.dp, "dp")
+    cp: int = _count(ParallelSection.cp, "cp")
+    ep: int = _count(ParallelSection.ep, "ep")
+    sp: bool = ParallelSection.sp
+    zero: Annotated[tuple[int, str | None], _parsed("zero")] = (
+        ParallelSection.zero,
+        ParallelSection.fsdp,
+    )
+    micro_batch: int = _count(ParallelSection.micro_batch, "micro_batch")
+    schedule: Choice = ParallelSection.schedule
+    virtual_stages: int = _count(ParallelSection.virtual_stages, "virtual_stages")
+    recompute: Choice = ParallelSection.recompute
+    overlap_tp: bool = ParallelSection.overlap_tp
+    overlap_dp: bool = ParallelSection.overlap_dp
+    bucket_bytes: Annotated[float, _parsed("bucket_bytes")] = ParallelSection.bucket_bytes
+    placement: Annotated[tuple[str, ...], _parsed("placement")] = ParallelSection.placement
+    shard_size: int | None = _count(ParallelSection.shard_size, "shard_size")
+    first_stage_layers: int | None = _count(
+        ParallelSection.first_stage_layers, "first_stage_layers", 0
+    )
+    last_stage_layers: int | None = _count(
+        ParallelSection.last_stage_layers, "last_stage_layers", 0
+    )
+    embedding_as_layer: bool | None = ParallelSection.embedding_as_layer
+    loss_as_layer: bool | None = ParallelSection.loss_as_layer
+    nccl_algo: Annotated[str, _parsed("nccl_algo")] = ParallelSection.nccl_algo
+    nccl_proto: Annotated[str, _parsed("nccl_proto")] = ParallelSection.nccl_proto
+    batch_split: Choice = ParallelSection.batch_split
+    stage_split: Choice = ParallelSection.stage_split
+    grad_compression: Choice = ParallelSection.grad_compression
+    topk_ratio: Float = _number(ParallelSection.topk_ratio, "a fraction in (0, 1]", gt=0, le=1)
+    powersgd_rank: int = _count(ParallelSection.powersgd_rank, "powersgd_rank")
+    dp_mode: Choice = ParallelSection.dp_mode
+    ps_servers: int | None = _count(ParallelSection.ps_servers, "ps_servers")
+    staleness: int = _count(ParallelSection.staleness, "staleness", 0)
+    sync_every: int = _count(ParallelSection.sync_every, "sync_every")
 
 
 class TrainingKeys(_Section):
@@ -155,29 +167,33 @@ class TrainingKeys(_Section):
     model_config = ConfigDict(title="training")
     global_batch: int = _count(..., "global_batch")  # type: ignore[arg-type]
     seq_len: int = _count(..., "seq_len")  # type: ignore[arg-type]
-    precision: Choice = "bf16"
-    flash_attention: bool = True
-    grad_dtype: Choice = "fp32"
-    cross_entropy: Choice = "fp32"
-    fused_kernels: bool = False
-    optimizer: Choice = "adamw"
-    momentum: bool = True
-    finetune: Choice = "full"
-    lora_rank: int = _count(16, "lora_rank")
-    lora_targets: Annotated[tuple[str, ...], _parsed("lora_targets")] = ATTENTION_TARGETS
-    offload: Choice = "none"
-    offload_overlap: bool = False
-    cpu_adam_rate: Float = _number(CPU_ADAM_PARAMS_PER_S, "a positive number of parameters/s", gt=0)
-    nvme_bandwidth: Annotated[float, _parsed("nvme_bandwidth")] = NVME_BPS
-    tokens: Annotated[float, _parsed("tokens")] | None = None
+    precision: Choice = TrainingSection.precision
+    flash_attention: bool = TrainingSection.flash_attention
+    grad_dtype: Choice = TrainingSection.grad_dtype
+    cross_entropy: Choice = TrainingSection.cross_entropy
+    fused_kernels: bool = TrainingSection.fused_kernels
+    optimizer: Choice = TrainingSection.optimizer
+    momentum: bool = TrainingSection.momentum
+    finetune: Choice = TrainingSection.finetune
+    lora_rank: int = _count(TrainingSection.lora_rank, "lora_rank")
+    lora_targets: Annotated[tuple[str, ...], _parsed("lora_targets")] = TrainingSection.lora_targets
+    offload: Choice = TrainingSection.offload
+    offload_overlap: bool = TrainingSection.offload_overlap
+    cpu_adam_rate: Float = _number(
+        TrainingSection.cpu_adam_rate, "a positive number of parameters/s", gt=0
+    )
+    nvme_bandwidth: Annotated[float, _parsed("nvme_bandwidth")] = TrainingSection.nvme_bandwidth
+    tokens: Annotated[float, _parsed("tokens")] | None = TrainingSection.tokens
 
 
 class PriceKeys(_Section):
     """``price``: a GPU-hour price in USD or a price preset (at most one; checked later)."""
 
     model_config = ConfigDict(title="price")
-    gpu_hour_usd: Float | None = _number(None, "a non-negative number of USD", ge=0, lt=1e9)
-    preset: Annotated[str, Field(min_length=1)] | None = None
+    gpu_hour_usd: Float | None = _number(
+        PriceSection.gpu_hour_usd, "a non-negative number of USD", ge=0, lt=1e9
+    )
+    preset: Annotated[str, Field(min_length=1)] | None = PriceSection.preset
 
 
 class ScalarKeys(_Section):

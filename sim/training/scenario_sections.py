@@ -14,12 +14,8 @@ from sim.cost.config import PriceConfig as _PriceConfig
 from sim.cost.prices import resolve_price
 from sim.reliability.config import ReliabilityConfig, SpotConfig
 from sim.training.workload.models import ModelSpec
-from sim.training.workload.trainable import (
-    ATTENTION_TARGETS,
-    CPU_ADAM_PARAMS_PER_S,
-    NVME_BPS,
-    Techniques,
-)
+from sim.training.workload.techniques import CommTechniques
+from sim.training.workload.trainable import DEFAULT, Techniques
 from sim.variability.config import VariabilityConfig
 
 __all__ = [
@@ -30,6 +26,9 @@ __all__ = [
     "Scenario",
     "TrainingSection",
 ]
+
+#: Defaults of the data-parallel techniques (one source: CommTechniques).
+_COMM = CommTechniques()
 
 NETWORKS = ("flow", "analytical")
 
@@ -59,7 +58,7 @@ class ParallelSection:
     (``equal`` | ``speed``) share micro-batches among data-parallel replicas and layers
     among pipeline stages by GPU speed on a heterogeneous cluster
     (:mod:`sim.training.hetero`); on one GPU model they change nothing.
-    of the step. ``grad_compression``, ``topk_ratio``, ``powersgd_rank``, ``dp_mode``,
+    ``grad_compression``, ``topk_ratio``, ``powersgd_rank``, ``dp_mode``,
     ``ps_servers``, ``staleness`` and ``sync_every`` change the data-parallel
     synchronisation (:mod:`sim.training.workload.techniques`; defaults: none).
     """
@@ -89,14 +88,14 @@ class ParallelSection:
     nccl_proto: str = "auto"
     batch_split: str = "equal"
     stage_split: str = "equal"
-    # data-parallel communication techniques: sim.training.workload.techniques
-    grad_compression: str = "none"
-    topk_ratio: float = 0.01
-    powersgd_rank: int = 4
-    dp_mode: str = "allreduce"
-    ps_servers: int | None = None
-    staleness: int = 0
-    sync_every: int = 1
+    # data-parallel communication techniques (defaults: CommTechniques')
+    grad_compression: str = _COMM.grad_compression
+    topk_ratio: float = _COMM.topk_ratio
+    powersgd_rank: int = _COMM.powersgd_rank
+    dp_mode: str = _COMM.dp_mode
+    ps_servers: int | None = _COMM.ps_servers
+    staleness: int = _COMM.staleness
+    sync_every: int = _COMM.sync_every
 
 
 @dataclass(frozen=True)
@@ -120,15 +119,17 @@ class TrainingSection:
     grad_dtype: str = "fp32"
     cross_entropy: str = "fp32"
     fused_kernels: bool = False
-    optimizer: str = "adamw"
-    momentum: bool = True
-    finetune: str = "full"
-    lora_rank: int = 16
-    lora_targets: tuple[str, ...] = ATTENTION_TARGETS
-    offload: str = "none"
-    offload_overlap: bool = False
-    cpu_adam_rate: float = CPU_ADAM_PARAMS_PER_S
-    nvme_bandwidth: float = NVME_BPS
+    # optimizer, fine-tuning and offload (defaults: Techniques')
+    optimizer: str = DEFAULT.optimizer
+    momentum: bool = DEFAULT.momentum
+    finetune: str = DEFAULT.finetune
+    lora_rank: int = DEFAULT.lora_rank
+    lora_targets: tuple[str, ...] = DEFAULT.lora_targets
+    offload: str = DEFAULT.offload
+    offload_overlap: bool = DEFAULT.offload_overlap
+    cpu_adam_rate: float = DEFAULT.cpu_adam_params_per_s
+    nvme_bandwidth: float = DEFAULT.nvme_Bps
+    tokens: float | None = None
 
     @property
     def techniques(self) -> Techniques:
@@ -136,8 +137,6 @@ class TrainingSection:
         return Techniques(self.optimizer, self.momentum, self.finetune, self.lora_rank,
                           self.lora_targets, self.offload, self.offload_overlap,
                           self.cpu_adam_rate, self.nvme_bandwidth)  # fmt: skip
-
-    tokens: float | None = None
 
 
 @dataclass(frozen=True)

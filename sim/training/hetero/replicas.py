@@ -85,13 +85,7 @@ def mixed_path(setup: StepSetup) -> bool:
     """Whether ``setup`` needs the per-replica step (mixed GPUs or a speed-based split)."""
     par = setup.scenario.parallel
     hetero = setup.topology.heterogeneous
-    mixed = hetero or par.batch_split != "equal" or par.stage_split != "equal"
-    if mixed and setup.plan.cp > 1:
-        raise ConfigError(
-            f"parallel.cp: {setup.plan.cp} is not modelled on a heterogeneous cluster or with a "
-            "speed-based batch/stage split; use parallel.cp=1 there"
-        )
-    return mixed
+    return hetero or par.batch_split != "equal" or par.stage_split != "equal"
 
 
 def layer_compute_s(setup: StepSetup, gpu: GpuSpec, params: ComputeParams) -> float:
@@ -195,7 +189,17 @@ def mixed_step(setup: StepSetup, timer: CollectiveTimer, record: bool = False) -
     MixedStep
         Classes in order of their first replica; ``critical`` the one ending last (ties:
         the lower replica).
+
+    Raises
+    ------
+    ConfigError
+        With ``parallel.cp > 1``: replicas are not split into context-parallel ranks here.
     """
+    if setup.plan.cp > 1:
+        raise ConfigError(
+            f"parallel.cp: {setup.plan.cp} is not modelled on a heterogeneous cluster or with a "
+            "speed-based batch/stage split; use parallel.cp=1 there"
+        )
     models = _models(setup)
     layer_s = {n: layer_compute_s(setup, g, p) for n, (g, p) in models.items()}
     topo = setup.topology

@@ -47,15 +47,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def _gpus_per_node(scenario: Any) -> int:
-    """GPUs per server of a layer-list scenario's cluster (its step does not return the
-    topology)."""
-    from sim.topology.presets import load_topology
-
-    cluster = scenario.cluster
-    return load_topology(cluster.topology, nodes=cluster.nodes, seed=scenario.seed).gpus_per_node
-
-
 def run(args: argparse.Namespace) -> int:
     """Simulate and print a summary (or JSON or CSV); write the trace and figure if asked."""
     from dataclasses import replace
@@ -88,10 +79,8 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--trace: not available for layer-list models (no per-pass timeline)")
         result = simulate_layer_step(scenario, args.network)
         record = result.to_dict()
-        per_node = _gpus_per_node(scenario) if has_run_sections(scenario) else 0
     else:
-        cluster = scenario.cluster
-        topo = cached_topology(cluster.topology, cluster.nodes, scenario.seed)
+        topo = cached_topology(scenario.cluster.topology, scenario.cluster.nodes, scenario.seed)
         request = args.profile if args.profile is not None else scenario.profile
         resolved = resolve_profile(request, topo, force=args.force_profile)
         scenario = replace(scenario, profile=resolved.key)
@@ -103,11 +92,13 @@ def run(args: argparse.Namespace) -> int:
         links = link_rows(setup.topology, pipeline.network, result.step_time_s)
         if links:
             record["links"] = links
-        per_node = topo.gpus_per_node
     sampled = variability.sample(args, scenario, result)
     if sampled is not None:
         record["variability"] = sampled.to_dict()
-    run_layers = whole_run(result, scenario, per_node) if has_run_sections(scenario) else None
+    run_layers = None
+    if has_run_sections(scenario):  # the step's own topology (cached): its server size
+        cluster = cached_topology(scenario.cluster.topology, scenario.cluster.nodes, scenario.seed)
+        run_layers = whole_run(result, scenario, cluster.gpus_per_node)
     if run_layers is not None:
         record.update(run_layers.to_dict())
     if args.json:

@@ -23,15 +23,14 @@ lists: asking for them is a ConfigError.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
 from sim.catalog import GpuSpec
 from sim.collectives.simulate import CollectiveResult, CollectiveSetup, simulate_collective
 from sim.errors import ConfigError
 from sim.profile import load_profile
-from sim.topology.presets import load_topology
 from sim.training.compute.kernels import roofline_time_s
 from sim.training.compute.params import ComputeParams, compute_params
+from sim.training.engine.setup import cached_topology
 from sim.training.layers.scenario import LayerScenario
 from sim.training.result import StepResult
 from sim.training.workload.techniques import techniques_of
@@ -89,11 +88,6 @@ def _layer_times(sc: LayerScenario, gpu: GpuSpec, params: ComputeParams) -> _Tim
         bwd.append(roofline_time_s(2 * flops, 2 * nbytes, dtype, gpu, params))
         prev = out
     return _Times(fwd, bwd)
-
-
-@cache
-def _topology(name: str, nodes: int | None, seed: int):  # type: ignore[no-untyped-def]
-    return load_topology(name, nodes=nodes, seed=seed)
 
 
 # (id(topology), id(params), network) -> (topology, params, setup, {bytes: result}); the
@@ -154,7 +148,7 @@ def simulate_layer_step(sc: LayerScenario, network: str | None = None) -> StepRe
     (8, True, True)
     """
     net = network or sc.network
-    topo = _topology(sc.cluster.topology, sc.cluster.nodes, sc.seed)
+    topo = cached_topology(sc.cluster.topology, sc.cluster.nodes, sc.seed)
     gpus = topo.num_gpus
     dp = _check_plan(sc, gpus)
     profile = load_profile(sc.profile)

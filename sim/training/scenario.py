@@ -22,7 +22,6 @@ import dataclasses
 import importlib.resources
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +64,6 @@ __all__ = [
     "scenario_from_dict",
     "scenario_names",
 ]
-
-
-def _keys(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
 
 
 SECTION_KEYS: dict[str, tuple[str, ...]] = {

@@ -31,8 +31,6 @@ __all__ = [
     "PRECISIONS",
     "SPECIAL",
     "check_seq_len",
-    "read_choice",
-    "read_int",
     "read_str",
     "short",
 ]
@@ -52,22 +50,6 @@ CAPS: dict[str, int] = {
     "tp": MAX_GPUS, "pp": MAX_GPUS, "dp": MAX_GPUS, "ep": MAX_GPUS, "shard_size": MAX_GPUS,
     "nodes": MAX_GPUS,
 }  # fmt: skip
-
-
-def read_int(value: object, where: str, low: int = 1, high: int | None = None) -> int:
-    """An integer in [``low``, ``high``]; ConfigError naming ``where`` otherwise.
-
-    ``high`` defaults to the key's cap in :data:`CAPS` (the key is ``where``'s last part).
-
-    >>> read_int(3, "parallel.tp")
-    3
-    """
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{where}: expected an integer >= {low}, got {short(value)}")
-    high = CAPS.get(where.rsplit(".", 1)[-1]) if high is None else high
-    if high is not None and value > high:
-        raise ConfigError(f"{where}: {short(value)} is above the largest allowed, {high:,}")
-    return value
 
 
 def check_seq_len(max_seq: int, seq_len: int, model_raw: object) -> None:
@@ -95,21 +77,6 @@ def read_str(value: object, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
     return value
-
-
-def read_choice(choices: Sequence[str]) -> Callable[[object, str], str]:
-    """A reader accepting one of ``choices``; its error lists them.
-
-    >>> read_choice(("a", "b"))("b", "x.y")
-    'b'
-    """
-
-    def read(value: object, where: str) -> str:
-        if value not in choices:
-            raise ConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
-        return str(value)
-
-    return read
 
 
 def _placement(value: object, where: str) -> str | list[str]:

@@ -297,12 +297,11 @@ def run_schedule(
         while k < phase.repeat:
             t0 = env.now
             skip = exclusive and phase.uniform and phase.repeat > 1
-            before = network.link_bytes.copy() if skip else None
-            tagged_before = (
-                network.link_bytes_by_tag[tag].copy()
-                if skip and tag in network.link_bytes_by_tag
-                else np.zeros(len(network.link_bytes))
-            )
+            before = tagged_before = None  # counters read only when a step stands for all
+            if skip:
+                before = network.link_bytes.copy()
+                by_tag = network.link_bytes_by_tag
+                tagged_before = by_tag[tag].copy() if tag in by_tag else np.zeros(len(before))
             if batch is not None:  # the step as arrays, started in one call
                 step = phase_step(phase, k, endpoints, routes.table, memo)
                 sent = sender_totals(step, sched.chunk_bytes, sched.n)
@@ -337,7 +336,7 @@ def run_schedule(
                     )
                     yield env.timeout(max(0.0, lat - (env.now - t0)) if both else lat)
             k += 1
-            if before is not None and k < phase.repeat:
+            if before is not None and tagged_before is not None and k < phase.repeat:
                 rest = phase.repeat - k
                 network.link_bytes += (network.link_bytes - before) * rest
                 if tag and tag in network.link_bytes_by_tag:

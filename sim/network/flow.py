@@ -25,9 +25,10 @@ from collections.abc import Sequence
 import numpy as np
 import simpy
 
-from sim.network.base import LateEvent, add_tagged
-from sim.network.flowstate import Countdown, FlowArrays, PendingTransfer, new_flows
+from sim.network.base import LateEvent
+from sim.network.flowstate import Countdown, FlowArrays, PendingTransfer, new_flows, path_rows
 from sim.network.maxmin import check_maxmin, progressive_fill, with_flow_caps
+from sim.network.routebytes import RouteBytes
 from sim.network.solvecache import SolveCache
 from sim.topology.congestion import effective_capacity
 from sim.topology.model import Topology
@@ -108,13 +109,14 @@ class FlowNetwork:
         self._cache = solve_cache
         self._capacity_key = SolveCache.key(self._capacity) if solve_cache else b""
         self._route_id = solve_cache.route_id if solve_cache else None
-        self.link_bytes = np.zeros(self._nlinks)
+        self._classes = topology.link_classes()
+        self._class_version = self._classes.version
+        self._bytes = RouteBytes(self._nlinks)
         self.solves = 0
         self.samples: list[tuple[float, np.ndarray, np.ndarray]] = []
         self._flows = FlowArrays.empty()
         self._pending: list[PendingTransfer | FlowArrays] = []  # started, not yet sharing
         self._tagged = False  # any flow with a tag so far
-        self.link_bytes_by_tag: dict[str, np.ndarray] = {}
         self._route_cache: dict[tuple[str, str, int], tuple[Path, float]] = {}
         self._weighted = False  # any flow split over several paths so far
         self._landing = 0  # drained, waiting out their latency
@@ -212,7 +214,7 @@ class FlowNetwork:
         self._pending.append(
             new_flows(mine, [sizes[i] for i in flows], [lats[i] for i in flows],
                       [caps[i] for i in flows], events, [tag] * len(flows), self._nlinks,
-                      self._route_id)
+                      self._route_id, self._classes, self._bytes.numbers)
         )  # fmt: skip
         if not self._solve_due:
             self._request_solve()
@@ -256,18 +258,9 @@ class FlowNetwork:
         done = f.remaining / f.rate <= FINISH_RTOL * float(self.env.now)
         if not done.any():
             return False
-        # summed per link in flow order as a full-length bincount would, but only over
-        # the links these flows cross (an O(links) pass per landing dominated at 16k GPUs)
-        used, inv = np.unique(f.hops[done].ravel(), return_inverse=True)
-        moved = np.bincount(inv.ravel(), weights=(f.share[done] * f.nbytes[done][:, None]).ravel())
-        real = used < self._nlinks
-        self.link_bytes[used[real]] += moved[real]
         idx = np.flatnonzero(done)
-        for i in idx.tolist() if self._tagged else ():
-            if f.tags[i]:
-                real = f.hops[i] < self._nlinks
-                add_tagged(self.link_bytes_by_tag, f.tags[i], f.hops[i][real],
-                           f.share[i][real] * f.nbytes[i], self._nlinks)  # fmt: skip
+        tags = [f.tags[i] for i in idx.tolist()] if self._tagged else None
+        self._bytes.add(f.path[idx], f.nbytes[idx], tags)
         # One timer per distinct latency, not per flow: flows ending together mostly
         # share a route length, so this halves the events of a synchronous step. Timers
         # in order of each latency's first flow, each with its flows in flow order.
@@ -291,19 +284,21 @@ class FlowNetwork:
         if not self._pending:
             return
         pending, self._pending = self._pending, []
+        blocks: list[FlowArrays] = []
         run: list[PendingTransfer] = []
         for item in [*pending, None]:
             if run and not isinstance(item, tuple):
                 paths, nbytes, lats, caps, events, tags = zip(*run, strict=True)
-                block = new_flows(
-                    paths, nbytes, lats, caps, events, tags, self._nlinks, self._route_id
-                )
-                self._flows.extend(block, self._nlinks)
+                blocks.append(new_flows(
+                    paths, nbytes, lats, caps, events, tags, self._nlinks, self._route_id,
+                    self._classes, self._bytes.numbers,
+                ))  # fmt: skip
                 run = []
             if isinstance(item, FlowArrays):
-                self._flows.extend(item, self._nlinks)
+                blocks.append(item)
             elif item is not None:
                 run.append(item)
+        self._flows.extend(blocks, self._nlinks)
 
     def _solve(self, _event: simpy.Event) -> None:
         """Re-solve the rates (the one place they change) and arm the drain timer."""
@@ -314,6 +309,10 @@ class FlowNetwork:
         self.solves += 1
         self._generation += 1
         f = self._flows
+        if self._classes.version != self._class_version:  # a class split: rebuild rows
+            self._class_version = self._classes.version
+            full, share = self._full_rows()
+            f.hops, f.share = self._classes.reduce(full, share)
         capped = bool(np.isfinite(f.cap).any())
         weights = f.share if self._weighted else None
         capacity = self._effective_capacity(f.hops)
@@ -326,17 +325,45 @@ class FlowNetwork:
                 progressive_fill, f.route, f.hops, capacity, caps, weights, fixed
             )
         if self.debug:
-            hops, capacity = with_flow_caps(f.hops, capacity, f.cap)
-            share = np.hstack([f.share, np.ones((len(f), hops.shape[1] - f.hops.shape[1]))])
-            paths = [row[row < capacity.size] for row in hops]
-            shares = [s[r < capacity.size] for r, s in zip(hops, share, strict=True)]
-            check_maxmin(paths, capacity, f.rate, weights=shares)
+            self._check()
         if self.record:
             self._sample()
         if len(f):
             delay = float((f.remaining / f.rate).min())
             timer = self.env.timeout(delay)
             timer.callbacks.append(functools.partial(self._on_timer, self._generation))
+
+    def _full_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every link of each flow's route (not one per class) and its shares."""
+        return path_rows([self._bytes.paths[k] for k in self._flows.path.tolist()], self._nlinks)
+
+    def _check(self) -> None:
+        """Max-min fairness of the rates over every link of every route (debug)."""
+        f = self._flows
+        full, share = self._full_rows()
+        hops, capacity = with_flow_caps(full, self._effective_capacity(full), f.cap)
+        share = np.hstack([share, np.ones((len(f), hops.shape[1] - full.shape[1]))])
+        paths = [row[row < capacity.size] for row in hops]
+        shares = [s[r < capacity.size] for r, s in zip(hops, share, strict=True)]
+        check_maxmin(paths, capacity, f.rate, weights=shares)
+
+    @property
+    def link_bytes(self) -> np.ndarray:
+        """Bytes carried on each directed link by transfers whose last byte was sent."""
+        return self._bytes.link_bytes
+
+    @link_bytes.setter
+    def link_bytes(self, value: np.ndarray) -> None:
+        self._bytes.link_bytes = value
+
+    @property
+    def link_bytes_by_tag(self) -> dict[str, np.ndarray]:
+        """As :attr:`link_bytes`, per tag of the transfers (untagged ones only in the total)."""
+        return self._bytes.by_tag
+
+    @link_bytes_by_tag.setter
+    def link_bytes_by_tag(self, value: dict[str, np.ndarray]) -> None:
+        self._bytes.by_tag = value
 
     def _effective_capacity(self, hops: np.ndarray) -> np.ndarray:
         """Link capacities less the incast loss of lossy Ethernet links with many flows
@@ -355,8 +382,9 @@ class FlowNetwork:
 
     def _sample(self) -> None:
         f = self._flows
+        full, share = self._full_rows()
         load = np.bincount(
-            f.hops.ravel(), weights=(f.share * f.rate[:, None]).ravel(), minlength=self._nlinks + 1
+            full.ravel(), weights=(share * f.rate[:, None]).ravel(), minlength=self._nlinks + 1
         )
         links = np.flatnonzero(load[: self._nlinks])
         self.samples.append((float(self.env.now), links, load[links]))

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
+from sim.topology.linkclasses import LinkClasses
 from sim.topology.paths import Path
 
-__all__ = ["Countdown", "FlowArrays", "PendingTransfer", "new_flows"]
+__all__ = ["Countdown", "FlowArrays", "PendingTransfer", "new_flows", "path_rows"]
 
 
 PendingTransfer = tuple[
@@ -27,7 +28,9 @@ PendingTransfer = tuple[
 class FlowArrays:
     """Flows in the sharing, one row each (parallel arrays)."""
 
-    hops: np.ndarray  # (n, h) link indices padded with the link count
+    # (n, h) link indices padded with the link count: one link per class of links
+    # carrying the same flows (LinkClasses.reduce), what the solver scans
+    hops: np.ndarray
     share: np.ndarray  # (n, h) share of the flow's bytes on each hop (0 in pad cells)
     remaining: np.ndarray  # bytes left to send
     rate: np.ndarray  # bytes/s
@@ -38,6 +41,8 @@ class FlowArrays:
     tags: list[str] = field(default_factory=list)
     # route number per flow (SolveCache.route_id; -1: none), keys cached solves
     route: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    # the network's number of each flow's Path (RouteBytes.number): its full route
+    path: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
 
     @classmethod
     def empty(cls) -> FlowArrays:
@@ -57,23 +62,23 @@ class FlowArrays:
         self.latency = self.latency[mask]
         self.cap = self.cap[mask]
         self.route = self.route[mask]
+        self.path = self.path[mask]
         keep = mask.tolist()
         self.events = list(itertools.compress(self.events, keep))
         self.tags = list(itertools.compress(self.tags, keep))
 
-    def extend(self, other: FlowArrays, pad: int) -> None:
-        """Append ``other``'s rows (hop arrays widened with ``pad`` as needed)."""
-        width = max(self.hops.shape[1], other.hops.shape[1])
-        self.hops = np.vstack([_widen(self.hops, width, pad), _widen(other.hops, width, pad)])
-        self.share = np.vstack([_widen(self.share, width, 0.0), _widen(other.share, width, 0.0)])
-        self.remaining = np.concatenate([self.remaining, other.remaining])
-        self.rate = np.concatenate([self.rate, other.rate])
-        self.nbytes = np.concatenate([self.nbytes, other.nbytes])
-        self.latency = np.concatenate([self.latency, other.latency])
-        self.cap = np.concatenate([self.cap, other.cap])
-        self.route = np.concatenate([self.route, other.route])
-        self.events.extend(other.events)
-        self.tags.extend(other.tags)
+    def extend(self, blocks: Sequence[FlowArrays], pad: int) -> None:
+        """Append the rows of ``blocks`` in order (hop arrays widened with ``pad``); one
+        copy of the arrays however many blocks."""
+        every = [self, *blocks]
+        width = max(b.hops.shape[1] for b in every)
+        self.hops = np.vstack([_widen(b.hops, width, pad) for b in every])
+        self.share = np.vstack([_widen(b.share, width, 0.0) for b in every])
+        for name in ("remaining", "rate", "nbytes", "latency", "cap", "route", "path"):
+            setattr(self, name, np.concatenate([getattr(b, name) for b in every]))
+        for b in blocks:
+            self.events.extend(b.events)
+            self.tags.extend(b.tags)
 
 
 def new_flows(
@@ -85,19 +90,19 @@ def new_flows(
     tags: Sequence[str],
     pad: int,
     route_id: Callable[[Path], int] | None = None,
+    classes: LinkClasses | None = None,
+    path_no: Callable[[Sequence[Path]], np.ndarray] | None = None,
 ) -> FlowArrays:
     """Flows not yet sharing, one row per path: hops padded with ``pad`` (the link
-    count) as :func:`~sim.network.maxmin.pad_paths` pads them, each path's shares, and
-    its route number ``route_id(path)`` (-1 without ``route_id``)."""
-    lengths = np.array([len(p.links) for p in paths], dtype=np.intp)
-    width = int(lengths.max()) if lengths.size else 0
-    filled = np.arange(width) < lengths[:, None]
-    hops = np.full((lengths.size, width), pad, dtype=np.intp)
-    share = np.zeros(hops.shape)
-    if lengths.size:
-        hops[filled] = np.concatenate([p.links for p in paths])
-        share[filled] = np.concatenate([p.shares for p in paths])
+    count) as :func:`~sim.network.maxmin.pad_paths` pads them (one link per class of
+    ``classes``, which observes the paths first; every link without it), each path's
+    shares, its route number ``route_id(path)`` (-1 without) and its path number
+    ``path_no(paths)`` (-1 without)."""
+    hops, share = path_rows(paths, pad)
     size = np.array(nbytes, dtype=float)
+    if classes is not None:
+        classes.observe_all(list(paths))
+        hops, share = classes.reduce(hops, share)
     return FlowArrays(
         hops=hops,
         share=share,
@@ -113,7 +118,21 @@ def new_flows(
             np.intp,
             len(paths),
         ),
+        path=path_no(paths) if path_no else np.full(len(paths), -1, dtype=np.intp),
     )
+
+
+def path_rows(paths: Sequence[Path], pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every link of each path (a row, padded with ``pad``) and the share on each."""
+    lengths = np.array([len(p.links) for p in paths], dtype=np.intp)
+    width = int(lengths.max()) if lengths.size else 0
+    filled = np.arange(width) < lengths[:, None]
+    hops = np.full((lengths.size, width), pad, dtype=np.intp)
+    share = np.zeros(hops.shape)
+    if lengths.size:
+        hops[filled] = np.concatenate([p.links for p in paths])
+        share[filled] = np.concatenate([p.shares for p in paths])
+    return hops, share
 
 
 def _widen(a: np.ndarray, width: int, pad: float) -> np.ndarray:

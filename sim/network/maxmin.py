@@ -113,7 +113,8 @@ def progressive_fill(
     capacity : numpy.ndarray
         Capacity of each link, bytes/s, all > 0.
     caps : numpy.ndarray, optional
-        Per-flow rate caps, bytes/s (``inf``: none); see :func:`with_flow_caps`.
+        Per-flow rate caps, bytes/s (``inf``: none): as a private link of that capacity
+        crossed by the flow alone (see :func:`with_flow_caps`).
     weights : numpy.ndarray, optional
         Share of each flow's bytes on each of its hops (same shape as ``hops``; pad
         cells ignored): a flow split over several paths (adaptive routing, several
@@ -123,6 +124,12 @@ def progressive_fill(
     -------
     numpy.ndarray
         Rate of each flow in bytes/s; ``inf`` for a flow with no link and no cap.
+
+    Notes
+    -----
+    Works on the links the flows use only (renumbered ``0..k-1``), so a solve costs
+    ``O(flows x hops)`` per round whatever the size of the topology; a round finds the
+    flows crossing a saturated link by one masked scan over the unfrozen flows' hops.
 
     Examples
     --------
@@ -137,98 +144,87 @@ def progressive_fill(
     >>> progressive_fill(np.array([[0, 1]]), two, None, np.array([[0.5, 0.5]])).tolist()
     [2.0]
     """
-    if caps is not None:
-        if weights is not None:
-            weights = np.hstack([weights, np.ones((weights.shape[0], 1))])
-        hops, capacity = with_flow_caps(hops, np.asarray(capacity, dtype=float), caps)
-    num_links = capacity.size
+    capacity = np.asarray(capacity, dtype=float)
     rates = np.zeros(hops.shape[0])
-    count, link_ptr, link_flows = _link_index(hops, num_links)
-    share = None if weights is None else np.where(hops == num_links, 0.0, weights)
-    load = (
-        count.astype(float)
-        if share is None
-        else np.bincount(hops.ravel(), weights=share.ravel(), minlength=num_links + 1)
-    )
-    frozen = (hops == num_links).all(axis=1)  # empty paths: rate inf, never shared
-    rates[frozen] = np.inf
-    # spare: capacity less the rates of frozen flows; cut: the fill level at which a
-    # link saturates, spare / (unfrozen flows' shares on it). Only links touched by newly
-    # frozen flows change, so a round costs two O(links) scans plus O(touched).
-    spare = np.append(np.asarray(capacity, dtype=float), np.inf)
-    cut = np.full(num_links + 1, np.inf)
-    fill = _Fill(hops, share, link_ptr, link_flows, count, load, spare, cut, frozen, rates)
+    if not rates.size:
+        return rates
+    local, spare = _used_links(hops, capacity)
+    pad = spare.size - 1
+    share = None if weights is None else np.where(local == pad, 0.0, weights)
+    fill = _Fill(local, share, spare, caps, rates)
     with np.errstate(divide="ignore", invalid="ignore"):
-        fill.update_cut(np.flatnonzero(count[:num_links]))
         fill.rounds()
     return rates
 
 
+def _used_links(hops: np.ndarray, capacity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``hops`` renumbered over the links they use (pad: their count) and those links'
+    capacities with an infinite pad link appended."""
+    num_links = capacity.size
+    used = np.zeros(num_links + 1, dtype=bool)
+    used[hops] = True
+    used[num_links] = False
+    ids = np.flatnonzero(used)
+    number = np.full(num_links + 1, ids.size, dtype=np.intp)
+    number[ids] = np.arange(ids.size)
+    return number[hops], np.append(capacity[ids], np.inf)
+
+
 class _Fill:
-    """The water-filling state; every array is updated in place."""
+    """The water-filling state over the used links (the last one the infinite pad)."""
 
-    def __init__(self, hops: np.ndarray, share: np.ndarray | None, link_ptr: np.ndarray,
-                 link_flows: np.ndarray, count: np.ndarray, load: np.ndarray, spare: np.ndarray,
-                 cut: np.ndarray, frozen: np.ndarray, rates: np.ndarray) -> None:  # fmt: skip
-        self.hops, self.share = hops, share
-        self.link_ptr, self.link_flows = link_ptr, link_flows
-        self.count, self.load, self.spare, self.cut = count, load, spare, cut
-        self.frozen, self.rates = frozen, rates
+    def __init__(self, hops: np.ndarray, share: np.ndarray | None, spare: np.ndarray,
+                 caps: np.ndarray | None, rates: np.ndarray) -> None:  # fmt: skip
+        self.hops, self.share, self.spare, self.rates = hops, share, spare, rates
+        self.size = spare.size
+        self.count = np.bincount(hops.ravel(), minlength=self.size)
+        self.load = self._load(hops, share)
+        capped = caps is not None and bool(np.isfinite(caps).any())
+        self.caps = np.asarray(caps, dtype=float) if capped else None
+        empty = (hops == self.size - 1).all(axis=1)
+        if self.caps is not None:
+            empty &= ~np.isfinite(self.caps)
+        rates[empty] = np.inf  # no link and no cap: never shared
+        self.active = np.flatnonzero(~empty)
 
-    def update_cut(self, links: np.ndarray) -> None:
-        """Recompute the saturation level of ``links`` (repeats allowed): ``inf`` where no
-        unfrozen flow is left; the caller silences the 0-division."""
-        level = self.spare[links] / self.load[links]
-        level[self.count[links] == 0] = np.inf
-        self.cut[links] = level
+    def _load(self, hops: np.ndarray, share: np.ndarray | None) -> np.ndarray:
+        if share is None:
+            return np.bincount(hops.ravel(), minlength=self.size).astype(float)
+        return np.bincount(hops.ravel(), weights=share.ravel(), minlength=self.size)
+
+    def cut(self) -> np.ndarray:
+        """Fill level at which each link saturates (``inf``: no unfrozen flow on it, or
+        the pad); the caller silences the 0-division."""
+        level = self.spare / self.load
+        level[self.count == 0] = np.inf
+        level[-1] = np.inf
+        return level
 
     def rounds(self) -> None:
-        """Raise every unfrozen flow's rate until a link saturates; freeze; repeat."""
+        """Raise every unfrozen flow's rate until a link (or a flow's cap) saturates;
+        freeze the flows there; repeat."""
         level = 0.0
-        cut, frozen = self.cut, self.frozen
-        while True:
-            s = float(cut.min())
-            if not np.isfinite(s):  # no flow left, or only on infinite-capacity links
-                self.rates[~frozen] = np.inf
+        while self.active.size:
+            cut = self.cut()
+            caps = None if self.caps is None else self.caps[self.active]
+            s = float(cut.min()) if caps is None else min(float(cut.min()), float(caps.min()))
+            if not np.isfinite(s):  # only flows on infinite-capacity links are left
+                self.rates[self.active] = np.inf
                 return
             level = max(level, s)  # rounding must not make a later level lower
-            tight = np.flatnonzero(cut <= level * (1.0 + SHARE_RTOL))
-            if tight.size == 1:  # the common case: a link's flow list has no repeats
-                flows = self.link_flows[self.link_ptr[tight[0]] : self.link_ptr[tight[0] + 1]]
-            else:
-                flows = np.unique(_gather(self.link_ptr, self.link_flows, tight))
-            flows = flows[~frozen[flows]]
-            frozen[flows] = True
+            bound = level * (1.0 + SHARE_RTOL)
+            hops = self.hops[self.active]
+            hit = (cut <= bound)[hops].any(axis=1)
+            if caps is not None:
+                hit |= caps <= bound
+            flows = self.active[hit]
+            self.active = self.active[~hit]
             self.rates[flows] = level
-            touched = self.hops[flows].ravel()
-            shares = 1.0 if self.share is None else self.share[flows].ravel()
-            np.subtract.at(self.count, touched, 1)
-            np.subtract.at(self.load, touched, shares)
-            np.subtract.at(self.spare, touched, level * shares)
-            self.update_cut(touched)
-
-
-def _link_index(hops: np.ndarray, num_links: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-link use count (length ``num_links + 1``) and the flows on each link (CSR)."""
-    flat = hops.ravel()
-    count = np.bincount(flat, minlength=num_links + 1)
-    real = flat < num_links
-    width = max(hops.shape[1], 1)
-    flow_of = np.arange(flat.size, dtype=np.intp)[real] // width
-    by_link = sp.csc_matrix(
-        (np.ones(flow_of.size, dtype=np.int8), (flow_of, flat[real])),
-        shape=(hops.shape[0], num_links),
-    )
-    return count, by_link.indptr, by_link.indices
-
-
-def _gather(ptr: np.ndarray, items: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Concatenation of ``items[ptr[r]:ptr[r + 1]]`` over ``rows``, vectorised."""
-    starts = ptr[rows]
-    lengths = ptr[rows + 1] - starts
-    ends = np.cumsum(lengths)
-    offsets = np.repeat(starts - (ends - lengths), lengths)
-    return items[np.arange(int(ends[-1]) if ends.size else 0) + offsets]
+            touched = hops[hit]
+            self.count -= np.bincount(touched.ravel(), minlength=self.size)
+            gone = self._load(touched, None if self.share is None else self.share[flows])
+            self.load -= gone
+            self.spare -= level * gone
 
 
 def maxmin_rates(paths: Paths, capacity: np.ndarray) -> np.ndarray:

@@ -40,6 +40,7 @@ import numpy as np
 from sim.catalog import GpuSpec
 from sim.errors import TopologyError
 from sim.topology.congestion import link_loss
+from sim.topology.linkclasses import LinkClasses
 from sim.topology.paths import Path, merge
 from sim.topology.routing import ServerRouter, build_router
 
@@ -138,6 +139,7 @@ class Topology:
     _node_of: dict[str, int] = field(init=False)
     _server_gpus: dict[int, tuple[str, ...]] | None = field(init=False)
     _scope_masks: dict[str, np.ndarray] = field(init=False)
+    _link_classes: LinkClasses | None = field(init=False)
 
     def __post_init__(self) -> None:
         if self.gpu_models and len(self.gpu_models) != len(self.gpus):
@@ -181,6 +183,14 @@ class Topology:
         self._node_of = {}
         self._server_gpus = None
         self._scope_masks = {}
+        self._link_classes = None
+
+    def link_classes(self) -> LinkClasses:
+        """The partition of this topology's links into classes that carry the same flows
+        (:mod:`sim.topology.linkclasses`), shared by every network on it."""
+        if self._link_classes is None:
+            self._link_classes = LinkClasses(self.capacity_Bps, self.link_loss)
+        return self._link_classes
 
     @property
     def num_gpus(self) -> int:
@@ -379,6 +389,7 @@ class Topology:
         self._server_router()  # build once, so both copies share it
         new = copy.copy(self)  # shares graph, link arrays, route caches and router
         new.capacity_Bps = self.capacity_Bps * scale
+        new._link_classes = None  # classes are of equal capacity: the copy's own
         return new
 
     def nics_per_node(self) -> dict[int, int]:

@@ -30,7 +30,7 @@ Two evaluators, which agree exactly where nothing contends:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,8 +42,8 @@ from sim.collectives.schedule import Phase, Schedule, Transfer
 from sim.collectives.steparrays import (
     RouteTable,
     StepArrays,
+    cached_step,
     gather,
-    phase_step,
     sender_totals,
     step_arrays,
     step_loads,
@@ -228,11 +228,11 @@ def _costed_steps(
     """The non-empty steps of ``sched`` as arrays, each with how many times it counts: a
     uniform phase's first step stands for all ``repeat`` of them."""
     memo: dict[int, tuple[object, StepArrays]] = {}
-    for phase in sched.phases:
+    for i, phase in enumerate(sched.phases):
         reps = range(1) if phase.uniform else range(phase.repeat)
         mult = phase.repeat if phase.uniform else 1
         for k in reps:
-            step = phase_step(phase, k, endpoints, routes.table, memo)
+            step = cached_step(sched, i, k, endpoints, routes.table, memo)
             if len(step):
                 yield phase, step, mult
 
@@ -292,7 +292,7 @@ def run_schedule(
     batch = getattr(network, "transfer_batch", None)  # backends that take a whole step
     memo: dict[int, tuple[object, StepArrays]] = {}
     yield env.timeout(algo.base_latency_s[protocol])
-    for phase in sched.phases:
+    for i, phase in enumerate(sched.phases):
         k = 0
         while k < phase.repeat:
             t0 = env.now
@@ -303,11 +303,18 @@ def run_schedule(
                 by_tag = network.link_bytes_by_tag
                 tagged_before = by_tag[tag].copy() if tag in by_tag else np.zeros(len(before))
             if batch is not None:  # the step as arrays, started in one call
-                step = phase_step(phase, k, endpoints, routes.table, memo)
+                step = cached_step(sched, i, k, endpoints, routes.table, memo)
                 sent = sender_totals(step, sched.chunk_bytes, sched.n)
                 started = (
                     _start_batch(
-                        batch, step, sent, sched.chunk_bytes, scale, rate_cap_Bps, routes.table, tag
+                        network,
+                        step,
+                        sent,
+                        sched.chunk_bytes,
+                        scale,
+                        rate_cap_Bps,
+                        routes.table,
+                        tag,
                     )
                     if len(step)
                     else None
@@ -354,7 +361,7 @@ def _limit(rate_cap_Bps: float, payload: float, sent: float, scale: float) -> fl
 
 
 def _start_batch(
-    batch: Callable[..., simpy.Event],
+    network: Network,
     step: StepArrays,
     sent: np.ndarray,
     chunk_bytes: float,
@@ -363,14 +370,19 @@ def _start_batch(
     table: RouteTable,
     tag: str,
 ) -> simpy.Event:
-    """Start a step's transfers through a backend's ``transfer_batch``: the sizes and
-    per-transfer caps :func:`run_schedule`'s per-transfer loop computes, same order."""
+    """Start a step's transfers through a backend's ``transfer_routes`` (routes by number)
+    or ``transfer_batch``: the sizes and per-transfer caps :func:`run_schedule`'s
+    per-transfer loop computes, same order."""
     table.freeze()
     payload = step.chunks * chunk_bytes
     limit = np.full(len(step), math.inf)
     if math.isfinite(rate_cap_Bps):
         pos = sent > 0
         limit[pos] = rate_cap_Bps * payload[pos] / sent[pos] * scale
+    by_number = getattr(network, "transfer_routes", None)
+    if by_number is not None:  # the routes by number: no work per transfer
+        return by_number(table, step.route, payload * scale, limit, tag)
+    batch = network.transfer_batch  # type: ignore[attr-defined]
     paths = table.paths
     return batch([paths[i] for i in step.route.tolist()], table.latency_s[step.route],
                  payload * scale, limit, tag)  # fmt: skip

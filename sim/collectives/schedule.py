@@ -33,7 +33,7 @@ reduce_scatter's input, all_to_all's per-rank send buffer).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["OPS", "Phase", "Schedule", "Transfer", "busbw_factor"]
 
@@ -126,6 +126,10 @@ class Schedule:
     phases: tuple[Phase, ...]
     reducers: int = 0
     root: int = 0
+    #: What the transfers depend on, when not the size (set by
+    #: :meth:`sim.collectives.simulate.CollectiveSetup.schedule`): schedules with equal keys
+    #: on one group have the same steps, so their step arrays are converted once.
+    key: tuple[object, ...] | None = field(default=None, compare=False)
 
     @property
     def num_steps(self) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import simpy
@@ -82,6 +83,10 @@ PIPELINED = ("nvls", "nvls_tree", "collnet")
 
 # Cap on pipeline depth x base steps of one schedule (see CollectiveSetup.schedule).
 PIPELINE_WORK = 512
+
+#: Algorithms whose steps depend on the message size itself (gloo cuts the buffer into
+#: size-dependent segments); every other one's depend on it only through chunk_bytes.
+SIZE_SHAPED = frozenset({"gloo"})
 
 
 class CollectiveSetup:
@@ -194,7 +199,11 @@ class CollectiveSetup:
         if want > 1:
             base = fn(op, self.n, size_bytes, pipeline_chunks=1, **args).num_steps  # type: ignore[arg-type]
             want = max(1, min(want, PIPELINE_WORK // max(1, base)))
-        return fn(op, self.n, size_bytes, pipeline_chunks=want, **args)  # type: ignore[arg-type]
+        sched = fn(op, self.n, size_bytes, pipeline_chunks=want, **args)  # type: ignore[arg-type]
+        if algorithm in SIZE_SHAPED:
+            return sched
+        # every other algorithm's steps depend on the size only through chunk_bytes
+        return replace(sched, key=(op, algorithm, root, want))
 
     def tune(
         self,

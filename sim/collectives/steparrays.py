@@ -21,11 +21,15 @@ from typing import Protocol
 
 import numpy as np
 
-from sim.collectives.schedule import Phase, Transfer
+from sim.collectives.schedule import Phase, Schedule, Transfer
 from sim.topology.model import Topology
 from sim.topology.paths import Path
 
-__all__ = ["RouteTable", "StepArrays", "phase_step", "step_arrays", "step_loads"]
+__all__ = ["RouteTable", "StepArrays", "cached_step", "phase_step", "step_arrays", "step_loads"]
+
+#: Most transfers whose step arrays a route table keeps across schedules (about 24 bytes
+#: each): the steps of a sweep's sizes past that are converted again.
+MAX_KEPT_TRANSFERS = 8_000_000
 
 
 class _Routes(Protocol):  # sim.collectives.engine.RouteCache
@@ -58,6 +62,9 @@ class RouteTable:
         self.latency_s = np.zeros(0)
         self.scope = np.zeros(0, dtype=np.intp)
         self.count = np.zeros(0, dtype=np.intp)
+        # step arrays by (Schedule.key, phase index, step): equal keys, equal steps
+        self.steps: dict[tuple[object, ...], StepArrays] = {}
+        self.kept = 0  # transfers in ``steps``
 
     def id(self, src: str, dst: str, rail: int) -> int:
         """The number of route ``src -> dst`` on ``rail`` (assigned on first use)."""
@@ -190,3 +197,24 @@ def step_loads(
         cap = cap * (1.0 - loss * (1.0 - 1.0 / np.maximum(flows.astype(float), 1.0)))
     np.maximum.at(drain, owner, load[inv] / cap[inv])
     return drain, flat
+
+
+def cached_step(
+    sched: Schedule,
+    i: int,
+    k: int,
+    endpoints: Sequence[str],
+    table: RouteTable,
+    memo: dict[int, tuple[object, StepArrays]],
+) -> StepArrays:
+    """Step ``k`` of phase ``i`` of ``sched`` as arrays (:func:`phase_step`), converted
+    once per schedule key (:attr:`Schedule.key`: the sizes of a sweep share their steps)
+    while the table keeps fewer than :data:`MAX_KEPT_TRANSFERS` transfers."""
+    key = None if sched.key is None else (sched.key, i, k)
+    step = table.steps.get(key) if key is not None else None
+    if step is None:
+        step = phase_step(sched.phases[i], k, endpoints, table, memo)
+        if key is not None and table.kept + len(step) <= MAX_KEPT_TRANSFERS:
+            table.steps[key] = step
+            table.kept += len(step)
+    return step

@@ -22,6 +22,7 @@ each tree's half into parallel flows over the same tree (chunk ``2*ch + tree``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from sim.collectives.layout import Layout, check_args
@@ -136,8 +137,10 @@ def nccl_tree_parents(layout: Layout, tree: int, head: int = 0) -> list[int]:
     return parent
 
 
+@functools.lru_cache(maxsize=64)
 def _trees(op: str, layout: Layout, root: int, ch: int) -> list[list[tuple[Edges, bool]]]:
-    """Each tree's steps of channel ``ch`` as (edges, reduce) lists, in the order they run."""
+    """Each tree's steps of channel ``ch`` as (edges, reduce) lists, in the order they run
+    (cached: the sizes of a sweep build the same trees; callers do not modify them)."""
     order = layout.order
     n = len(order)
     parents: Sequence[Sequence[int]]

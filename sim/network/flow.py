@@ -25,11 +25,13 @@ from collections.abc import Sequence
 import numpy as np
 import simpy
 
+from sim.network.arrivals import Arrivals, Countdown
 from sim.network.base import LateEvent
-from sim.network.flowstate import Countdown, FlowArrays, PendingTransfer, new_flows, path_rows
+from sim.network.flowstate import FlowArrays, PendingTransfer, new_flows, path_rows
 from sim.network.maxmin import check_maxmin, progressive_fill, with_flow_caps
 from sim.network.routebytes import RouteBytes
 from sim.network.solvecache import SolveCache
+from sim.network.tablerows import RoutesLike, TableRows
 from sim.topology.congestion import effective_capacity
 from sim.topology.model import Topology
 from sim.topology.paths import Path
@@ -110,6 +112,8 @@ class FlowNetwork:
         self._capacity_key = SolveCache.key(self._capacity) if solve_cache else b""
         self._route_id = solve_cache.route_id if solve_cache else None
         self._classes = topology.link_classes()
+        self._tables: dict[int, TableRows] = {}  # by id of the route table (kept alive)
+        self._keep_alive: list[RoutesLike] = []
         self._class_version = self._classes.version
         self._bytes = RouteBytes(self._nlinks)
         self.solves = 0
@@ -117,9 +121,10 @@ class FlowNetwork:
         self._flows = FlowArrays.empty()
         self._pending: list[PendingTransfer | FlowArrays] = []  # started, not yet sharing
         self._tagged = False  # any flow with a tag so far
+        self._tag_ids: dict[str, int] = {"": 0}  # tag -> number (FlowArrays.tag)
         self._route_cache: dict[tuple[str, str, int], tuple[Path, float]] = {}
         self._weighted = False  # any flow split over several paths so far
-        self._landing = 0  # drained, waiting out their latency
+        self._arrivals = Arrivals(env)  # events by number; drained flows' timers
         self._last = float(env.now)
         self._solve_due = False
         self._generation = 0
@@ -132,7 +137,7 @@ class FlowNetwork:
     @property
     def busy(self) -> bool:
         """True while any transfer is in flight (draining or within its latency)."""
-        return self.active_flows > 0 or self._landing > 0
+        return self.active_flows > 0 or self._arrivals.landing > 0
 
     def transfer(
         self,
@@ -157,14 +162,12 @@ class FlowNetwork:
             raise ValueError(f"max_rate_Bps must be > 0 (got {max_rate_Bps!r})")
         path, latency = self._route(src, dst, rail)
         if not len(path.links) or nbytes == 0:
-            self._landing += 1
-            timer = self.env.timeout(latency if len(path.links) else 0.0)
-            timer.callbacks.append(self._landed)
-            return timer
+            return self._arrivals.timer(latency if len(path.links) else 0.0)
         ev = self.env.event()
         self._weighted = self._weighted or path.weights is not None
-        self._tagged = self._tagged or bool(tag)
-        self._pending.append((path, float(nbytes), latency, float(max_rate_Bps), ev, tag))
+        num = self._arrivals.register(ev)
+        self._pending.append((path, float(nbytes), latency, float(max_rate_Bps), num,
+                              self._tag(tag)))  # fmt: skip
         if not self._solve_due:
             self._request_solve()
         return ev
@@ -183,7 +186,7 @@ class FlowNetwork:
 
         A synchronous step of a few thousand ranks is tens of thousands of transfers; this
         skips the per-transfer route lookup, event and ``all_of``: every flow shares one
-        :class:`~sim.network.flowstate.Countdown` in place of an event. Raises ValueError
+        :class:`~sim.network.arrivals.Countdown` in place of an event. Raises ValueError
         for negative or non-finite sizes or non-positive caps.
         """
         if not (np.all(nbytes >= 0.0) and np.all(np.isfinite(nbytes))):
@@ -200,22 +203,63 @@ class FlowNetwork:
             queued = set(flows)
             for i, (path, lat) in enumerate(zip(paths, lats, strict=True)):
                 if i not in queued:  # as transfer(): a timer only
-                    self._landing += 1
-                    timer = self.env.timeout(lat if len(path.links) else 0.0)
-                    timer.callbacks.append(self._landed)
-                    timer.callbacks.append(count.landed)
+                    self._arrivals.timer(lat if len(path.links) else 0.0, count)
         if not flows:
             return done
         mine = [paths[i] for i in flows]
         self._weighted = self._weighted or any(p.weights is not None for p in mine)
-        self._tagged = self._tagged or bool(tag)
-        # every flow's "event" is the one Countdown (it only needs ``succeed``)
-        events: list[simpy.Event] = [count] * len(flows)  # type: ignore[list-item]
+        events = [self._arrivals.register(count)] * len(flows)  # all report to the Countdown
         self._pending.append(
             new_flows(mine, [sizes[i] for i in flows], [lats[i] for i in flows],
-                      [caps[i] for i in flows], events, [tag] * len(flows), self._nlinks,
+                      [caps[i] for i in flows], events, [self._tag(tag)] * len(flows), self._nlinks,
                       self._route_id, self._classes, self._bytes.numbers)
         )  # fmt: skip
+        if not self._solve_due:
+            self._request_solve()
+        return done
+
+    def transfer_routes(
+        self,
+        table: RoutesLike,
+        route: np.ndarray,
+        nbytes: np.ndarray,
+        max_rate_Bps: np.ndarray,
+        tag: str = "",
+    ) -> simpy.Event:
+        """As :meth:`transfer_batch`, the routes given as numbers in ``table`` (a
+        :class:`~sim.collectives.steparrays.RouteTable`, latencies its ``latency_s``): the
+        flows' rows come from the table's rows built once (:mod:`sim.network.tablerows`)."""
+        if not (np.all(nbytes >= 0.0) and np.all(np.isfinite(nbytes))):
+            raise ValueError("nbytes must be finite and >= 0")
+        if not np.all(max_rate_Bps > 0):
+            raise ValueError("max_rate_Bps must be > 0")
+        done = self.env.event()
+        if not len(route):
+            return done.succeed()
+        rows = self._tables.get(id(table))
+        if rows is None:
+            rows = TableRows(self._classes, self._nlinks, self._bytes.numbers, self._route_id)
+            self._tables[id(table)] = rows
+            self._keep_alive.append(table)
+        rows.update(table)
+        count = Countdown(done, len(route))
+        lat = table.latency_s[route]
+        moving = (rows.links[route] > 0) & (nbytes > 0)
+        for i in np.flatnonzero(~moving).tolist():  # as transfer(): a timer only
+            self._arrivals.timer(float(lat[i]) if rows.links[route[i]] else 0.0, count)
+        sel = np.flatnonzero(moving)
+        if not sel.size:
+            return done
+        r = route[sel]
+        self._weighted = self._weighted or bool(rows.weighted[r].any())
+        hops, share = rows.rows(r)
+        size = nbytes[sel].astype(float)
+        events = np.full(sel.size, self._arrivals.register(count), dtype=np.intp)
+        tags = np.full(sel.size, self._tag(tag), dtype=np.intp)
+        self._pending.append(FlowArrays(
+            hops, share, size.copy(), np.zeros(sel.size), size, lat[sel].astype(float),
+            max_rate_Bps[sel].astype(float), events, tags, rows.route[r], rows.path[r],
+        ))  # fmt: skip
         if not self._solve_due:
             self._request_solve()
         return done
@@ -230,8 +274,11 @@ class FlowNetwork:
             self._route_cache[key] = hit
         return hit
 
-    def _landed(self, _event: simpy.Event) -> None:
-        self._landing -= 1
+    def _tag(self, tag: str) -> int:
+        """The number of ``tag`` (0: none)."""
+        num = self._tag_ids.setdefault(tag, len(self._tag_ids))
+        self._tagged = self._tagged or num > 0
+        return num
 
     def _request_solve(self) -> None:
         if not self._solve_due:
@@ -259,24 +306,11 @@ class FlowNetwork:
         if not done.any():
             return False
         idx = np.flatnonzero(done)
-        tags = [f.tags[i] for i in idx.tolist()] if self._tagged else None
-        self._bytes.add(f.path[idx], f.nbytes[idx], tags)
-        # One timer per distinct latency, not per flow: flows ending together mostly
-        # share a route length, so this halves the events of a synchronous step. Timers
-        # in order of each latency's first flow, each with its flows in flow order.
-        lats, first, group = np.unique(f.latency[idx], return_index=True, return_inverse=True)
-        for g in np.argsort(first, kind="stable").tolist():
-            evs = [f.events[i] for i in idx[group == g].tolist()]
-            self._landing += len(evs)
-            timer = self.env.timeout(float(lats[g]))
-            timer.callbacks.append(functools.partial(self._arrive, evs))
+        tags = f.tag[idx] if self._tagged else None
+        self._bytes.add(f.path[idx], f.nbytes[idx], tags, list(self._tag_ids))
+        self._arrivals.land(f.event[idx], f.latency[idx])
         f.keep(~done)
         return True
-
-    def _arrive(self, events: list[simpy.Event], _timer: simpy.Event) -> None:
-        self._landing -= len(events)
-        for ev in events:
-            ev.succeed()
 
     def _admit_pending(self) -> None:
         """Move the queued transfers into the sharing, in the order they were started

@@ -11,17 +11,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import simpy
 
 from sim.topology.linkclasses import LinkClasses
 from sim.topology.paths import Path
 
-__all__ = ["Countdown", "FlowArrays", "PendingTransfer", "new_flows", "path_rows"]
+__all__ = ["FlowArrays", "PendingTransfer", "new_flows", "path_rows", "widen"]
 
 
 PendingTransfer = tuple[
-    Path, float, float, float, simpy.Event, str
-]  # path, bytes, latency, cap, event, tag
+    Path, float, float, float, int, int
+]  # path, bytes, latency, cap, event number, tag number
 
 
 @dataclass
@@ -37,8 +36,8 @@ class FlowArrays:
     nbytes: np.ndarray  # bytes at start
     latency: np.ndarray  # seconds from last byte sent to arrival
     cap: np.ndarray  # the flow's own rate cap, bytes/s (inf: none)
-    events: list[simpy.Event] = field(default_factory=list)
-    tags: list[str] = field(default_factory=list)
+    event: np.ndarray  # number of the event each flow reports to (Arrivals.register)
+    tag: np.ndarray  # number of each flow's tag (0: none)
     # route number per flow (SolveCache.route_id; -1: none), keys cached solves
     route: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
     # the network's number of each flow's Path (RouteBytes.number): its full route
@@ -47,10 +46,11 @@ class FlowArrays:
     @classmethod
     def empty(cls) -> FlowArrays:
         z = np.zeros(0)
-        return cls(np.zeros((0, 0), dtype=np.intp), np.zeros((0, 0)), z, z, z, z, z, [])
+        i = np.zeros(0, dtype=np.intp)
+        return cls(np.zeros((0, 0), dtype=np.intp), np.zeros((0, 0)), z, z, z, z, z, i, i)
 
     def __len__(self) -> int:
-        return len(self.events)
+        return len(self.event)
 
     def keep(self, mask: np.ndarray) -> None:
         """Keep only the rows where ``mask`` is true."""
@@ -63,22 +63,19 @@ class FlowArrays:
         self.cap = self.cap[mask]
         self.route = self.route[mask]
         self.path = self.path[mask]
-        keep = mask.tolist()
-        self.events = list(itertools.compress(self.events, keep))
-        self.tags = list(itertools.compress(self.tags, keep))
+        self.event = self.event[mask]
+        self.tag = self.tag[mask]
 
     def extend(self, blocks: Sequence[FlowArrays], pad: int) -> None:
         """Append the rows of ``blocks`` in order (hop arrays widened with ``pad``); one
         copy of the arrays however many blocks."""
         every = [self, *blocks]
         width = max(b.hops.shape[1] for b in every)
-        self.hops = np.vstack([_widen(b.hops, width, pad) for b in every])
-        self.share = np.vstack([_widen(b.share, width, 0.0) for b in every])
-        for name in ("remaining", "rate", "nbytes", "latency", "cap", "route", "path"):
+        self.hops = np.vstack([widen(b.hops, width, pad) for b in every])
+        self.share = np.vstack([widen(b.share, width, 0.0) for b in every])
+        for name in ("remaining", "rate", "nbytes", "latency", "cap", "route", "path", "event",
+                     "tag"):  # fmt: skip
             setattr(self, name, np.concatenate([getattr(b, name) for b in every]))
-        for b in blocks:
-            self.events.extend(b.events)
-            self.tags.extend(b.tags)
 
 
 def new_flows(
@@ -86,8 +83,8 @@ def new_flows(
     nbytes: Sequence[float],
     latency_s: Sequence[float],
     caps_Bps: Sequence[float],
-    events: Sequence[simpy.Event],
-    tags: Sequence[str],
+    events: Sequence[int],
+    tags: Sequence[int],
     pad: int,
     route_id: Callable[[Path], int] | None = None,
     classes: LinkClasses | None = None,
@@ -111,8 +108,8 @@ def new_flows(
         nbytes=size,
         latency=np.array(latency_s, dtype=float),
         cap=np.array(caps_Bps, dtype=float),
-        events=list(events),
-        tags=list(tags),
+        event=np.array(events, dtype=np.intp),
+        tag=np.array(tags, dtype=np.intp),
         route=np.fromiter(
             (route_id(p) for p in paths) if route_id else itertools.repeat(-1, len(paths)),
             np.intp,
@@ -135,29 +132,10 @@ def path_rows(paths: Sequence[Path], pad: int) -> tuple[np.ndarray, np.ndarray]:
     return hops, share
 
 
-def _widen(a: np.ndarray, width: int, pad: float) -> np.ndarray:
+def widen(a: np.ndarray, width: int, pad: float) -> np.ndarray:
+    """``a`` with columns of ``pad`` added up to ``width``."""
     if a.shape[1] == width:
         return a
     out = np.full((a.shape[0], width), pad, dtype=a.dtype)
     out[:, : a.shape[1]] = a
     return out
-
-
-class Countdown:
-    """Stands for ``left`` transfers' arrival events: fires ``event`` at the last one
-    (:meth:`sim.network.flow.FlowNetwork.transfer_batch`)."""
-
-    __slots__ = ("event", "left")
-
-    def __init__(self, event: simpy.Event, left: int) -> None:
-        self.event, self.left = event, left
-
-    def succeed(self, _value: object = None) -> None:
-        """One transfer landed; the last one fires :attr:`event`."""
-        self.left -= 1
-        if not self.left:
-            self.event.succeed()
-
-    def landed(self, _event: simpy.Event) -> None:
-        """Callback form of :meth:`succeed` (for a zero-byte transfer's timer)."""
-        self.succeed()

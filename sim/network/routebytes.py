@@ -34,7 +34,7 @@ class RouteBytes:
     --------
     >>> rb = RouteBytes(3)
     >>> a, b = rb.number(Path(np.array([0, 1]))), rb.number(Path(np.array([1, 2])))
-    >>> rb.add(np.array([a, b, a]), np.array([1.0, 2.0, 3.0]), ["dp", "", "dp"])
+    >>> rb.add(np.array([a, b, a]), np.array([1.0, 2.0, 3.0]), np.array([1, 0, 1]), ["", "dp"])
     >>> rb.link_bytes.tolist(), rb.by_tag["dp"].tolist()
     ([4.0, 6.0, 2.0], [4.0, 4.0, 0.0])
     """
@@ -59,20 +59,22 @@ class RouteBytes:
         """Route numbers of ``paths``."""
         return np.fromiter((self.number(p) for p in paths), np.intp, len(paths))
 
-    def add(self, routes: np.ndarray, nbytes: np.ndarray, tags: Sequence[str] | None) -> None:
-        """Transfers of ``nbytes[i]`` bytes on route ``routes[i]`` (tag ``tags[i]``) landed."""
+    def add(
+        self,
+        routes: np.ndarray,
+        nbytes: np.ndarray,
+        tags: np.ndarray | None = None,
+        names: Sequence[str] = (),
+    ) -> None:
+        """Transfers of ``nbytes[i]`` bytes on route ``routes[i]`` landed; ``tags[i]``
+        numbers transfer ``i``'s tag in ``names`` (0: the empty tag, counted in the total
+        only)."""
         self._pending.setdefault(ALL, []).append((routes, nbytes))
-        if not tags:
+        if tags is None or not tags.any():
             return
-        first = tags[0]
-        if all(t == first for t in tags):  # a batch: one tag for all
-            if first:
-                self._pending.setdefault(first, []).append((routes, nbytes))
-            return
-        for tag in dict.fromkeys(tags):
-            if tag:
-                sel = np.fromiter((t == tag for t in tags), bool, len(tags))
-                self._pending.setdefault(tag, []).append((routes[sel], nbytes[sel]))
+        for t in np.unique(tags[tags > 0]).tolist():
+            sel = tags == t
+            self._pending.setdefault(names[t], []).append((routes[sel], nbytes[sel]))
 
     @property
     def link_bytes(self) -> np.ndarray:

@@ -4,7 +4,9 @@
 the hidden and FFN widths) in bf16 (and fp32 on CPU; fp8 through ``torch._scaled_mm``
 where the device supports it), causal scaled-dot-product attention, memory-bound ops
 (copy, layernorm, add, GELU) with the bytes they move, pinned host↔device copies (CUDA
-only) and the launch overhead of a tiny op. Each case: warm-up calls, then timed calls
+only), the launch overhead of a tiny op, and what eager training adds per kernel and per
+optimizer step (autograd dispatch, AdamW per tensor and per parameter:
+:mod:`calibrate.compute_overhead`). Each case: warm-up calls, then timed calls
 (CUDA events on GPU, ``time.perf_counter`` on CPU); the record keeps the median and the
 p90−p10 spread, in seconds, with the FLOP and bytes per call and the achieved rates.
 
@@ -23,6 +25,7 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
+from calibrate.compute_overhead import add_dispatch, add_optimizer
 from calibrate.measurements import (
     DTYPE_BYTES,
     ComputeRecord,
@@ -163,15 +166,19 @@ class _Bench:
 
 
 def _gemm_shapes(device: str, quick: bool) -> list[tuple[int, int, int]]:
-    """(M, N, K) of a transformer layer's GEMMs: QKV, attention out, FFN up, FFN down."""
+    """(M, N, K) of a transformer layer's GEMMs: QKV, attention out, FFN up, FFN down; on
+    CPU also their weight gradients (M = the layer's width, K = the tokens), the shapes
+    of a small model's training step."""
     hiddens: tuple[int, ...]
     tokens: tuple[int, ...]
     if device == "cpu":
-        hiddens, tokens = ((256,), (256,)) if quick else ((512, 1024), (512, 2048))
+        hiddens, tokens = ((128, 256), (512,)) if quick else ((512, 1024), (512, 2048))
     else:
         hiddens, tokens = ((4096,), (4096,)) if quick else ((2048, 4096, 8192), (4096, 16384))
-    return [(m, n, k) for h in hiddens for m in tokens
-            for n, k in ((3 * h, h), (h, h), (4 * h, h), (h, 4 * h))]  # fmt: skip
+    fwd = [(m, n, k) for h in hiddens for m in tokens
+           for n, k in ((3 * h, h), (h, h), (4 * h, h), (h, 4 * h))]  # fmt: skip
+    wgrad = [(k, n, m) for m, n, k in fwd] if device == "cpu" else []
+    return fwd + wgrad
 
 
 def _add_gemms(b: _Bench) -> None:
@@ -310,7 +317,8 @@ def run_compute(
     -------
     Measurements
         Kind ``"compute"``; one :class:`~calibrate.measurements.ComputeRecord` per case
-        (op: gemm, sdpa, copy, add, gelu, layernorm, h2d, d2h, launch).
+        (op: gemm, sdpa, copy, add, gelu, layernorm, h2d, d2h, launch, dispatch,
+        optimizer; the last two from :mod:`calibrate.compute_overhead`).
 
     Raises
     ------
@@ -322,7 +330,8 @@ def run_compute(
     torch.manual_seed(0)
     bench = _Bench(torch, device, quick)
     with torch.no_grad():
-        for part in (_add_gemms, _add_attention, _add_memory_ops, _add_host_copies, _add_launch):
+        for part in (_add_gemms, _add_attention, _add_memory_ops, _add_host_copies, _add_launch,
+                     add_dispatch, add_optimizer):  # fmt: skip
             part(bench)
     gpu = torch.cuda.get_device_name() if device == "cuda" else None
     meta = Meta(

@@ -11,9 +11,10 @@ Micro-benchmarks of what the simulator charges per kernel and per optimizer step
   a tiny LayerNorm then GELU forward and backward (``shape = (4,)``); the work on 4×8
   tensors is negligible, so ``time_s / shape[0]`` is the overhead per simulated kernel;
 - ``optimizer``: one ``AdamW.step`` over ``shape = (tensors, elements)`` fp32 parameters
-  with gradients: many tiny tensors (the per-tensor overhead) and one large tensor (the
-  time per parameter); ``bytes`` is the least traffic of an fp32 AdamW step (read weight,
-  gradient, both moments; write weight and moments: 28 bytes per parameter).
+  with gradients: many tiny tensors (mostly the per-tensor overhead) and a million
+  parameters in 16 tensors (mostly the time per parameter); ``bytes`` is the least
+  traffic of an fp32 AdamW step (read weight, gradient, both moments; write weight and
+  moments: 28 bytes per parameter).
 
 ``calibrate.fit_compute`` turns them into ``launch_overhead_s``,
 ``optimizer_tensor_overhead_s`` and ``stream_eff``.
@@ -67,8 +68,10 @@ def _add_repeated(b: Any, op: str, shape: tuple[int, ...], fn: Callable[[], None
 def add_optimizer(b: Any) -> None:
     """``AdamW.step`` over many tiny tensors and over one large one (fp32, gradients set)."""
     torch = b.torch
-    large = 2**20 if b.device == "cpu" else 2**26
-    for tensors, elements in ((64, 16), (1, large)):
+    # many tiny tensors; then a million parameters (2**26 on a GPU) in tensors the size of
+    # a small model's (a CPU's caches hold a 256 KiB tensor's weight and moments)
+    many = (16, 2**16) if b.device == "cpu" else (4, 2**24)
+    for tensors, elements in ((64, 16), many):
         params = [torch.nn.Parameter(b.tensor(elements)) for _ in range(tensors)]
         for p in params:
             p.grad = b.tensor(elements)

@@ -157,17 +157,22 @@ def _cpu_threads(measurements: Sequence[Measurements]) -> int | None:
 
 
 def _fit_optimizer(recs: Sequence[ComputeRecord], gpu: GpuSpec) -> dict[str, float]:
-    """``stream_eff`` and ``optimizer_tensor_overhead_s`` from AdamW records (see module)."""
+    """``stream_eff`` and ``optimizer_tensor_overhead_s`` from AdamW records (see module):
+    ``time = tensors * overhead + parameters * time_per_parameter``, least squares over
+    records of at least two tensor sizes."""
     opt = [r for r in recs if len(r.shape) == 2]
     if len({r.shape[1] for r in opt}) < 2:
         return {}
-    big = max(opt, key=lambda r: r.shape[0] * r.shape[1])
-    per_param = big.time_s / (big.shape[0] * big.shape[1])
-    small = [r for r in opt if r.shape[1] < big.shape[1]]
-    rest = [(r.time_s - r.shape[0] * r.shape[1] * per_param) / r.shape[0] for r in small]
-    stream = optimizer_bytes_per_param(GRAD_BYTES) / per_param / gpu.hbm_Bps
+    a = np.array([[r.shape[0], r.shape[0] * r.shape[1]] for r in opt], dtype=float)
+    t = np.array([r.time_s for r in opt])
+    (overhead, per_param), *_ = np.linalg.lstsq(a, t, rcond=None)
+    if not per_param > 0:
+        raise CalibrationError(
+            f"optimizer records: time per parameter {per_param!r} s is not > 0 ({len(opt)} records)"
+        )
+    stream = optimizer_bytes_per_param(GRAD_BYTES) / float(per_param) / gpu.hbm_Bps
     return {"stream_eff": sig(min(1.0, stream)),
-            "optimizer_tensor_overhead_s": sig(max(0.0, statistics.median(rest)))}  # fmt: skip
+            "optimizer_tensor_overhead_s": sig(max(0.0, float(overhead)))}  # fmt: skip
 
 
 def fit_compute(

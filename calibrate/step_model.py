@@ -12,8 +12,9 @@ Approximation: the simulator trains in bf16 or fp8 only; an fp32 job (the CPU de
 simulated as bf16 and its row says so. Its rates are translated (:func:`fp32_as_bf16`):
 GEMMs run at the profile's fp32 ceiling (``fp32_matmul_eff_max`` of the fp32 peak, as a
 fraction of the bf16 peak), and elementwise kernels, which the bf16 scenario counts with
-2-byte activations where the job moves 4, at half ``mem_eff``. Attention, the
-cross-entropy (already fp32 in the scenario) and the optimizer (fp32 states) keep theirs.
+2-byte activations where the job moves 4, at half ``mem_eff`` (the cross-entropy too,
+although the scenario already counts its logits in fp32: an approximation). Attention
+and the optimizer (fp32 states) keep their rates.
 """
 
 from __future__ import annotations

@@ -269,7 +269,9 @@ def test_a_profile_fitted_from_compute_alone_predicts_the_step_job(tmp_path: Pat
     before = torch.get_num_threads()
     try:
         comp = run_compute("cpu", quick=True, created=CREATED, threads=1, clock="thread")
-        step = run_step_job("cpu", quick=True, created=CREATED, threads=1, clock="thread")
+        # 11 steps: a steadier median than the quick default's 5 on a shared host
+        step = run_step_job("cpu", quick=True, created=CREATED, threads=1, clock="thread",
+                            steps=11, warmup=3)  # fmt: skip
     finally:
         torch.set_num_threads(before)
     tree = fit_profile([comp, step], load_topology("cpu-single"), name="cpu", force=True)

@@ -59,11 +59,18 @@ def _add_collectives(cal: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_collectives)
 
 
+CLOCK_HELP = (
+    "CPU timer: wall (default), or thread: the thread's CPU time, leaving out other "
+    "processes on a shared host (needs --device cpu --threads 1)"
+)
+
+
 def _add_compute(cal: argparse._SubParsersAction) -> None:
     p = cal.add_parser("compute", help="time GEMMs, attention, memory-bound ops, launches")
     p.add_argument("--device", default="cuda", help="cuda or cpu")
     p.add_argument("--quick", action="store_true", help="few small cases")
     p.add_argument("--threads", type=int, help="CPU threads torch may use (default: torch's)")
+    p.add_argument("--clock", default="wall", help=CLOCK_HELP)
     p.add_argument("--out", required=True, help="measurement file (JSON)")
     p.set_defaults(handler=_compute)
     s = cal.add_parser("step", help="train a small GPT for a few steps, time each step")
@@ -71,6 +78,7 @@ def _add_compute(cal: argparse._SubParsersAction) -> None:
     s.add_argument("--quick", action="store_true", help="small model, few steps")
     s.add_argument("--steps", type=int, help="timed steps")
     s.add_argument("--threads", type=int, help="CPU threads torch may use (default: torch's)")
+    s.add_argument("--clock", default="wall", help=CLOCK_HELP)
     s.add_argument("--out", required=True, help="measurement file (JSON)")
     s.set_defaults(handler=_step)
 
@@ -161,7 +169,7 @@ def _compute(args: argparse.Namespace) -> int:
     from calibrate.compute import run_compute
     from calibrate.measurements import save_measurements
 
-    m = run_compute(args.device, args.quick, threads=args.threads)
+    m = run_compute(args.device, args.quick, threads=args.threads, clock=args.clock)
     save_measurements(m, args.out)
     print(f"wrote {len(m.records)} records to {args.out}")
     return 0
@@ -172,7 +180,8 @@ def _step(args: argparse.Namespace) -> int:
     from calibrate.measurements import save_measurements
     from calibrate.stepjob import run_step_job
 
-    m = run_step_job(args.device, args.quick, steps=args.steps, threads=args.threads)
+    m = run_step_job(args.device, args.quick, steps=args.steps, threads=args.threads,
+                     clock=args.clock)  # fmt: skip
     save_measurements(m, args.out)
     print(f"wrote step job ({m.records[0].time_s * 1e3:.3f} ms/step) to {args.out}")
     return 0

@@ -4,8 +4,10 @@
 the hidden and FFN widths) in bf16 (and fp32 on CPU; fp8 through ``torch._scaled_mm``
 where the device supports it), causal scaled-dot-product attention, memory-bound ops
 (copy, layernorm, add, GELU) with the bytes they move, pinned host↔device copies (CUDA
-only) and the launch overhead of a tiny op. Each case: warm-up calls, then timed calls
-(CUDA events on GPU, ``time.perf_counter`` on CPU); the record keeps the median and the
+only), the launch overhead of a tiny op, and what eager training adds per kernel and per
+optimizer step (autograd dispatch, AdamW per tensor and per parameter:
+:mod:`calibrate.compute_overhead`). Each case: warm-up calls, then timed calls
+(CUDA events on GPU, ``time.perf_counter`` on CPU, or the thread's CPU time); the record keeps the median and the
 p90−p10 spread, in seconds, with the FLOP and bytes per call and the achieved rates.
 
 torch is imported lazily, so the module imports without it; running needs the
@@ -23,6 +25,7 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
+from calibrate.compute_overhead import add_dispatch, add_optimizer
 from calibrate.measurements import (
     DTYPE_BYTES,
     ComputeRecord,
@@ -34,6 +37,8 @@ from calibrate.measurements import (
 from sim.errors import CalibrationError
 
 __all__ = [
+    "CLOCKS",
+    "check_clock",
     "cpu_model",
     "gpu_driver",
     "nccl_version",
@@ -114,10 +119,36 @@ def nccl_version(torch: ModuleType) -> str | None:
     return ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
 
 
+#: CPU clocks: ``wall`` (``time.perf_counter``) or ``thread`` (the calling thread's CPU
+#: time, ``time.thread_time``: what other processes on a shared host take is left out).
+CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
+
+
+def check_clock(clock: str, device: str, threads: int | None) -> Callable[[], float]:
+    """The CPU clock named ``clock``; ``thread`` needs ``device`` cpu and ``threads`` 1 (the
+    calling thread then does all of torch's work).
+
+    Raises
+    ------
+    CalibrationError
+        An unknown clock, or ``thread`` on CUDA or with other than one thread.
+    """
+    if clock not in CLOCKS:
+        raise CalibrationError(f"--clock {clock!r} is unknown; allowed: {', '.join(CLOCKS)}")
+    if clock == "thread" and (device != "cpu" or threads != 1):
+        raise CalibrationError(
+            "--clock thread needs --device cpu and --threads 1 (one thread's CPU time is "
+            "the run's time only when that thread does all the work)"
+        )
+    return CLOCKS[clock]
+
+
 def time_calls(
-    fn: Callable[[], Any], torch: ModuleType, device: str, iters: int, warmup: int
-) -> list[float]:
-    """Seconds per call of ``fn``: ``warmup`` untimed calls, then ``iters`` timed ones."""
+    fn: Callable[[], Any], torch: ModuleType, device: str, iters: int, warmup: int,
+    clock: Callable[[], float] = time.perf_counter,
+) -> list[float]:  # fmt: skip
+    """Seconds per call of ``fn``: ``warmup`` untimed calls, then ``iters`` timed ones
+    (CUDA events on a GPU, ``clock`` on a CPU)."""
     for _ in range(warmup):
         fn()
     if device == "cuda":
@@ -132,24 +163,26 @@ def time_calls(
         return [start.elapsed_time(end) * 1e-3 for start, end in pairs]
     times = []
     for _ in range(iters):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return times
 
 
 class _Bench:
     """Collects one device's records; each ``add_*`` times one case."""
 
-    def __init__(self, torch: ModuleType, device: str, quick: bool) -> None:
-        self.torch, self.device, self.quick = torch, device, quick
-        self.iters, self.warmup = (5, 2) if quick else (20, 5)
+    def __init__(self, torch: ModuleType, device: str, quick: bool,
+                 clock: Callable[[], float] = time.perf_counter) -> None:  # fmt: skip
+        self.torch, self.device, self.quick, self.clock = torch, device, quick, clock
+        # a quick CPU run is cheap: more repeats steady its medians on a shared host
+        self.iters, self.warmup = ((9 if device == "cpu" else 5), 2) if quick else (20, 5)
         self.records: list[ComputeRecord] = []
         self.notes: list[str] = []
 
     def add(self, op: str, shape: tuple[int, ...], dtype: str, flops: float, nbytes: float,
             fn: Callable[[], Any], per_call: int = 1) -> None:  # fmt: skip
-        times = time_calls(fn, self.torch, self.device, self.iters, self.warmup)
+        times = time_calls(fn, self.torch, self.device, self.iters, self.warmup, self.clock)
         median, spread = summarize_times([t / per_call for t in times])
         median = max(median, 1e-12)
         self.records.append(ComputeRecord(
@@ -163,15 +196,19 @@ class _Bench:
 
 
 def _gemm_shapes(device: str, quick: bool) -> list[tuple[int, int, int]]:
-    """(M, N, K) of a transformer layer's GEMMs: QKV, attention out, FFN up, FFN down."""
+    """(M, N, K) of a transformer layer's GEMMs: QKV, attention out, FFN up, FFN down; on
+    CPU also their weight gradients (M = the layer's width, K = the tokens), the shapes
+    of a small model's training step."""
     hiddens: tuple[int, ...]
     tokens: tuple[int, ...]
     if device == "cpu":
-        hiddens, tokens = ((256,), (256,)) if quick else ((512, 1024), (512, 2048))
+        hiddens, tokens = ((128, 256), (512,)) if quick else ((512, 1024), (512, 2048))
     else:
         hiddens, tokens = ((4096,), (4096,)) if quick else ((2048, 4096, 8192), (4096, 16384))
-    return [(m, n, k) for h in hiddens for m in tokens
-            for n, k in ((3 * h, h), (h, h), (4 * h, h), (h, 4 * h))]  # fmt: skip
+    fwd = [(m, n, k) for h in hiddens for m in tokens
+           for n, k in ((3 * h, h), (h, h), (4 * h, h), (h, 4 * h))]  # fmt: skip
+    wgrad = [(k, n, m) for m, n, k in fwd] if device == "cpu" else []
+    return fwd + wgrad
 
 
 def _add_gemms(b: _Bench) -> None:
@@ -290,7 +327,7 @@ def set_threads(torch: ModuleType, threads: int | None) -> None:
 
 def run_compute(
     device: str = "cpu", quick: bool = False, created: str | None = None,
-    threads: int | None = None,
+    threads: int | None = None, clock: str = "wall",
 ) -> Measurements:  # fmt: skip
     """Time compute kernels on one device.
 
@@ -305,24 +342,31 @@ def run_compute(
     threads : int, optional
         CPU threads torch may use (recorded as ``meta.details.cpu_threads``); on a host
         shared with other work, fewer threads than cores give steadier timings.
+    clock : {'wall', 'thread'}
+        CPU timer (:data:`CLOCKS`, recorded as ``meta.details.clock``): ``thread`` times
+        the calling thread's CPU, leaving out what other processes of a shared host take
+        (needs ``device='cpu'`` and ``threads=1``).
 
     Returns
     -------
     Measurements
         Kind ``"compute"``; one :class:`~calibrate.measurements.ComputeRecord` per case
-        (op: gemm, sdpa, copy, add, gelu, layernorm, h2d, d2h, launch).
+        (op: gemm, sdpa, copy, add, gelu, layernorm, h2d, d2h, launch, dispatch,
+        optimizer; the last two from :mod:`calibrate.compute_overhead`).
 
     Raises
     ------
     CalibrationError
         ``no CUDA device; use --device cpu`` when asked for CUDA without one; torch missing.
     """
+    timer = check_clock(clock, device, threads)
     torch = resolve_device(device)
     set_threads(torch, threads)
     torch.manual_seed(0)
-    bench = _Bench(torch, device, quick)
+    bench = _Bench(torch, device, quick, timer)
     with torch.no_grad():
-        for part in (_add_gemms, _add_attention, _add_memory_ops, _add_host_copies, _add_launch):
+        for part in (_add_gemms, _add_attention, _add_memory_ops, _add_host_copies, _add_launch,
+                     add_dispatch, add_optimizer):  # fmt: skip
             part(bench)
     gpu = torch.cuda.get_device_name() if device == "cuda" else None
     meta = Meta(
@@ -331,6 +375,6 @@ def run_compute(
         nccl_version=None, world_size=1, nodes=1, gpus_per_node=1 if gpu else None,
         backend=None, time_statistic="median", spread="p90-p10", notes=tuple(bench.notes),
         details={"device": device, "cpu_model": cpu_model(), "quick": quick,
-                 "cpu_threads": torch.get_num_threads()},
+                 "cpu_threads": torch.get_num_threads(), "clock": clock},
     )  # fmt: skip
     return Measurements(kind="compute", meta=meta, records=tuple(bench.records))

@@ -9,7 +9,12 @@ H100, ``cpu-single`` for a CPU run), and :func:`step_rows` simulates it with a p
 compute parameters and reports the absolute percentage error per record.
 
 Approximation: the simulator trains in bf16 or fp8 only; an fp32 job (the CPU default) is
-simulated as bf16 and its row says so.
+simulated as bf16 and its row says so. Its rates are translated (:func:`fp32_as_bf16`):
+GEMMs run at the profile's fp32 ceiling (``fp32_matmul_eff_max`` of the fp32 peak, as a
+fraction of the bf16 peak), and elementwise kernels, which the bf16 scenario counts with
+2-byte activations where the job moves 4, at half ``mem_eff`` (the cross-entropy too,
+although the scenario already counts its logits in fp32: an approximation). Attention
+and the optimizer (fp32 states) keep their rates.
 """
 
 from __future__ import annotations
@@ -21,14 +26,19 @@ from typing import Any
 
 from calibrate.fit import sig
 from calibrate.measurements import Measurements, StepRecord
+from sim.catalog import GpuSpec
 from sim.errors import CalibrationError, ClusterSimError
 from sim.topology.model import Topology
 from sim.topology.presets import load_spec, preset_names
+from sim.training.compute.params import ComputeParams, compute_params
 from sim.training.scenario import PRECISIONS, Scenario, scenario_from_dict
 from sim.training.step import simulate_step
+from sim.training.workload.primitives import ACT_BYTES
 
-__all__ = ["one_device_topology", "step_rows", "step_scenario"]
+__all__ = ["fp32_as_bf16", "one_device_topology", "step_rows", "step_scenario"]
 
+#: Bytes of an fp32 activation element (the bf16 scenario's are ``ACT_BYTES``).
+FP32_BYTES = 4
 _PRECISION = {"bfloat16": "bf16", "float16": "bf16", "float8_e4m3fn": "fp8"}
 
 
@@ -105,6 +115,29 @@ def step_scenario(record: StepRecord, topology: str) -> tuple[Scenario, str]:
         raise CalibrationError(f"step record cannot be simulated: {err}") from None
 
 
+def fp32_as_bf16(compute: Mapping[str, Any], gpu: GpuSpec) -> tuple[dict[str, Any], str]:
+    """Compute overrides that make a bf16 scenario run an fp32 job's kernels at fp32 rates
+    (see the module docstring), and the note its row carries.
+
+    >>> from sim.catalog import gpu_spec
+    >>> fp32_as_bf16({"fp32_matmul_eff_max": 0.2, "mem_eff": 0.3}, gpu_spec("CPU-HOST"))[0]
+    {'fp32_matmul_eff_max': 0.2, 'mem_eff': 0.15, 'matmul_eff_max': 0.2}
+    """
+    try:
+        p = compute_params(gpu.name, compute)
+    except ClusterSimError:
+        p = ComputeParams(gpu=gpu.name).overridden(compute)
+    out: dict[str, Any] = {**compute, "mem_eff": p.mem_eff * ACT_BYTES / FP32_BYTES}
+    note = "float32 job simulated as bf16 with fp32 rates: elementwise kernels at half mem_eff"
+    bf16, fp32 = gpu.peak_flops.get("bf16"), gpu.peak_flops.get("fp32")
+    if p.fp32_matmul_eff_max > 0 and bf16 and fp32:
+        out["matmul_eff_max"] = min(1.0, p.fp32_matmul_eff_max * fp32 / bf16)
+        note += ", GEMMs at fp32_matmul_eff_max"
+    else:
+        note += "; the profile has no fp32 GEMM ceiling, so GEMMs run at the bf16 one"
+    return out, note
+
+
 def step_rows(measurements: Sequence[Measurements], topology: Topology,
               compute: Mapping[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
     """One row per step record: measured and predicted step time (us) and their APE (%)."""
@@ -115,10 +148,11 @@ def step_rows(measurements: Sequence[Measurements], topology: Topology,
     name = one_device_topology(topology)
     for m, r in records:
         scenario, note = step_scenario(r, name)
+        rates = dict(compute)
+        if note and str(r.model.get("dtype")) == "float32":
+            rates, note = fp32_as_bf16(compute, topology.gpu)
         try:
-            predicted = simulate_step(
-                scenario, network="analytical", compute=dict(compute)
-            ).step_time_s
+            predicted = simulate_step(scenario, network="analytical", compute=rates).step_time_s
         except ClusterSimError as err:
             raise CalibrationError(
                 f"{m.meta.source}: step job cannot be simulated: {err}"

@@ -19,11 +19,12 @@ from __future__ import annotations
 import dataclasses
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from calibrate.compute import cpu_model, gpu_driver, resolve_device, set_threads
+from calibrate.compute import check_clock, cpu_model, gpu_driver, resolve_device, set_threads
 from calibrate.measurements import Measurements, Meta, StepRecord, summarize_times, utc_now
 from sim.errors import CalibrationError
 
@@ -128,8 +129,8 @@ def _build_model(c: StepJobConfig) -> Any:
     return GPT()
 
 
-def _time_steps(torch: ModuleType, c: StepJobConfig, device: str, steps: int, warmup: int
-                ) -> tuple[list[float], int]:  # fmt: skip
+def _time_steps(torch: ModuleType, c: StepJobConfig, device: str, steps: int, warmup: int,
+                clock: Callable[[], float] = time.perf_counter) -> tuple[list[float], int]:  # fmt: skip
     """Seconds per step for ``steps`` timed steps after ``warmup``; and the parameter count."""
     torch.manual_seed(0)
     model = _build_model(c).to(device)
@@ -150,11 +151,11 @@ def _time_steps(torch: ModuleType, c: StepJobConfig, device: str, steps: int, wa
     times = []
     for i in range(warmup + steps):
         sync()
-        t0 = time.perf_counter()
+        t0 = clock()
         step()
         sync()
         if i >= warmup:
-            times.append(time.perf_counter() - t0)
+            times.append(clock() - t0)
     return times, sum(p.numel() for p in model.parameters())
 
 
@@ -166,6 +167,7 @@ def run_step_job(
     warmup: int | None = None,
     created: str | None = None,
     threads: int | None = None,
+    clock: str = "wall",
 ) -> Measurements:
     """Train a small GPT for a few steps and time each step.
 
@@ -183,6 +185,10 @@ def run_step_job(
         Fixed ``meta.created`` (UTC ISO-8601).
     threads : int, optional
         CPU threads torch may use (recorded as ``meta.details.cpu_threads``).
+    clock : {'wall', 'thread'}
+        CPU timer (:data:`calibrate.compute.CLOCKS`, recorded as ``meta.details.clock``):
+        ``thread`` times the calling thread's CPU, leaving out what other processes of a
+        shared host take (needs ``device='cpu'`` and ``threads=1``).
 
     Returns
     -------
@@ -195,6 +201,7 @@ def run_step_job(
     CalibrationError
         ``no CUDA device; use --device cpu``; bad config; steps < 1.
     """
+    timer = check_clock(clock, device, threads)
     torch = resolve_device(device)
     set_threads(torch, threads)
     c = config or DEFAULTS[(device, quick)]
@@ -202,7 +209,7 @@ def run_step_job(
     warmup = (2 if quick else 5) if warmup is None else warmup
     if steps < 1 or warmup < 0:
         raise CalibrationError(f"step job: need steps >= 1 and warmup >= 0, got {steps}, {warmup}")
-    times, n_params = _time_steps(torch, c, device, steps, warmup)
+    times, n_params = _time_steps(torch, c, device, steps, warmup, timer)
     median, spread = summarize_times(times)
     flops = model_flops_per_step(c)
     record = StepRecord(
@@ -220,6 +227,6 @@ def run_step_job(
         driver=gpu_driver() if gpu else None, torch_version=torch.__version__, world_size=1,
         nodes=1, gpus_per_node=1 if gpu else None, time_statistic="median", spread="p90-p10",
         details={"device": device, "cpu_model": cpu_model(), "quick": quick,
-                 "cpu_threads": torch.get_num_threads()},
+                 "cpu_threads": torch.get_num_threads(), "clock": clock},
     )  # fmt: skip
     return Measurements(kind="step", meta=meta, records=(record,))

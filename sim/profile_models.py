@@ -196,6 +196,7 @@ class ComputeSection(BaseModel):
     model_config = _STRICT
     matmul_eff_max: Fraction | None = None
     fp8_matmul_eff_max: Fraction0 | None = None
+    fp32_matmul_eff_max: Fraction0 | None = None
     matmul_training_factor: Fraction | None = None
     attn_eff_max: Fraction | None = None
     attn_bwd_ratio: Fraction | None = None
@@ -209,6 +210,8 @@ class ComputeSection(BaseModel):
     attn_seq_half: NonNegative | None = None
     attn_head_dim_half: NonNegative | None = None
     launch_overhead_s: _Time | None = None
+    optimizer_tensor_overhead_s: _Time | None = None
+    sm_count: Count | None = None
     vector_dtype: Text | None = None
 
 

@@ -160,9 +160,11 @@ def step_file(time_s: float) -> Measurements:
 
 
 def compute_file() -> Measurements:
-    """bf16 GEMMs on the curve eff_max 0.5, F_half 1e8 of a 2 TFLOP/s CPU-HOST, and a copy."""
-    recs = [ComputeRecord("gemm", (1, 1, 1), "bfloat16", f, 0.0, (f + 1e8) / (2e12 * 0.5), None,
-                          0.0, 0.0, 10, "cpu") for f in (1e7, 1e8, 1e9, 1e10)]  # fmt: skip
+    """bf16 GEMMs on the curve eff_max 0.5, F_half 1e8 of a 2 TFLOP/s CPU-HOST (square
+    shapes, 2e7 to 1.7e10 FLOP), and a copy."""
+    recs = [ComputeRecord("gemm", (n, n, n), "bfloat16", 2.0 * n**3, 0.0,
+                          (2.0 * n**3 + 1e8) / (2e12 * 0.5), None, 0.0, 0.0, 10, "cpu")
+            for n in (216, 464, 1000, 2048)]  # fmt: skip
     recs.append(
         ComputeRecord("copy", (1,), "float32", 0.0, 1e8, 1e8 / 3e10, None, 0.0, 3e10, 10, "cpu")
     )
@@ -217,7 +219,9 @@ def test_validate_json_rows_carry_ape_for_step_records(tmp_path: Path, capsys) -
     a, b = out["rows"]
     assert a["predicted_us"] == b["predicted_us"] and a["topology"] == "cpu-single"
     for r, t in zip(out["rows"], (0.01, 0.02), strict=True):
-        assert r["ape_pct"] == pytest.approx(abs(r["predicted_us"] / (t * 1e6) - 1) * 100, rel=1e-3)
+        # predicted_us has 4 significant digits: 0.05 points of APE at a 10 ms step
+        assert r["ape_pct"] == pytest.approx(abs(r["predicted_us"] / (t * 1e6) - 1) * 100,
+                                             rel=1e-3, abs=0.05)  # fmt: skip
     assert out["summary"]["cases"] == 2
     assert main(["calibrate", "validate", str(prof), steps[0], "--topology", "cpu-single"]) == 0
     assert "step job" in capsys.readouterr().out
@@ -252,16 +256,11 @@ def test_threads_are_set_and_recorded() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 8 part 5 target not met yet: with the compute model by operation the "
-    "profile fitted from `calibrate compute` predicts the quick CPU step job 2.3x too fast "
-    "(7.7 vs 18.0 ms, APE 57%; was ~8x with the roofline): eager PyTorch's per-op autograd "
-    "and optimizer dispatch on CPU, which `calibrate compute` does not measure yet, dominate it",
-)
 def test_a_profile_fitted_from_compute_alone_predicts_the_step_job(tmp_path: Path) -> None:
-    """calibrate compute, then calibrate step, on this machine (one thread, steady): the
-    profile fitted from the compute file alone predicts the step job within 25%."""
+    """calibrate compute, then calibrate step, on this machine (one thread, timed by the
+    thread's CPU clock so that other processes on a shared host do not count): the profile
+    fitted from the compute file alone predicts the step job within 25% (issue 8 part 5).
+    The step job is held out: nothing in the profile comes from it."""
     torch = pytest.importorskip("torch", reason="real runs need torch (clustersim[calibrate])")
     from calibrate.compute import run_compute
     from calibrate.profile_io import fit_profile
@@ -269,13 +268,18 @@ def test_a_profile_fitted_from_compute_alone_predicts_the_step_job(tmp_path: Pat
 
     before = torch.get_num_threads()
     try:
-        comp = run_compute("cpu", quick=True, created=CREATED, threads=1)
-        step = run_step_job("cpu", quick=True, created=CREATED, threads=1)
+        comp = run_compute("cpu", quick=True, created=CREATED, threads=1, clock="thread")
+        # 11 steps: a steadier median than the quick default's 5 on a shared host
+        step = run_step_job("cpu", quick=True, created=CREATED, threads=1, clock="thread",
+                            steps=11, warmup=3)  # fmt: skip
     finally:
         torch.set_num_threads(before)
     tree = fit_profile([comp, step], load_topology("cpu-single"), name="cpu", force=True)
     (row,) = tree["provenance"]["fit"]["step"]["rows"]
     assert row["ape_pct"] <= 25.0, row
+    assert {"sm_count", "fp32_matmul_eff_max", "optimizer_tensor_overhead_s"} <= set(
+        tree["compute"]
+    )
 
 
 def test_more_local_gloo_ranks_than_cores_is_noted(monkeypatch: pytest.MonkeyPatch) -> None:

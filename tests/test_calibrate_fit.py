@@ -7,7 +7,9 @@ that need them skip, naming the path, when it is absent.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,11 +21,14 @@ from calibrate.model import FastModel, points_from, simulate_points
 from calibrate.nccl_tests import import_nccl_tests
 from calibrate.profile_io import dump_profile, fit_profile, topology_for, write_profile
 from calibrate.validate import validate
+from sim.catalog import gpu_spec
 from sim.collectives.params import default_params
 from sim.collectives.simulate import CollectiveSetup, simulate_collective
 from sim.errors import CalibrationError
 from sim.profile import load_profile
 from sim.topology.presets import load_topology
+from sim.training.compute.kernels import gemm_time_s
+from sim.training.compute.params import compute_params
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "nccl-tests"
 CREATED = "2025-01-01T00:00:00Z"
@@ -184,15 +189,35 @@ def test_topology_is_sized_to_the_measured_servers() -> None:
     assert topology_for("h100-ib-ndr", [m], gpus=8).nodes == 2
 
 
-def gemm(flops: float, t: float, dtype: str = "bfloat16") -> ComputeRecord:
-    return ComputeRecord("gemm", (1, 1, 1), dtype, flops, 0.0, t, None, flops / t, 0.0, 10, "cuda")
+def gemm(flops: float, t: float, dtype: str = "bfloat16",
+         shape: tuple[int, int, int] = (1, 1, 1)) -> ComputeRecord:  # fmt: skip
+    return ComputeRecord("gemm", shape, dtype, flops, 0.0, t, None, flops / t, 0.0, 10, "cuda")
+
+
+#: Square GEMMs from 2.7e8 to 1.1e12 FLOP.
+SQUARE = [(n, n, n) for n in (512, 1024, 2048, 4096, 8192)]
+
+
+def model_gemms(gpu_name: str, shapes: list[tuple[int, int, int]], dtype: str, key: str,
+                device: str, **values: Any) -> list[ComputeRecord]:  # fmt: skip
+    """GEMM records timed by the simulator's own GEMM model with ``values`` laid over the
+    GPU's catalog parameters (no training factor: a micro-benchmark)."""
+    gpu, base = gpu_spec(gpu_name), compute_params(gpu_name)
+    p = replace(base, matmul_training_factor=1.0, **values)
+    out = []
+    for m, n, k in shapes:
+        t = gemm_time_s(m, n, k, 1, key, gpu, p)
+        f = 2.0 * m * n * k
+        out.append(ComputeRecord("gemm", (m, n, k), dtype, f, 0.0, t, None, f / t, 0.0, 10, device))
+    return out
 
 
 def test_compute_fit_recovers_the_matmul_curve_and_memory_efficiency() -> None:
-    """Records made from eff_max 0.7, F_half 2e9 on an H100 come back as those values."""
+    """Records timed by the simulator's GEMM model (wave quantization, K ramp and the mamf
+    anchor of the H100 entry) with eff_max 0.7, F_half 2e9 come back as those values."""
     gpu = load_topology("dgx-h100").gpu
-    peak = gpu.peak_flops["bf16"]
-    recs = [gemm(f, (f + 2e9) / (peak * 0.7)) for f in (1e8, 1e9, 1e10, 1e11, 1e12)]
+    recs = model_gemms("H100-SXM", SQUARE, "bfloat16", "bf16", "cuda", matmul_eff_max=0.7,
+                       matmul_half_flops=2e9, launch_overhead_s=5e-6)  # fmt: skip
     recs.append(ComputeRecord("copy", (1,), "bfloat16", 0.0, 1e9, 1e9 / (0.8 * gpu.hbm_Bps), None,
                               0.0, 0.8 * gpu.hbm_Bps, 10, "cuda"))  # fmt: skip
     recs.append(
@@ -205,6 +230,7 @@ def test_compute_fit_recovers_the_matmul_curve_and_memory_efficiency() -> None:
     assert math.isclose(tree["matmul_half_flops"], 2e9, rel_tol=1e-2)
     assert math.isclose(tree["mem_eff"], 0.8, rel_tol=1e-3)
     assert tree["launch_overhead_s"] == 5e-6 and info["gemm_records"] == 5
+    assert info["gemm_mape_pct"] < 0.1
 
 
 def test_compute_fit_with_too_few_gemms_is_an_error() -> None:

@@ -54,6 +54,7 @@ __all__ = [
     "attention_time_s",
     "gemm_shape_eff",
     "gemm_time_s",
+    "matmul_eff_max",
     "memory_time_s",
     "op_time_s",
     "roofline_time_s",
@@ -102,12 +103,28 @@ def _anchor_eff(p: ComputeParams) -> float:
     return gemm_shape_eff(m, n, k, 1, p)
 
 
+def matmul_eff_max(dtype: str, p: ComputeParams) -> float:
+    """The GEMM ceiling (fraction of ``peak[dtype]``) of ``dtype``: ``fp8_matmul_eff_max``
+    for fp8, ``fp32_matmul_eff_max`` for fp32 where measured (> 0), else ``matmul_eff_max``.
+
+    >>> from sim.training.compute.params import compute_params
+    >>> p = compute_params("H100-SXM")
+    >>> matmul_eff_max("fp32", p) == p.matmul_eff_max
+    True
+    """
+    if dtype == "fp8":
+        return p.fp8_matmul_eff_max
+    if dtype == "fp32" and p.fp32_matmul_eff_max > 0:
+        return p.fp32_matmul_eff_max
+    return p.matmul_eff_max
+
+
 def gemm_time_s(m: float, n: float, k: float, batch: float, dtype: str, gpu: GpuSpec,
                 p: ComputeParams) -> float:  # fmt: skip
     """Seconds for ``batch`` GEMMs of ``(m x k) @ (k x n)`` in ``dtype`` (launch included)."""
     if m <= 0 or n <= 0 or k <= 0 or batch <= 0:
         return p.launch_overhead_s
-    eff_max = p.fp8_matmul_eff_max if dtype == "fp8" else p.matmul_eff_max
+    eff_max = matmul_eff_max(dtype, p)
     if eff_max <= 0:
         raise ConfigError(f"training.precision: {gpu.name} has no {dtype} GEMM efficiency")
     shape = gemm_shape_eff(m, n, k, batch, p) / _anchor_eff(p)
@@ -198,7 +215,7 @@ def roofline_time_s(flops: float, nbytes: float, dtype: str, gpu: GpuSpec,
     >>> roofline_time_s(0, 0, "bf16", gpu, p) == p.launch_overhead_s
     True
     """
-    eff_max = p.fp8_matmul_eff_max if dtype == "fp8" else p.matmul_eff_max
+    eff_max = matmul_eff_max(dtype, p)
     compute_s = 0.0
     if flops > 0:
         eff = eff_max * p.matmul_training_factor * flops / (flops + p.matmul_half_flops)

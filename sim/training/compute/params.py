@@ -38,10 +38,11 @@ _FRACTIONS = (
     "attn_bwd_ratio", "mem_eff", "vector_eff", "comm_interference", "stream_eff",
     "attn_odd_head_dim_eff",
 )  # fmt: skip
-_MAY_BE_ZERO = ("fp8_matmul_eff_max", "comm_interference")
+_MAY_BE_ZERO = ("fp8_matmul_eff_max", "comm_interference", "fp32_matmul_eff_max")
+_TIMES = ("launch_overhead_s", "optimizer_tensor_overhead_s")
 _TUNABLE = (
-    *_FRACTIONS, "matmul_half_flops", "matmul_k_half", "attn_seq_half", "attn_head_dim_half",
-    "launch_overhead_s",
+    *_FRACTIONS, "fp32_matmul_eff_max", "matmul_half_flops", "matmul_k_half", "attn_seq_half",
+    "attn_head_dim_half", *_TIMES, "sm_count",
 )  # fmt: skip
 
 
@@ -55,6 +56,8 @@ class ComputeParams:
         Catalog GPU name the parameters belong to.
     sm_count : int
         Streaming multiprocessors (compute units): GEMM tiles run in waves of this many.
+        On a CPU host, the threads the framework uses (``calibrate fit`` of a CPU compute
+        file sets it from the run's thread count).
     gemm_tile : tuple of int
         Output tile (rows, columns) of the GEMM kernels assumed for wave quantization.
     mamf_shape : tuple of int or None
@@ -65,6 +68,10 @@ class ComputeParams:
         (mamf-finder's "maximum achievable matmul FLOPS" where published).
     fp8_matmul_eff_max : float
         The same for fp8 GEMMs (fraction of the fp8 peak); 0 where the GPU has no fp8.
+    fp32_matmul_eff_max : float
+        The same for fp32 GEMMs (fraction of the fp32 peak): layer-list models trained in
+        fp32, and fp32 jobs in ``calibrate``'s step model. 0 (the default): not measured,
+        fp32 GEMMs use ``matmul_eff_max``.
     matmul_half_flops : float
         Fixed cost of one GEMM, as FLOPs at full rate (prologue, epilogue, tail).
     matmul_k_half : float
@@ -98,7 +105,13 @@ class ComputeParams:
     vector_dtype : str
         Peak used for non-tensor-core FLOPs.
     launch_overhead_s : float
-        Idle time per kernel (launch and tail), seconds.
+        Idle time per kernel (launch and tail), seconds. In eager frameworks on a CPU
+        this is the per-operator dispatch through autograd (``calibrate compute``'s
+        ``dispatch`` records).
+    optimizer_tensor_overhead_s : float
+        Seconds the optimizer step spends per parameter tensor beyond its bytes: an eager
+        per-tensor (for-loop) optimizer launches a handful of kernels for every tensor.
+        0 (the default): a multi-tensor fused optimizer, whose launches are negligible.
     comm_interference : float
         Slowdown of compute while a data-parallel collective (a ZeRO gather or a
         per-micro-batch gradient reduction) runs beside it: NCCL kernels take SMs and HBM
@@ -133,6 +146,8 @@ class ComputeParams:
     vector_eff: float = 0.5
     vector_dtype: str = "fp32"
     launch_overhead_s: float = 4e-6
+    optimizer_tensor_overhead_s: float = 0.0
+    fp32_matmul_eff_max: float = 0.0
     comm_interference: float = 0.0
     estimate: bool = True
     basis: str = "dataclass defaults (no catalog entry)"
@@ -149,8 +164,9 @@ class ComputeParams:
             value = getattr(self, key)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"compute.{key}: {value!r} must be a number >= 0")
-        if self.launch_overhead_s < 0:
-            raise ConfigError(f"compute.launch_overhead_s: {self.launch_overhead_s!r} < 0")
+        for key in _TIMES:
+            if not getattr(self, key) >= 0:
+                raise ConfigError(f"compute.{key}: {getattr(self, key)!r} < 0")
         if self.sm_count < 1 or min(self.gemm_tile) < 1:
             raise ConfigError(f"compute: sm_count and gemm_tile must be >= 1 (GPU {self.gpu})")
 
@@ -202,8 +218,12 @@ def _coerce(key: str, value: object, place: str) -> object:
         if not isinstance(value, str):
             raise ConfigError(f"{place}.{key}: expected a dtype name, got {value!r}")
         return value
-    if key == "launch_overhead_s":
+    if key in _TIMES:
         return parse_time(value, f"{place}.{key}")
+    if key == "sm_count":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{place}.{key}: expected an integer >= 1, got {value!r}")
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{place}.{key}: expected a number, got {value!r}")
     return float(value)
@@ -229,6 +249,8 @@ class _Entry(BaseModel):
     vector_eff: float
     vector_dtype: str
     launch_overhead: str
+    optimizer_tensor_overhead: str | None = None
+    fp32_matmul_eff_max: float | None = None
     comm_interference: float
     estimate: bool
     basis: str
@@ -236,6 +258,11 @@ class _Entry(BaseModel):
     sources: dict[str, str]
 
 
+#: Sources of the opt-in keys an entry leaves out (their defaults turn them off).
+_OFF_SOURCES = {
+    "fp32_matmul_eff_max": "not measured: fp32 GEMMs use matmul_eff_max",
+    "optimizer_tensor_overhead_s": "not measured: 0, a fused multi-tensor optimizer",
+}
 _UNSOURCED = frozenset({"estimate", "basis", "validation", "sources", "vector_dtype", "mamf_shape"})
 _INHERIT = "inherit"  # {from: GPU, keys: [...]}: values taken from another entry
 
@@ -284,7 +311,14 @@ def _entries() -> dict[str, ComputeParams]:
     out = {}
     for name, body in _resolved(raw).items():
         e = _entry(_Entry, name, body, "compute.yaml", _UNSOURCED)
-        values = e.model_dump(exclude={"launch_overhead", "gemm_tile", "mamf_shape"})
+        values = e.model_dump(exclude={"launch_overhead", "gemm_tile", "mamf_shape",
+                                       "optimizer_tensor_overhead"})  # fmt: skip
+        values = {k: v for k, v in values.items() if v is not None}
+        if e.optimizer_tensor_overhead is not None:
+            values["optimizer_tensor_overhead_s"] = parse_time(
+                e.optimizer_tensor_overhead, f"{name}.optimizer_tensor_overhead"
+            )
+        values["sources"] = {**_OFF_SOURCES, **values["sources"]}
         shape = tuple(int(x) for x in e.mamf_shape) if e.mamf_shape else None
         try:
             out[name] = ComputeParams(

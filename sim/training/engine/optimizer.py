@@ -27,6 +27,7 @@ from sim.training.workload.comms import RankParams
 from sim.training.workload.lora import trainable_params
 from sim.training.workload.models import ModelSpec
 from sim.training.workload.plan import ParallelPlan
+from sim.training.workload.stages import stage_layers
 from sim.training.workload.trainable import (
     PCIE_DEFAULT_BPS,
     PCIE_EFF,
@@ -42,6 +43,7 @@ __all__ = [
     "offload_time",
     "optimizer_bytes_per_param",
     "optimizer_s",
+    "param_tensors",
     "pcie_Bps",
     "shard_params",
     "stage_offload",
@@ -98,9 +100,45 @@ def pcie_Bps(topology: Topology) -> tuple[float, str]:
 
 
 def gpu_optimizer_s(params: float, tech: Techniques, model: ModelSpec, grad_bytes: int,
-                    hbm_Bps: float, stream_eff: float) -> float:  # fmt: skip
-    """Seconds of a fused multi-tensor optimizer kernel over ``params`` parameters."""
-    return params * optimizer_step_bytes(tech, model, grad_bytes) / (hbm_Bps * stream_eff)
+                    hbm_Bps: float, stream_eff: float, tensors: float = 0.0,
+                    tensor_overhead_s: float = 0.0) -> float:  # fmt: skip
+    """Seconds of the optimizer step over ``params`` parameters in ``tensors`` tensors:
+    their bytes at ``hbm_Bps * stream_eff``, plus ``tensor_overhead_s`` per tensor (an
+    eager per-tensor optimizer; 0 for a fused multi-tensor kernel).
+
+    >>> from sim.training.workload.trainable import DEFAULT
+    >>> from sim.training.workload.models import model_preset
+    >>> m = model_preset("gpt2-124m")
+    >>> gpu_optimizer_s(1e6, DEFAULT, m, 4, 38e9, 1.0, tensors=10, tensor_overhead_s=1e-5)
+    0.0011
+    """
+    bytes_s = params * optimizer_step_bytes(tech, model, grad_bytes) / (hbm_Bps * stream_eff)
+    return bytes_s + tensors * tensor_overhead_s
+
+
+def param_tensors(model: ModelSpec, layers: int, first: bool, last: bool) -> int:
+    """Parameter tensors of ``layers`` transformer layers, plus the embedding tables on the
+    ``first`` stage and the final norm and head on the ``last``, as an eager GPT holds them
+    (fused QKV; one tensor per weight and per bias; every expert's own tensors).
+
+    An approximation for the per-tensor optimizer overhead: LoRA adapters and ZeRO shards
+    count as the full model's tensors.
+
+    >>> from sim.training.workload.models import ModelSpec
+    >>> gpt = ModelSpec("gpt", 2, 128, 512, 4, 4, 1024, max_seq=128)
+    >>> param_tensors(gpt, 2, True, True)  # calibrate's quick CPU step job: 29
+    29
+    """
+    bias = 2 if model.bias else 1
+    norm = 2 if model.norm == "layernorm" else 1
+    mlp = (3 if model.gated_mlp else 2) * bias
+    per_layer = 2 * norm + 2 * bias + model.experts * mlp + (1 if model.moe else 0)
+    out = layers * per_layer
+    if first:
+        out += 2 if model.position == "learned" else 1
+    if last:
+        out += norm + (0 if model.tied_embeddings else 1)
+    return out
 
 
 def offload_time(params: float, tech: Techniques, model: ModelSpec, topology: Topology,
@@ -132,13 +170,18 @@ def stage_offload(setup: StepSetup, s: int, window_s: float = 0.0) -> OffloadTim
 
 def optimizer_s(setup: StepSetup, s: int, window_s: float = 0.0) -> float:
     """Optimizer step time of a rank of stage ``s``: a fused multi-tensor kernel,
-    memory-bound over its (ZeRO-sharded) trainable parameters at ``stream_eff``, or the
-    exposed part of the offloaded step (``window_s``: the step's forward and backward)."""
+    memory-bound over its (ZeRO-sharded) trainable parameters at ``stream_eff`` (plus
+    ``optimizer_tensor_overhead_s`` per parameter tensor where the profile sets one), or
+    the exposed part of the offloaded step (``window_s``: the step's forward and backward)."""
     off = stage_offload(setup, s, window_s)
     if off is not None:
         return off.exposed_s
     tech, plan, model = setup.scenario.training.techniques, setup.plan, setup.scenario.model
     params = shard_params(plan, trainable_params(model, plan, s, tech))
-    gpu = setup.gpu_at(s)
-    return gpu_optimizer_s(params, tech, model, plan.grad_bytes, gpu.hbm_Bps,
-                           setup.compute_at(s).stream_eff)  # fmt: skip
+    gpu, p = setup.gpu_at(s), setup.compute_at(s)
+    tensors = 0
+    if p.optimizer_tensor_overhead_s > 0:
+        layers = stage_layers(plan, model)[s]
+        tensors = param_tensors(model, layers, s == 0, s == plan.pp - 1)
+    return gpu_optimizer_s(params, tech, model, plan.grad_bytes, gpu.hbm_Bps, p.stream_eff,
+                           tensors, p.optimizer_tensor_overhead_s)  # fmt: skip

@@ -354,9 +354,10 @@ class FlowNetwork:
         if self._cache is None:
             f.rate = progressive_fill(f.hops, capacity, caps, weights)
         else:
-            fixed = None if self._lossy else self._capacity_key
+            # keyed by the fixed capacities even on lossy links: the incast loss is a
+            # function of the flows per link, which the route numbers already determine
             f.rate = self._cache.solve_routes(
-                progressive_fill, f.route, f.hops, capacity, caps, weights, fixed
+                progressive_fill, f.route, f.hops, capacity, caps, weights, self._capacity_key
             )
         if self.debug:
             self._check()

@@ -31,6 +31,7 @@ from sim.collectives.engine import run_schedule
 from sim.network import make_network
 from sim.network.base import Network
 from sim.network.flow import FlowNetwork
+from sim.network.solvecache import SolveCache
 from sim.topology.model import Topology
 from sim.training.compute.passes import CollectiveTimer, PassCost, Unit
 from sim.training.engine.setup import StepSetup
@@ -79,9 +80,11 @@ class _Run:
         self.plan = plan = setup.plan
         self.free_p2p, self.with_dp = free_p2p, with_dp
         self.env = simpy.Environment()
+        # micro-batches repeat the same sets of flows: their solves are looked up
+        flow = record or setup.network == "flow"
         self.net: Network = (
-            FlowNetwork(self.env, timer.topology, record=True)
-            if record
+            FlowNetwork(self.env, timer.topology, record=record, solve_cache=SolveCache())
+            if flow
             else make_network(setup.network, self.env, timer.topology)
         )
         self.p, self.v, self.m = plan.pp, plan.virtual_stages, plan.num_microbatches

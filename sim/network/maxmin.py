@@ -202,8 +202,12 @@ class _Fill:
 
     def rounds(self) -> None:
         """Raise every unfrozen flow's rate until a link (or a flow's cap) saturates;
-        freeze the flows there; repeat."""
+        freeze the flows there; repeat. The first round finds the flows on saturated
+        links by a masked scan of every flow's hops; later rounds (many rate levels, as
+        hashed ECMP routes give) through a link -> flows index of the flows left."""
         level = 0.0
+        index: tuple[np.ndarray, np.ndarray] | None = None
+        frozen = np.zeros(self.hops.shape[0], dtype=bool)
         while self.active.size:
             cut = self.cut()
             caps = None if self.caps is None else self.caps[self.active]
@@ -213,18 +217,53 @@ class _Fill:
                 return
             level = max(level, s)  # rounding must not make a later level lower
             bound = level * (1.0 + SHARE_RTOL)
-            hops = self.hops[self.active]
-            hit = (cut <= bound)[hops].any(axis=1)
-            if caps is not None:
-                hit |= caps <= bound
-            flows = self.active[hit]
-            self.active = self.active[~hit]
+            if index is None:
+                hit = (cut <= bound)[self.hops[self.active]].any(axis=1)
+                if caps is not None:
+                    hit |= caps <= bound
+                flows = self.active[hit]
+            else:
+                tight = np.flatnonzero(cut <= bound)
+                flows = np.unique(_gather(*index, tight)) if tight.size else tight
+                if caps is not None:
+                    flows = np.union1d(flows, self.active[caps <= bound])
+                flows = flows[~frozen[flows]]
+            frozen[flows] = True
+            self.active = self.active[~frozen[self.active]]
             self.rates[flows] = level
-            touched = hops[hit]
-            self.count -= np.bincount(touched.ravel(), minlength=self.size)
-            gone = self._load(touched, None if self.share is None else self.share[flows])
-            self.load -= gone
-            self.spare -= level * gone
+            if self.active.size:
+                self._freeze(flows, level)
+                if index is None:
+                    index = _link_index(self.hops, self.active, self.size - 1)
+
+    def _freeze(self, flows: np.ndarray, level: float) -> None:
+        """Take the frozen ``flows`` (at ``level``) off their links' counts and loads."""
+        touched = self.hops[flows]
+        self.count -= np.bincount(touched.ravel(), minlength=self.size)
+        gone = self._load(touched, None if self.share is None else self.share[flows])
+        self.load -= gone
+        self.spare -= level * gone
+
+
+def _link_index(hops: np.ndarray, rows: np.ndarray, pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """Flows ``rows`` crossing each link as CSR ``(ptr, flows)`` (pad cells left out)."""
+    flat = hops[rows].ravel()
+    owner = np.repeat(rows, hops.shape[1])
+    real = flat < pad
+    flat, owner = flat[real], owner[real]
+    order = np.argsort(flat, kind="stable")
+    ptr = np.zeros(pad + 1, dtype=np.intp)
+    np.cumsum(np.bincount(flat, minlength=pad), out=ptr[1:])
+    return ptr, owner[order]
+
+
+def _gather(ptr: np.ndarray, items: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Concatenation of ``items[ptr[r]:ptr[r + 1]]`` over ``rows``, vectorised."""
+    starts = ptr[rows]
+    lengths = ptr[rows + 1] - starts
+    ends = np.cumsum(lengths)
+    offsets = np.repeat(starts - (ends - lengths), lengths)
+    return items[np.arange(int(ends[-1]) if ends.size else 0) + offsets]
 
 
 def maxmin_rates(paths: Paths, capacity: np.ndarray) -> np.ndarray:

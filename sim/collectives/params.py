@@ -187,7 +187,7 @@ class CollectiveParams:
         ``self.raw`` (never mutated), so a fit can merge thousands of times cheaply; the
         override's own leaves are copied.
         """
-        tree = _deep_merge(self.raw, copy.deepcopy(dict(override)), where)
+        tree = _deep_merge(self.raw, copy.deepcopy(override), where)
         return CollectiveParams.from_dict(tree, where, owned=True)
 
     def algorithm(self, name: str) -> AlgorithmParams:

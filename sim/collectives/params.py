@@ -2,6 +2,14 @@
 
 The defaults live in ``defaults.yaml`` beside this module (with their sources); a
 profile's ``collectives`` section may override any subset of them with the same shape.
+The merged tree is validated whole by the pydantic models of
+:mod:`sim.collectives.param_models` (the profile's models with the needed keys required),
+so a mistake is one line naming the key path:
+
+>>> default_params().merged({"algorithms": {"ring": {"efficiency": 1.5}}})
+Traceback (most recent call last):
+...
+sim.errors.ConfigError: profile.collectives: algorithms.ring.efficiency: must be <= 1, got 1.5
 """
 
 from __future__ import annotations

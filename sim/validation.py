@@ -122,7 +122,7 @@ def one_line(
 ) -> str:
     """The first failure of ``err`` as ``where: path: problem`` (see :func:`validate_model`)."""
     errors = err.errors()
-    first = errors[0]
+    first = _meant(errors)
     inner = _clean(first["loc"])
     loc = at + inner
     parent, last = loc[:-1], loc[-1] if loc else None
@@ -138,6 +138,18 @@ def one_line(
     same = [e for e in errors if _clean(e["loc"]) == inner]
     text = " or ".join(dict.fromkeys(_text(e) for e in same))
     return f"{head}: {text}, got {_short(first.get('input'))}"
+
+
+def _meant(errors: list[ErrorDetails]) -> ErrorDetails:
+    """The error to report: the first, unless a mapping failed a union's scalar member
+    (``nvlink: {source: x}`` against ``number | {value, source}``): then the first error
+    inside it, from the model member the mapping was meant for (``missing key 'value'``)."""
+    first = errors[0]
+    if not (first["type"].endswith("_type") and isinstance(first.get("input"), Mapping)):
+        return first
+    at = _clean(first["loc"])
+    deeper = (e for e in errors[1:] if _clean(e["loc"])[: len(at)] == at != _clean(e["loc"]))
+    return next(deeper, first)
 
 
 def _text(e: ErrorDetails) -> str:
@@ -199,13 +211,16 @@ def _allowed(model: type[BaseModel], parent: tuple[int | str, ...]) -> str:
 
 
 def _inner(hint: Any) -> Any:
-    """The model inside ``X | None``, ``list[X]`` or ``dict[str, X]`` (else ``hint``)."""
+    """The model inside ``X | None``, ``list[X]`` or ``dict[str, X]`` (else ``hint``); of
+    a union, its first model member (``number | Efficiency``: ``Efficiency``)."""
     if isinstance(hint, type) and issubclass(hint, BaseModel):
         return hint
     origin = typing.get_origin(hint)
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     if origin in (Union, types.UnionType, list, tuple) and args:
-        return _inner(args[0])
+        found = [_inner(a) for a in args]
+        models = [m for m in found if isinstance(m, type) and issubclass(m, BaseModel)]
+        return (models or found)[0]
     if origin is dict and len(args) == 2:
         return _inner(args[1])
     return hint

@@ -70,7 +70,6 @@ __all__ = [
     "SUPPORTS",
     "algorithms_for",
     "backend_of",
-    "check_backend",
     "gloo",
     "local_bytes",
     "local_rate_Bps",
@@ -99,30 +98,6 @@ def backend_of(params: Any) -> str:
     if backend not in BACKENDS:
         raise ConfigError(f"collectives.backend: {backend!r} is unknown; allowed: nccl, gloo")
     return str(backend)
-
-
-def check_backend(tree: Mapping[str, Any], where: str = "collectives") -> None:
-    """Validate a parameter tree's ``backend`` and ``gloo`` keys (both optional).
-
-    Raises
-    ------
-    ConfigError
-        An unknown backend, or a ``gloo`` section that is not ``{local_GBps: > 0, source}``.
-    """
-    backend = tree.get("backend", "nccl")
-    if backend not in BACKENDS:
-        raise ConfigError(f"{where}.backend: {backend!r} is unknown; allowed: nccl, gloo")
-    section = tree.get("gloo")
-    if section is None:
-        return
-    if not isinstance(section, Mapping):
-        raise ConfigError(f"{where}.gloo: expected a mapping, got {section!r}")
-    for key in section:
-        if key not in ("local_GBps", "source"):
-            raise ConfigError(f"{where}.gloo: unknown key {key!r}; allowed: local_GBps, source")
-    value = section.get("local_GBps")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigError(f"{where}.gloo.local_GBps: expected a number > 0, got {value!r}")
 
 
 def algorithms_for(

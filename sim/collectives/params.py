@@ -2,6 +2,14 @@
 
 The defaults live in ``defaults.yaml`` beside this module (with their sources); a
 profile's ``collectives`` section may override any subset of them with the same shape.
+The merged tree is validated whole by the pydantic models of
+:mod:`sim.collectives.param_models` (the profile's models with the needed keys required),
+so a mistake is one line naming the key path:
+
+>>> default_params().merged({"algorithms": {"ring": {"efficiency": 1.5}}})
+Traceback (most recent call last):
+...
+sim.errors.ConfigError: profile.collectives: algorithms.ring.efficiency: must be <= 1, got 1.5
 """
 
 from __future__ import annotations
@@ -11,11 +19,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar, cast
 
-from sim.collectives.gloo import check_backend
+from sim.collectives.param_models import PROTOCOLS, SCOPES, CompleteCollectives
 from sim.errors import ConfigError
 from sim.files import load_yaml
+from sim.profile_models import (
+    Algorithm,
+    Channels,
+    CollectivesSection,
+    Efficiency,
+    Transport,
+)
+from sim.validation import validate_model
 
 __all__ = [
     "PROTOCOLS",
@@ -26,9 +42,6 @@ __all__ = [
     "TransportParams",
     "default_params",
 ]
-
-PROTOCOLS = ("ll", "ll128", "simple")
-SCOPES = ("nvlink", "pcie", "net")
 
 
 @dataclass(frozen=True)
@@ -142,57 +155,26 @@ class CollectiveParams:
     def from_dict(
         cls, tree: Mapping[str, Any], where: str = "collectives", *, owned: bool = False
     ) -> CollectiveParams:
-        """Validate a parameter tree shaped like ``defaults.yaml``; errors name the key."""
-        _known(
-            tree,
-            {
-                "source",
-                "link_efficiency",
-                "protocols",
-                "algorithms",
-                "pipeline",
-                "channels",
-                "transports",
-                "backend",
-                "gloo",
-            },
-            where,
-        )  # fmt: skip
-        check_backend(tree, where)
-        link = {
-            s: _eff(_get(tree, "link_efficiency", where), s, where + ".link_efficiency")
-            for s in SCOPES
-        }
-        protos = _get(tree, "protocols", where)
-        proto_eff = {
-            p: _fraction(
-                _get(protos, p, f"{where}.protocols"), "efficiency", f"{where}.protocols.{p}"
-            )
-            for p in PROTOCOLS
-        }
-        algos = {
-            name: _algorithm(spec, f"{where}.algorithms.{name}")
-            for name, spec in _get(tree, "algorithms", where).items()
-        }
-        pipe = _get(tree, "pipeline", where)
-        chunk = _positive(pipe, "chunk_bytes", f"{where}.pipeline")
-        max_chunks = int(_positive(pipe, "max_chunks", f"{where}.pipeline"))
-        min_chunks = (
-            int(_positive(pipe, "min_chunks", f"{where}.pipeline")) if "min_chunks" in pipe else 1
-        )
-        if min_chunks > max_chunks:
-            raise ConfigError(
-                f"{where}.pipeline.min_chunks: {min_chunks} must be <= max_chunks {max_chunks}"
-            )
-        channels = _channels(_get(tree, "channels", where), f"{where}.channels")
-        transports = {
-            name: _transport(spec, f"{where}.transports.{name}")
-            for name, spec in tree.get("transports", {}).items()
-        }
-        return cls(
-            link, proto_eff, algos, chunk, max_chunks, min_chunks, channels, transports,
-            dict(tree) if owned else copy.deepcopy(dict(tree)),
-        )  # fmt: skip
+        """Validate a complete parameter tree shaped like ``defaults.yaml`` and build it.
+
+        Parameters
+        ----------
+        tree : Mapping
+            The whole tree (defaults, or defaults with a profile's section merged in).
+        where : str
+            Where the tree comes from, first in every error message.
+        owned : bool
+            The caller hands ``tree`` over: keep it as :attr:`raw` without a copy.
+
+        Raises
+        ------
+        ConfigError
+            One line naming the key path: a wrong type, a value out of range, an unknown
+            or missing key (:data:`~sim.collectives.param_models.CompleteCollectives`).
+        """
+        model = validate_model(CompleteCollectives, tree, where)
+        raw = dict(tree) if owned else copy.deepcopy(dict(tree))
+        return _built(cast(CollectivesSection, model), raw)
 
     def link_factor(
         self, scope: str, transport: str, line_Bps: float, at_nic: bool = True
@@ -213,7 +195,7 @@ class CollectiveParams:
         ``self.raw`` (never mutated), so a fit can merge thousands of times cheaply; the
         override's own leaves are copied.
         """
-        tree = _deep_merge(self.raw, copy.deepcopy(dict(override)), where)
+        tree = _deep_merge(self.raw, copy.deepcopy(override), where)
         return CollectiveParams.from_dict(tree, where, owned=True)
 
     def algorithm(self, name: str) -> AlgorithmParams:
@@ -245,113 +227,68 @@ def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any], where: str) ->
     return out
 
 
-def _known(tree: Mapping[str, Any], keys: set[str], where: str) -> None:
-    if not isinstance(tree, Mapping):
-        raise ConfigError(f"{where}: expected a mapping, got {tree!r}")
-    for k in tree:
-        if k not in keys:
-            raise ConfigError(f"{where}: unknown key {k!r}; allowed: {', '.join(sorted(keys))}")
+T = TypeVar("T")
 
 
-def _get(tree: Mapping[str, Any], key: str, where: str) -> Any:
-    if not isinstance(tree, Mapping) or key not in tree:
-        raise ConfigError(f"{where}: missing key {key!r}")
-    return tree[key]
+def _req(value: T | None) -> T:
+    """A key the complete model made required (never None once validated)."""
+    assert value is not None
+    return value
 
 
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{where}: expected a number, got {value!r}")
-    return float(value)
-
-
-def _fraction(tree: Mapping[str, Any], key: str, where: str) -> float:
-    x = _number(_get(tree, key, where), f"{where}.{key}")
-    if not 0 < x <= 1:
-        raise ConfigError(f"{where}.{key}: {x!r} must be in (0, 1]")
-    return x
-
-
-def _eff(tree: Mapping[str, Any], scope: str, where: str) -> float:
-    entry = _get(tree, scope, where)
-    return (
-        _fraction(entry, "value", f"{where}.{scope}")
-        if isinstance(entry, Mapping)
-        else _fraction({"value": entry}, "value", f"{where}.{scope}")
+def _built(m: CollectivesSection, raw: dict[str, Any]) -> CollectiveParams:
+    """The dataclasses from a tree validated by ``CompleteCollectives`` (SI units)."""
+    links, protos, pipe = _req(m.link_efficiency), _req(m.protocols), _req(m.pipeline)
+    return CollectiveParams(
+        {s: _efficiency(getattr(links, s)) for s in SCOPES},
+        {p: float(_req(_req(getattr(protos, p)).efficiency)) for p in PROTOCOLS},
+        {name: _algorithm(a) for name, a in _req(m.algorithms).items()},
+        float(_req(pipe.chunk_bytes)),
+        _req(pipe.max_chunks),
+        pipe.min_chunks if pipe.min_chunks is not None else 1,
+        _channels(_req(m.channels)),
+        {name: _transport(t) for name, t in (m.transports or {}).items()},
+        raw,
     )
 
 
-def _positive(tree: Mapping[str, Any], key: str, where: str) -> float:
-    x = _number(_get(tree, key, where), f"{where}.{key}")
-    if x <= 0:
-        raise ConfigError(f"{where}.{key}: {x!r} must be > 0")
-    return x
+def _efficiency(entry: float | Efficiency | None) -> float:
+    value = entry.value if isinstance(entry, Efficiency) else entry
+    return float(_req(value))
 
 
-def _latency_us(tree: Mapping[str, Any], protos: tuple[str, ...], where: str) -> dict[str, float]:
-    out = {}
-    for p in protos:
-        x = _number(_get(tree, p, where), f"{where}.{p}")
-        if x < 0:
-            raise ConfigError(f"{where}.{p}: {x!r} must be >= 0 (microseconds)")
-        out[p] = x * 1e-6
-    return out
+def _seconds(us: Any, protos: tuple[str, ...]) -> dict[str, float]:
+    return {p: float(getattr(us, p)) * 1e-6 for p in protos}
 
 
-def _algorithm(spec: Mapping[str, Any], where: str) -> AlgorithmParams:
-    _known(spec, {"efficiency", "protocols", "base_latency_us", "step_latency_us", "source"}, where)
-    protos = tuple(spec.get("protocols", PROTOCOLS))
-    for p in protos:
-        if p not in PROTOCOLS:
-            raise ConfigError(
-                f"{where}.protocols: unknown protocol {p!r}; allowed: {', '.join(PROTOCOLS)}"
-            )
-    base = _latency_us(_get(spec, "base_latency_us", where), protos, f"{where}.base_latency_us")
-    steps = _get(spec, "step_latency_us", where)
-    step = {
-        s: _latency_us(
-            _get(steps, s, f"{where}.step_latency_us"), protos, f"{where}.step_latency_us.{s}"
-        )
-        for s in SCOPES
-    }
-    return AlgorithmParams(_fraction(spec, "efficiency", where), protos, base, step)
-
-
-def _per_protocol(tree: Mapping[str, Any], key: str, where: str) -> dict[str, float]:
-    sub = _get(tree, key, where)
-    _known(sub, set(PROTOCOLS), f"{where}.{key}")
-    return {p: _positive(sub, p, f"{where}.{key}") for p in PROTOCOLS}
-
-
-def _channels(tree: Mapping[str, Any], where: str) -> ChannelParams:
-    _known(
-        tree,
-        {
-            "source",
-            "threads",
-            "thread_threshold_bytes",
-            "bandwidth_GBps",
-            "per_server",
-            "per_nic",
-            "slice_bytes",
-        },
-        where,
+def _algorithm(a: Algorithm) -> AlgorithmParams:
+    protos = tuple(a.protocols) if a.protocols is not None else PROTOCOLS
+    steps = _req(a.step_latency_us)
+    return AlgorithmParams(
+        float(_req(a.efficiency)),
+        protos,
+        _seconds(a.base_latency_us, protos),
+        {s: _seconds(getattr(steps, s), protos) for s in SCOPES},
     )
-    threads = {p: int(v) for p, v in _per_protocol(tree, "threads", where).items()}
-    bw = {p: v * 1e9 for p, v in _per_protocol(tree, "bandwidth_GBps", where).items()}
+
+
+def _per_protocol(table: Any, scale: float = 1.0) -> dict[str, float]:
+    return {p: float(getattr(table, p)) * scale for p in PROTOCOLS}
+
+
+def _channels(c: Channels) -> ChannelParams:
     return ChannelParams(
-        threads, _per_protocol(tree, "thread_threshold_bytes", where), bw,
-        int(_positive(tree, "per_server", where)), int(_positive(tree, "per_nic", where)),
-        _positive(tree, "slice_bytes", where) if "slice_bytes" in tree else 524288.0,
-    )  # fmt: skip
-
-
-def _transport(spec: Mapping[str, Any], where: str) -> TransportParams:
-    _known(spec, {"efficiency", "socket_GBps", "threads", "sockets_per_thread", "source"}, where)
-    eff = _fraction(spec, "efficiency", where)
-    if "socket_GBps" not in spec:
-        return TransportParams(eff)
-    socks = int(_positive(spec, "threads", where)) * int(
-        _positive(spec, "sockets_per_thread", where)
+        {p: int(getattr(c.threads, p)) for p in PROTOCOLS},
+        _per_protocol(c.thread_threshold_bytes),
+        _per_protocol(c.bandwidth_GBps, 1e9),
+        _req(c.per_server),
+        _req(c.per_nic),
+        float(c.slice_bytes) if c.slice_bytes is not None else 524288.0,
     )
-    return TransportParams(eff, _positive(spec, "socket_GBps", where) * 1e9, socks)
+
+
+def _transport(t: Transport) -> TransportParams:
+    eff = float(_req(t.efficiency))
+    if t.socket_GBps is None:
+        return TransportParams(eff)
+    return TransportParams(eff, t.socket_GBps * 1e9, _req(t.threads) * _req(t.sockets_per_thread))

@@ -137,6 +137,10 @@ FITS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[ParamSpec, ...]]] 
             ParamSpec("comm_interference", 0.0, 1.0),
             ParamSpec("attn_odd_head_dim_eff", 0.1, 1.0),
             ParamSpec("matmul_k_half", 8.0, 1024.0, log=True),
+            # Megatron-LM's fused kernels (LayerNorm, bias-GeLU, bias-dropout-add, masked
+            # softmax) run at stream_eff; A100 has no STREAM figure to fix it (see the
+            # catalog), and only the Megatron rows (and every row's optimizer step) see it
+            ParamSpec("stream_eff", 0.1, 1.0),
         ),
     ),
 }

@@ -7,12 +7,19 @@ paper's split is TP = min(8, MP), PP = MP / TP. Its TFLOP/s count the recomputed
 (full activation recomputation), so they are compared with the simulator's hardware-FLOP
 rate (``StepResult.hw_tflops_per_gpu``).
 
-Assumptions for every row (stated, not tuned per row): micro-batch 1, non-interleaved
-1F1B, full recompute, no sequence parallelism, no flash attention (2021: GEMMs for scores
-and context, dropout 0.1), Megatron's fused kernels (LayerNorm, bias-GeLU,
-bias-dropout-add, scaled-masked softmax), data-parallel gradient all-reduce
-after the backward pass (not overlapped; Megatron of 2021) in fp16 (the runs used fp16
-mixed precision, whose gradients Megatron-LM all-reduced in fp16 unless
+The run settings of every row come from the authors' script for Table 1,
+``examples/sc21/run_table_1.sh`` in github.com/NVIDIA/Megatron-LM (:data:`SC21_RUNS`):
+attention heads, micro-batch size, torch DDP (gradient all-reduce overlapped with the
+backward pass) for the runs without pipeline parallelism and Megatron's local DDP (after
+the backward pass) for the others, and the interleaved 1F1B schedule (layers per virtual
+stage) for 76B-530B. A row the script does not name falls back to heads = hidden / 128,
+micro-batch 1, non-interleaved 1F1B and a non-overlapped all-reduce.
+
+Assumptions for every row (stated, not tuned per row): full recompute (the script's
+``--recompute-method uniform``), no sequence parallelism, no flash attention (2021: GEMMs
+for scores and context, dropout 0.1), Megatron's fused kernels (LayerNorm, bias-GeLU,
+bias-dropout-add, scaled-masked softmax), gradients all-reduced in fp16 (the runs used
+fp16 mixed precision, whose gradients Megatron-LM all-reduced in fp16 unless
 ``--accumulate-allreduce-grads-in-fp32`` was given; not stated, assumed not).
 
 The fit of the A100 parameters to this table and to the llm-foundry A100 tables is
@@ -33,11 +40,30 @@ from sim.training.scenario import Scenario, scenario_from_dict
 from sim.training.step import simulate_step
 
 __all__ = [
+    "SC21_RUNS",
     "MegatronRow",
     "megatron_scenario",
     "predict_rows",
     "read_megatron_table",
 ]
+
+
+#: Table 1 row -> (attention heads, micro-batch, torch DDP (overlapped all-reduce),
+#: layers per virtual pipeline stage or None); source: Megatron-LM
+#: examples/sc21/run_table_1.sh (NAH, MBS, DDP=torch|local,
+#: --num-layers-per-virtual-pipeline-stage), the script the paper's Table 1 came from.
+SC21_RUNS: dict[str, tuple[int, int, bool, int | None]] = {
+    "1.7B": (24, 16, True, None),
+    "3.6B": (32, 16, True, None),
+    "7.5B": (32, 16, True, None),
+    "18B": (48, 8, True, None),
+    "39B": (64, 4, False, None),
+    "76B": (80, 2, False, 5),
+    "145B": (96, 2, False, 5),
+    "310B": (128, 1, False, 3),
+    "530B": (128, 1, False, 1),
+    "1T": (160, 1, False, None),
+}
 
 
 @dataclass(frozen=True)
@@ -85,27 +111,40 @@ def read_megatron_table(path: str | Path) -> list[MegatronRow]:
 
 
 def megatron_scenario(
-    row: MegatronRow, profile: str | None = None, network: str = "analytical"
-) -> Scenario:
-    """The scenario of one row under the module's stated assumptions."""
+    row: MegatronRow, profile: str | None = None, network: str = "analytical",
+    run_script: bool = True,
+) -> Scenario:  # fmt: skip
+    """The scenario of one row under the module's stated assumptions.
+
+    ``run_script``: take heads, micro-batch, DDP overlap and interleaving from
+    :data:`SC21_RUNS` (where it names the row); False: heads = hidden / 128,
+    micro-batch 1, non-interleaved 1F1B, all-reduce after the backward pass.
+    """
+    heads, micro, overlap, per_virtual = SC21_RUNS.get(row.name, (0, 1, False, None))
+    if not run_script or heads == 0:
+        heads, micro, overlap, per_virtual = row.hidden // 128, 1, False, None
+    parallel: dict[str, object] = {
+        "tp": row.tp,
+        "pp": row.pp,
+        "micro_batch": micro,
+        "schedule": "1f1b",
+        "recompute": "full",
+        "overlap_dp": overlap,
+    }
+    if per_virtual is not None:
+        parallel["schedule"] = "interleaved"
+        parallel["virtual_stages"] = row.layers // row.pp // per_virtual
     raw = {
         "model": {
             "layers": row.layers,
             "hidden": row.hidden,
-            "heads": row.hidden // 128,
+            "heads": heads,
             "vocab": 51200,
             "tied_embeddings": True,
             "dropout": 0.1,
         },
         "cluster": {"topology": "a100-ib-hdr", "nodes": row.gpus // 8},
-        "parallel": {
-            "tp": row.tp,
-            "pp": row.pp,
-            "micro_batch": 1,
-            "schedule": "1f1b",
-            "recompute": "full",
-            "overlap_dp": False,
-        },
+        "parallel": parallel,
         "training": {
             "global_batch": row.batch,
             "seq_len": 2048,

@@ -45,7 +45,7 @@ def test_plan_is_at_least_as_fast_as_the_published_megatron_layout(row) -> None:
     the planner may pick, so the planner's best is never slower by the same model."""
     from calibrate.published import megatron_scenario
 
-    scenario = megatron_scenario(row, profile="a100-megatron")
+    scenario = megatron_scenario(row, profile="a100-megatron", run_script=False)
     published = simulate_step(scenario, network="analytical")
     best = plan(scenario, top=1).ranked[0]
     assert best.result.fits

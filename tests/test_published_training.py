@@ -60,17 +60,19 @@ def test_fp8_speedup_is_what_the_runs_saw_not_the_peak_ratio() -> None:
 
 
 def test_a100_megatron_table_within_the_joint_fit() -> None:
-    """GPT 1.7B-1T on 32-3072 A100, hardware TFLOP/s, with the one A100 parameter set
-    fitted to all three A100 tables (149 rows): mean <= 5.4%, max <= 13.6% (a guard)."""
+    """GPT 1.7B-1T on 32-3072 A100, hardware TFLOP/s, run as run_table_1.sh ran them, with
+    the one A100 parameter set fitted to all three A100 tables (149 rows): mean 4.4%,
+    max 8.7% (a guard; was 5.4% / 13.6% with micro-batch 1 and no interleaving)."""
     err = np.abs(_errors("A100-SXM", "megatron-lm-a100-weak-scaling.csv"))
-    assert err.mean() <= 0.0545 and err.max() <= 0.137, err
+    assert err.mean() <= 0.045 and err.max() <= 0.088, err
 
 
 @pytest.mark.xfail(
     strict=True,
     reason="issue 8 target not met: a100-megatron's two parameters fitted to this table "
     "alone gave mean 4.3% / max 11.6%; the one A100 set fitted to all 149 A100 rows gives "
-    "5.4% / 13.6% here (and 5.5% / 4.2% mean on the llm-foundry tables, was 14.3% / 16.4%)",
+    "4.4% / 8.7% here: the four interleaved rows (76B-530B) are 5-9% fast, as the model's "
+    "interleaved schedule gains ~6% that the runs did not show (1F1B there: 1.5% to -0.8%)",
 )
 def test_a100_megatron_table_no_worse_than_the_table_only_fit() -> None:
     """The issue's target: mean <= 4.3%, max <= 11.6%."""
@@ -81,9 +83,10 @@ def test_a100_megatron_table_no_worse_than_the_table_only_fit() -> None:
 @pytest.mark.parametrize(
     ("table", "mean", "worst"),
     [
-        # before the joint fit: 14.3% / 34.9% and 16.4% / 42.4%
-        ("llm-foundry-mpt-a100-80gb.csv", 0.056, 0.256),
-        ("llm-foundry-mpt-a100-40gb.csv", 0.042, 0.267),
+        # before the joint fit: 14.3% / 34.9% and 16.4% / 42.4%; the joint fit before the
+        # Megatron rows took run_table_1.sh's settings: 5.5% / 25.5% and 4.2% / 26.5%
+        ("llm-foundry-mpt-a100-80gb.csv", 0.056, 0.259),
+        ("llm-foundry-mpt-a100-40gb.csv", 0.042, 0.262),
     ],
 )
 def test_a100_llm_foundry_tables_no_worse_than_before(

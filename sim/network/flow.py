@@ -109,7 +109,11 @@ class FlowNetwork:
         self._capacity = np.asarray(topology.capacity_Bps, dtype=float)
         self._lossy = bool(np.any(topology.link_loss > 0))
         self._cache = solve_cache
-        self._capacity_key = SolveCache.key(self._capacity) if solve_cache else b""
+        # solves depend on the fixed capacities and, on lossy links, the loss parameters
+        fixed = (
+            np.concatenate([self._capacity, topology.link_loss]) if self._lossy else self._capacity
+        )
+        self._capacity_key = SolveCache.key(fixed) if solve_cache else b""
         self._route_id = solve_cache.route_id if solve_cache else None
         self._classes = topology.link_classes()
         self._tables: dict[int, TableRows] = {}  # by id of the route table (kept alive)
@@ -349,15 +353,17 @@ class FlowNetwork:
             f.hops, f.share = self._classes.reduce(full, share)
         capped = bool(np.isfinite(f.cap).any())
         weights = f.share if self._weighted else None
-        capacity = self._effective_capacity(f.hops)
         caps = f.cap if capped else None
+        solver = progressive_fill
+        if self._lossy:  # incast loss on the links the flows use (sim.topology.congestion)
+            solver = functools.partial(progressive_fill, loss=self.topology.link_loss)
         if self._cache is None:
-            f.rate = progressive_fill(f.hops, capacity, caps, weights)
+            f.rate = solver(f.hops, self._capacity, caps, weights)
         else:
-            # keyed by the fixed capacities even on lossy links: the incast loss is a
-            # function of the flows per link, which the route numbers already determine
+            # keyed by the fixed capacities and losses even on lossy links: the incast
+            # loss is a function of the flows per link, which the route numbers determine
             f.rate = self._cache.solve_routes(
-                progressive_fill, f.route, f.hops, capacity, caps, weights, self._capacity_key
+                solver, f.route, f.hops, self._capacity, caps, weights, self._capacity_key
             )
         if self.debug:
             self._check()

@@ -102,6 +102,7 @@ def progressive_fill(
     capacity: np.ndarray,
     caps: np.ndarray | None = None,
     weights: np.ndarray | None = None,
+    loss: np.ndarray | None = None,
 ) -> np.ndarray:
     """Max-min fair rates (bytes/s) of flows given as a padded hop array.
 
@@ -119,6 +120,9 @@ def progressive_fill(
         Share of each flow's bytes on each of its hops (same shape as ``hops``; pad
         cells ignored): a flow split over several paths (adaptive routing, several
         queue pairs) at rate ``r`` loads hop ``j`` with ``weights[j] * r``. Default 1.
+    loss : numpy.ndarray, optional
+        Incast loss of each link (:func:`sim.topology.congestion.effective_capacity`):
+        a link crossed by ``k`` flows offers ``capacity * (1 - loss * (1 - 1/k))``.
 
     Returns
     -------
@@ -148,8 +152,11 @@ def progressive_fill(
     rates = np.zeros(hops.shape[0])
     if not rates.size:
         return rates
-    local, spare = _used_links(hops, capacity)
+    local, spare, ids = _used_links(hops, capacity)
     pad = spare.size - 1
+    if loss is not None:  # effective capacity of the used links, by their flow counts
+        flows = np.maximum(np.bincount(local.ravel(), minlength=pad + 1)[:pad], 1)
+        spare[:pad] *= 1.0 - loss[ids] * (1.0 - 1.0 / flows)
     share = None if weights is None else np.where(local == pad, 0.0, weights)
     fill = _Fill(local, share, spare, caps, rates)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -157,9 +164,11 @@ def progressive_fill(
     return rates
 
 
-def _used_links(hops: np.ndarray, capacity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``hops`` renumbered over the links they use (pad: their count) and those links'
-    capacities with an infinite pad link appended."""
+def _used_links(
+    hops: np.ndarray, capacity: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``hops`` renumbered over the links they use (pad: their count), those links'
+    capacities with an infinite pad link appended, and their indices."""
     num_links = capacity.size
     used = np.zeros(num_links + 1, dtype=bool)
     used[hops] = True
@@ -167,7 +176,7 @@ def _used_links(hops: np.ndarray, capacity: np.ndarray) -> tuple[np.ndarray, np.
     ids = np.flatnonzero(used)
     number = np.full(num_links + 1, ids.size, dtype=np.intp)
     number[ids] = np.arange(ids.size)
-    return number[hops], np.append(capacity[ids], np.inf)
+    return number[hops], np.append(capacity[ids], np.inf), ids
 
 
 class _Fill:

@@ -31,7 +31,7 @@ __all__ = ["SolveCache"]
 #: Default bound on the rates kept, bytes (float64 rates of every cached solve).
 MAX_BYTES = 256 * 2**20
 
-Solver = Callable[[np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None"], np.ndarray]
+Solver = Callable[..., np.ndarray]
 
 
 def _digest(*arrays: np.ndarray | None) -> bytes:

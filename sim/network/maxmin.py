@@ -232,11 +232,11 @@ class _Fill:
                     hit |= caps <= bound
                 flows = self.active[hit]
             else:
-                tight = np.flatnonzero(cut <= bound)
-                flows = np.unique(_gather(*index, tight)) if tight.size else tight
+                hit = np.zeros(frozen.size, dtype=bool)  # a mask: no sort per round
+                hit[_gather(*index, np.flatnonzero(cut <= bound))] = True
                 if caps is not None:
-                    flows = np.union1d(flows, self.active[caps <= bound])
-                flows = flows[~frozen[flows]]
+                    hit[self.active[caps <= bound]] = True
+                flows = np.flatnonzero(hit & ~frozen)
             frozen[flows] = True
             self.active = self.active[~frozen[self.active]]
             self.rates[flows] = level

@@ -27,6 +27,10 @@ with DP degree and each solve with the flows in flight).
 
 sweep-4096 after the solve cache (sim.network.solvecache) and block admission of batched
 steps (same host, same output byte for byte): 264 -> 129 s; target 60 s still missed.
+
+After link classes, route-numbered flows and shared step arrays (same outputs; host load
+~2-3 from other jobs): sweep-4096 25 s; GPT-3 16k flow 38 s, 1.3 GB; flow-4096 6.3 s; flow
+wall time ~ N^0.28 over 64..4096. Llama-3 16k flow (RoCE, ECMP) still over 400 s.
 """
 
 from __future__ import annotations

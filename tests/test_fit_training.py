@@ -4,7 +4,10 @@ reproduces the catalog's fitted values."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pytest
@@ -12,15 +15,20 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+import calibrate.fit_training as fit_training
 from calibrate.fit_training import (
+    BALANCED,
     CATALOG,
     DATA,
     FITS,
     ParamSpec,
+    TrainingRow,
     fit_rows,
     fragmentation_bound,
     main,
     rows_for,
+    table_weights,
+    validation,
     write_catalog,
 )
 from sim.errors import CalibrationError
@@ -87,3 +95,69 @@ def test_refit_reproduces_the_catalog_h100_values() -> None:
     fit = fit_rows(rows_for("H100-SXM"), specs, start)
     got = np.array([fit.params[s.key] for s in specs])
     assert got == pytest.approx(np.array(list(start.values())), rel=2e-3)
+
+
+@dataclass(frozen=True)
+class _Row:
+    """What fit_rows and table_weights read of a row: its table and published value."""
+
+    table: str
+    measured: float
+
+
+def _rows(tables: Sequence[str], measured: Sequence[float] | None = None) -> list[TrainingRow]:
+    values = measured or [1.0] * len(tables)
+    return cast(list[TrainingRow], [_Row(t, m) for t, m in zip(tables, values, strict=True)])
+
+
+@given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=5))
+def test_table_weights_give_each_table_an_equal_share(sizes: list[int]) -> None:
+    """Weights sum to the row count, each table's to rows / tables, equal within a table."""
+    tables = [f"t{i}" for i, n in enumerate(sizes) for _ in range(n)]
+    w = table_weights(_rows(tables))
+    assert w.sum() == pytest.approx(len(tables), rel=1e-12)
+    for i, n in enumerate(sizes):
+        mine = w[[j for j, t in enumerate(tables) if t == f"t{i}"]]
+        assert mine == pytest.approx(np.full(n, len(tables) / (len(sizes) * n)), rel=1e-12)
+
+
+def test_table_weights_are_one_when_the_tables_are_the_same_size() -> None:
+    assert table_weights(_rows(["a", "b", "a", "b"])).tolist() == [1.0, 1.0, 1.0, 1.0]
+
+
+def _fit_one_scale(
+    monkeypatch: pytest.MonkeyPatch, rows: list[TrainingRow], balance: bool
+) -> float:
+    """Fit a model predicting ``x`` for every row (no simulation) and return ``x``."""
+
+    def fake(rows: Sequence[TrainingRow], compute: Mapping[str, float] | None = None) -> np.ndarray:
+        return np.full(len(rows), (compute or {"x": 1.0})["x"])
+
+    monkeypatch.setattr(fit_training, "predict", fake)
+    spec = ParamSpec("x", 0.9, 1.1)
+    return fit_rows(rows, [spec], {"x": 1.01}, screen_log2=0, balance=balance).params["x"]
+
+
+def test_balanced_fit_meets_the_tables_half_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One row published at 1.00 and nine at 1.02, residuals well inside f_scale (the
+    quadratic part of soft-L1): unweighted, the nine win (log-mean 0.9 log 1.02, x ~ 1.018);
+    with the tables balanced each counts half (x ~ sqrt(1.02) = 1.00995)."""
+    rows = _rows(["small"] + ["big"] * 9, [1.0] + [1.02] * 9)
+    plain = _fit_one_scale(monkeypatch, rows, balance=False)
+    even = _fit_one_scale(monkeypatch, rows, balance=True)
+    assert plain == pytest.approx(1.02**0.9, abs=1e-3)
+    assert even == pytest.approx(1.02**0.5, abs=1e-3)
+
+
+def test_balance_changes_nothing_for_tables_of_equal_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = _rows(["a", "b", "a", "b"], [1.0, 1.03, 0.99, 1.05])
+    assert _fit_one_scale(monkeypatch, rows, True) == _fit_one_scale(monkeypatch, rows, False)
+
+
+def test_only_a100_weighs_its_tables_and_its_record_says_so() -> None:
+    """Opt-in per GPU type: the H100 fit (and its catalog numbers) keep equal row weights."""
+    assert {"A100-SXM"} == BALANCED and set(BALANCED) <= set(FITS)
+    rows = _rows(["a", "b"], [1.0, 2.0])
+    pred = np.array([1.1, 2.0])
+    assert "weights" not in validation(rows, pred, None)
+    assert "each table equally" in validation(rows, pred, None, balance=True)["weights"]

@@ -61,21 +61,19 @@ def test_fp8_speedup_is_what_the_runs_saw_not_the_peak_ratio() -> None:
 
 def test_a100_megatron_table_within_the_joint_fit() -> None:
     """GPT 1.7B-1T on 32-3072 A100, hardware TFLOP/s, run as run_table_1.sh ran them, with
-    the one A100 parameter set fitted to all three A100 tables (149 rows): mean 4.4%,
-    max 8.7% (a guard; was 5.4% / 13.6% with micro-batch 1 and no interleaving)."""
+    the one A100 parameter set fitted to all three A100 tables (149 rows), each table
+    weighed equally (calibrate.fit_training.BALANCED): mean 2.6%, max 6.7% (a guard; the
+    fit with every row weighed equally gave 4.4% / 8.7%, with micro-batch 1 and no
+    interleaving 5.4% / 13.6%)."""
     err = np.abs(_errors("A100-SXM", "megatron-lm-a100-weak-scaling.csv"))
-    assert err.mean() <= 0.045 and err.max() <= 0.088, err
+    assert err.mean() <= 0.027 and err.max() <= 0.068, err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 8 target not met: a100-megatron's two parameters fitted to this table "
-    "alone gave mean 4.3% / max 11.6%; the one A100 set fitted to all 149 A100 rows gives "
-    "4.4% / 8.7% here: the four interleaved rows (76B-530B) are 5-9% fast, as the model's "
-    "interleaved schedule gains ~6% that the runs did not show (1F1B there: 1.5% to -0.8%)",
-)
 def test_a100_megatron_table_no_worse_than_the_table_only_fit() -> None:
-    """The issue's target: mean <= 4.3%, max <= 11.6%."""
+    """Issue 8's target: mean <= 4.3%, max <= 11.6% (what a100-megatron's two parameters
+    fitted to this table alone gave). Met since the joint fit weighs each A100 table
+    equally (2.6% / 6.7%); weighed by rows the 139 llm-foundry rows outweighed these 10
+    14:1 and left 4.4% / 8.7% (the interleaved rows 76B-530B 5-9% fast)."""
     err = np.abs(_errors("A100-SXM", "megatron-lm-a100-weak-scaling.csv"))
     assert err.mean() <= 0.043 and err.max() <= 0.116, err
 
@@ -83,10 +81,12 @@ def test_a100_megatron_table_no_worse_than_the_table_only_fit() -> None:
 @pytest.mark.parametrize(
     ("table", "mean", "worst"),
     [
-        # before the joint fit: 14.3% / 34.9% and 16.4% / 42.4%; the joint fit before the
-        # Megatron rows took run_table_1.sh's settings: 5.5% / 25.5% and 4.2% / 26.5%
-        ("llm-foundry-mpt-a100-80gb.csv", 0.056, 0.259),
-        ("llm-foundry-mpt-a100-40gb.csv", 0.042, 0.262),
+        # Issue 8's bar ("no worse than today"): the errors when the issue was filed,
+        # 14.3% / 34.9% (80GB) and 16.4% / 42.4% (40GB). The table-balanced joint fit
+        # gives 5.8% / 24.5% and 4.4% / 26.3% (row-weighed it gave 5.6% / 25.8% and
+        # 4.1% / 26.1%: the Megatron rows' gain costs these tables 0.2-0.3 points of mean)
+        ("llm-foundry-mpt-a100-80gb.csv", 0.059, 0.246),
+        ("llm-foundry-mpt-a100-40gb.csv", 0.045, 0.264),
     ],
 )
 def test_a100_llm_foundry_tables_no_worse_than_before(

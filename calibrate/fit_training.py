@@ -24,7 +24,6 @@ fragmentation under which every published run still fits.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -34,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
+from calibrate.catalog_write import CATALOG, write_catalog
 from calibrate.llm_foundry import foundry_scenario, read_foundry_table
 from calibrate.published import megatron_scenario, read_megatron_table
 from calibrate.solver import solve
 from sim.errors import CalibrationError
-from sim.files import write_atomic
 from sim.training.compute.params import compute_params
 from sim.training.result import StepResult
 from sim.training.scenario import Scenario
@@ -62,7 +61,6 @@ __all__ = [
 ]
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "published"
-CATALOG = Path(__file__).resolve().parents[1] / "topologies" / "catalog" / "compute.yaml"
 
 
 @dataclass(frozen=True)
@@ -307,38 +305,6 @@ def validation(rows: Sequence[TrainingRow], pred: np.ndarray, holdout: np.ndarra
         out["weights"] = "each table equally: row weight rows / (tables x rows of its table)"
     out["command"] = "python -m calibrate.fit_training --gpu GPU --fit --holdout --write"
     return out
-
-
-def write_catalog(entry: str, params: Mapping[str, float], record: Mapping[str, Any],
-                  path: Path = CATALOG) -> None:  # fmt: skip
-    """Put fitted ``params`` and their ``validation`` record into ``entry`` of compute.yaml.
-
-    Only those lines of the entry change (comments and order are kept).
-    """
-    lines = path.read_text(encoding="utf-8").splitlines()
-    try:
-        start = (
-            lines.index(f"{entry}:")
-            if f"{entry}:" in lines
-            else next(i for i, line in enumerate(lines) if line.startswith(f"{entry}: "))
-        )
-    except StopIteration:
-        raise CalibrationError(f"{path}: no entry {entry!r} to write") from None
-    end = next((i for i in range(start + 1, len(lines)) if lines[i][:1] not in ("", " ", "#")),
-               len(lines))  # fmt: skip
-    done = set()
-    for i in range(start + 1, end):
-        key = lines[i].strip().split(":", 1)[0]
-        if lines[i].startswith("  ") and not lines[i].startswith("   ") and key in params:
-            lines[i] = f"  {key}: {params[key]:.4g}"
-            done.add(key)
-        elif lines[i].startswith("  validation:"):
-            lines[i] = "  validation: " + json.dumps(dict(record), sort_keys=True)
-            done.add("validation")
-    missing = (set(params) | {"validation"}) - done
-    if missing:
-        raise CalibrationError(f"{path}: entry {entry!r} lacks {', '.join(sorted(missing))}")
-    write_atomic(path, "\n".join(lines) + "\n", str(path))
 
 
 def fragmentation_bound(rows: Sequence[TrainingRow]) -> tuple[float, list[tuple[str, float]]]:

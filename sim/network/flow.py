@@ -27,12 +27,12 @@ import simpy
 
 from sim.network.arrivals import Arrivals, Countdown
 from sim.network.base import LateEvent
+from sim.network.flowcheck import check_rates, link_loads
 from sim.network.flowstate import FlowArrays, PendingTransfer, new_flows, path_rows
-from sim.network.maxmin import check_maxmin, progressive_fill, with_flow_caps
+from sim.network.maxmin import progressive_fill
 from sim.network.routebytes import RouteBytes
 from sim.network.solvecache import SolveCache
 from sim.network.tablerows import RoutesLike, TableRows
-from sim.topology.congestion import effective_capacity
 from sim.topology.model import Topology
 from sim.topology.paths import Path
 
@@ -193,10 +193,7 @@ class FlowNetwork:
         :class:`~sim.network.arrivals.Countdown` in place of an event. Raises ValueError
         for negative or non-finite sizes or non-positive caps.
         """
-        if not (np.all(nbytes >= 0.0) and np.all(np.isfinite(nbytes))):
-            raise ValueError("nbytes must be finite and >= 0")
-        if not np.all(max_rate_Bps > 0):
-            raise ValueError("max_rate_Bps must be > 0")
+        _check_batch(nbytes, max_rate_Bps)
         done = self.env.event()
         if not len(paths):
             return done.succeed()
@@ -233,10 +230,7 @@ class FlowNetwork:
         """As :meth:`transfer_batch`, the routes given as numbers in ``table`` (a
         :class:`~sim.collectives.steparrays.RouteTable`, latencies its ``latency_s``): the
         flows' rows come from the table's rows built once (:mod:`sim.network.tablerows`)."""
-        if not (np.all(nbytes >= 0.0) and np.all(np.isfinite(nbytes))):
-            raise ValueError("nbytes must be finite and >= 0")
-        if not np.all(max_rate_Bps > 0):
-            raise ValueError("max_rate_Bps must be > 0")
+        _check_batch(nbytes, max_rate_Bps)
         done = self.env.event()
         if not len(route):
             return done.succeed()
@@ -380,13 +374,7 @@ class FlowNetwork:
 
     def _check(self) -> None:
         """Max-min fairness of the rates over every link of every route (debug)."""
-        f = self._flows
-        full, share = self._full_rows()
-        hops, capacity = with_flow_caps(full, self._effective_capacity(full), f.cap)
-        share = np.hstack([share, np.ones((len(f), hops.shape[1] - full.shape[1]))])
-        paths = [row[row < capacity.size] for row in hops]
-        shares = [s[r < capacity.size] for r, s in zip(hops, share, strict=True)]
-        check_maxmin(paths, capacity, f.rate, weights=shares)
+        check_rates(*self._full_rows(), self.topology, self._flows.cap, self._flows.rate)
 
     @property
     def link_bytes(self) -> np.ndarray:
@@ -406,15 +394,6 @@ class FlowNetwork:
     def link_bytes_by_tag(self, value: dict[str, np.ndarray]) -> None:
         self._bytes.by_tag = value
 
-    def _effective_capacity(self, hops: np.ndarray) -> np.ndarray:
-        """Link capacities less the incast loss of lossy Ethernet links with many flows
-        (:mod:`sim.topology.congestion`)."""
-        loss = self.topology.link_loss
-        if not self._lossy:
-            return self._capacity
-        flows = np.bincount(hops.ravel(), minlength=self._nlinks + 1)[: self._nlinks]
-        return effective_capacity(self._capacity, loss, flows)
-
     def _on_timer(self, generation: int, _event: simpy.Event) -> None:
         if generation == self._generation:
             self._advance()
@@ -422,10 +401,13 @@ class FlowNetwork:
                 self._request_solve()
 
     def _sample(self) -> None:
-        f = self._flows
-        full, share = self._full_rows()
-        load = np.bincount(
-            full.ravel(), weights=(share * f.rate[:, None]).ravel(), minlength=self._nlinks + 1
-        )
-        links = np.flatnonzero(load[: self._nlinks])
-        self.samples.append((float(self.env.now), links, load[links]))
+        links, load = link_loads(*self._full_rows(), self._flows.rate, self._nlinks)
+        self.samples.append((float(self.env.now), links, load))
+
+
+def _check_batch(nbytes: np.ndarray, max_rate_Bps: np.ndarray) -> None:
+    """ValueError for a negative or non-finite size or a non-positive rate cap."""
+    if not (np.all(nbytes >= 0.0) and np.all(np.isfinite(nbytes))):
+        raise ValueError("nbytes must be finite and >= 0")
+    if not np.all(max_rate_Bps > 0):
+        raise ValueError("max_rate_Bps must be > 0")

@@ -8,6 +8,7 @@ import pytest
 import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_collective_schedules import grid_cases
 
 from sim.collectives.algorithms import ALGORITHMS, SUPPORTED, Layout
 from sim.collectives.simulate import SIZE_SHAPED, CollectiveSetup, simulate_collective
@@ -15,7 +16,6 @@ from sim.network.arrivals import Arrivals, Countdown
 from sim.network.routebytes import RouteBytes
 from sim.topology.paths import Path
 from sim.topology.presets import load_topology
-from test_collective_schedules import grid_cases
 
 
 def _steps(s: object) -> list[list[tuple[int, int, int, bool, int]]]:

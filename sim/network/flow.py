@@ -107,12 +107,16 @@ class FlowNetwork:
         self.debug = debug
         self._nlinks = len(topology.links)
         self._capacity = np.asarray(topology.capacity_Bps, dtype=float)
-        self._lossy = bool(np.any(topology.link_loss > 0))
+        lossy = bool(np.any(topology.link_loss > 0))
         self._cache = solve_cache
-        # solves depend on the fixed capacities and, on lossy links, the loss parameters
-        fixed = (
-            np.concatenate([self._capacity, topology.link_loss]) if self._lossy else self._capacity
+        # incast loss applied by the solver on the links in use (sim.topology.congestion);
+        # solves then depend on the fixed capacities and the loss parameters
+        self._solver = (
+            functools.partial(progressive_fill, loss=topology.link_loss)
+            if lossy
+            else progressive_fill
         )
+        fixed = np.concatenate([self._capacity, topology.link_loss]) if lossy else self._capacity
         self._capacity_key = SolveCache.key(fixed) if solve_cache else b""
         self._route_id = solve_cache.route_id if solve_cache else None
         self._classes = topology.link_classes()
@@ -348,16 +352,13 @@ class FlowNetwork:
         capped = bool(np.isfinite(f.cap).any())
         weights = f.share if self._weighted else None
         caps = f.cap if capped else None
-        solver = progressive_fill
-        if self._lossy:  # incast loss on the links the flows use (sim.topology.congestion)
-            solver = functools.partial(progressive_fill, loss=self.topology.link_loss)
         if self._cache is None:
-            f.rate = solver(f.hops, self._capacity, caps, weights)
+            f.rate = self._solver(f.hops, self._capacity, caps, weights)
         else:
             # keyed by the fixed capacities and losses even on lossy links: the incast
             # loss is a function of the flows per link, which the route numbers determine
             f.rate = self._cache.solve_routes(
-                solver, f.route, f.hops, self._capacity, caps, weights, self._capacity_key
+                self._solver, f.route, f.hops, self._capacity, caps, weights, self._capacity_key
             )
         if self.debug:
             self._check()

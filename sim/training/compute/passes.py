@@ -51,8 +51,8 @@ class CollectiveTimer:
         self._setups: dict[tuple[str, ...], CollectiveSetup] = {}
         self._times: dict[tuple[tuple[str, ...], str, float], float] = {}
         self.wire_bytes: dict[tuple[tuple[str, ...], str, float], dict[str, float]] = {}
-        self._choice: dict[tuple[tuple[str, ...], str, float], tuple[str, str, int]] = {}
         self._concurrent: dict[tuple[tuple[tuple[str, ...], ...], str, float], float] = {}
+        self._planned: dict[tuple[tuple[str, ...], str, float], tuple[Schedule, str]] = {}
 
     def setup(self, group: Sequence[str]) -> CollectiveSetup:
         """The prepared :class:`CollectiveSetup` of ``group`` (GPU node names)."""
@@ -115,14 +115,14 @@ class CollectiveTimer:
 
     def plan(self, group: Sequence[str], op: str, nbytes: float) -> tuple[Schedule, str]:
         """The tuner's (schedule, protocol) for ``op`` on ``group``: to run on a shared network."""
-        setup = self.setup(group)
         key = (tuple(group), op, float(nbytes))
-        choice = self._choice.get(key)
-        if choice is None:
+        planned = self._planned.get(key)
+        if planned is None:  # a ZeRO-3 step asks again for every unit and micro-batch
+            setup = self.setup(group)
             _, algo, proto, _, chunks = setup.tune(op, nbytes, self.algorithm, self.protocol)
-            choice = (algo, proto, chunks)
-            self._choice[key] = choice
-        return setup.schedule(op, choice[0], nbytes, chunks=choice[2]), choice[1]
+            planned = (setup.schedule(op, algo, nbytes, chunks=chunks), proto)
+            self._planned[key] = planned
+        return planned
 
 
 @dataclass(frozen=True)

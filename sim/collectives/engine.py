@@ -267,6 +267,7 @@ def run_schedule(
     exclusive: bool = False,
     nccl_channels: int = 0,
     tag: str = "",
+    coalesce: bool = False,
 ) -> Generator[simpy.Event, object, None]:
     """SimPy process body: run ``sched`` on ``network`` with ``protocol``.
 
@@ -284,6 +285,17 @@ def run_schedule(
         same).
     tag : str
         What the bytes belong to in the network's ``link_bytes_by_tag`` (e.g. ``"dp"``).
+    coalesce : bool
+        On a shared network (not ``exclusive``) with a batch backend, run each uniform
+        phase's ``repeat`` steps as ONE step moving ``repeat`` times the bytes, then charge
+        the ``repeat`` step latencies (overlapped steps: ``max(data, repeat * latency)``)
+        and ``repeat - 1`` more route latencies (the step's longest).
+        An approximation, for speed (a 128-rank ring phase is 127 steps, each a re-solve
+        per distinct finish time): with constant rates every step is held by the same
+        slowest transfer, so both give the same time and the same bytes per link; when
+        other traffic changes the rates mid-phase, a transfer that lockstep would hold at
+        each step boundary runs ahead instead, as NCCL's ranks do by up to NCCL_STEPS
+        slices. Bytes per link are the same either way.
     """
     algo = params.algorithm(sched.algorithm)
     scale = wire_scale(params, sched.algorithm, protocol)
@@ -294,9 +306,12 @@ def run_schedule(
     yield env.timeout(algo.base_latency_s[protocol])
     for i, phase in enumerate(sched.phases):
         k = 0
+        uniform = phase.uniform and phase.repeat > 1
+        merged = coalesce and uniform and not exclusive and batch is not None
+        reps = phase.repeat if merged else 1  # steps one start stands for (coalesce)
         while k < phase.repeat:
             t0 = env.now
-            skip = exclusive and phase.uniform and phase.repeat > 1
+            skip = exclusive and uniform
             before = tagged_before = None  # counters read only when a step stands for all
             if skip:
                 before = network.link_bytes.copy()
@@ -309,8 +324,8 @@ def run_schedule(
                     _start_batch(
                         network,
                         step,
-                        sent,
-                        sched.chunk_bytes,
+                        sent * reps,
+                        sched.chunk_bytes * reps,
                         scale,
                         rate_cap_Bps,
                         routes.table,
@@ -335,14 +350,16 @@ def run_schedule(
                 scope = routes.step_scope(trs, endpoints) if events else ""
             if started is not None:
                 yield started
+                if reps > 1:  # the other steps' route latencies (each step lands once)
+                    yield env.timeout((reps - 1) * float(routes.table.latency_s[step.route].max()))
                 if not phase.streamed:
-                    lat = algo.step_latency_s[scope][protocol]
+                    lat = algo.step_latency_s[scope][protocol] * reps
                     # overlapped steps: the handshake runs alongside the data (max, not sum)
                     both = phase.overlap and overlapped(
                         params.channels, float(sent.max(initial=0.0)), nccl_channels
                     )
                     yield env.timeout(max(0.0, lat - (env.now - t0)) if both else lat)
-            k += 1
+            k += reps
             if before is not None and tagged_before is not None and k < phase.repeat:
                 rest = phase.repeat - k
                 network.link_bytes += (network.link_bytes - before) * rest

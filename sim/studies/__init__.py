@@ -4,20 +4,47 @@ Everything here calls the simulator as a user would (a scenario in, a
 :class:`~sim.StepResult` out) and never reaches into its internals, except
 :mod:`sim.studies.plan.memory`, the planner's one window on the memory model::
 
-    from sim.studies import sweep_spec, run_sweep, plan, results_frame
+    from sim.studies import sweep_spec, run_sweep, results_frame
     rows = run_sweep(sweep_spec("llama3-8b-dgx", ["cluster.nodes=1,2,4"]), "out.csv", jobs=2)
 """
 
-from sim.studies.frame import flat_record, results_frame
-from sim.studies.grid import SweepSpec, sweep_spec
-from sim.studies.plan.search import PlanResult, plan
-from sim.studies.runner import run_sweep
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sim.studies.frame import flat_record, results_frame
+    from sim.studies.grid import SweepSpec, sweep_spec
+    from sim.studies.plan.search import PlanResult
+    from sim.studies.runner import run_sweep
+
+#: where each name lives: imported on first use, so that ``sim.studies.files`` (the CSV
+#: writer of ``collective`` and ``run``) does not pull in the scenario stack (0.2 s). The
+#: layout search is ``sim.studies.plan.search.plan``: ``sim.studies.plan`` is its package.
+_HOME = {
+    "flat_record": "sim.studies.frame",
+    "results_frame": "sim.studies.frame",
+    "SweepSpec": "sim.studies.grid",
+    "sweep_spec": "sim.studies.grid",
+    "PlanResult": "sim.studies.plan.search",
+    "run_sweep": "sim.studies.runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'sim.studies' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "PlanResult",
     "SweepSpec",
     "flat_record",
-    "plan",
     "results_frame",
     "run_sweep",
     "sweep_spec",

@@ -11,8 +11,9 @@ Names are imported on first use (PEP 562), so ``import sim`` and the command lin
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from sim.lazy import lazy_attr
 
 if TYPE_CHECKING:
     from sim.collectives.simulate import (
@@ -75,12 +76,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """Import a public name from its home module on first access, then keep it here."""
-    module = _HOME_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sim' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return lazy_attr("sim", name, _HOME_OF, globals())
 
 
 def __dir__() -> list[str]:

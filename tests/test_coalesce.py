@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim.training.engine.simpy_engine as engine
-from sim.collectives.engine import run_schedule
 from sim.collectives.links import scaled_for
 from sim.collectives.params import default_params
+from sim.collectives.process import run_schedule
 from sim.collectives.simulate import CollectiveSetup
 from sim.network.flow import FlowNetwork
 from sim.topology.model import Topology

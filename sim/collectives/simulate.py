@@ -21,7 +21,6 @@ from sim.collectives.channels import channel_count, channel_rate_Bps
 from sim.collectives.engine import (
     RouteCache,
     predict_step_sync,
-    run_schedule,
     schedule_link_bytes,
     scope_bytes,
     wire_scale,
@@ -29,6 +28,7 @@ from sim.collectives.engine import (
 from sim.collectives.gloo import algorithms_for, local_time_s
 from sim.collectives.links import scaled_for
 from sim.collectives.params import PROTOCOLS, CollectiveParams, default_params
+from sim.collectives.process import run_schedule
 from sim.collectives.rails import rail_map, ring_channels
 from sim.collectives.record import CollectiveResult
 from sim.collectives.schedule import OPS, Schedule

@@ -10,8 +10,9 @@ Everything here calls the simulator as a user would (a scenario in, a
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from sim.lazy import lazy_attr
 
 if TYPE_CHECKING:
     from sim.studies.frame import flat_record, results_frame
@@ -33,12 +34,8 @@ _HOME = {
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'sim.studies' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+    """Import a public name from its home module on first access, then keep it here."""
+    return lazy_attr("sim.studies", name, _HOME, globals())
 
 
 __all__ = [

@@ -28,7 +28,7 @@ from typing import cast
 
 import simpy
 
-from sim.collectives.engine import run_schedule
+from sim.collectives.process import run_schedule
 from sim.network import make_network
 from sim.network.base import Network
 from sim.network.flow import FlowNetwork

@@ -1,0 +1,173 @@
+"""A collective schedule as a SimPy process on a network backend (:func:`run_schedule`).
+
+The timing model is :mod:`sim.collectives.engine`'s: base latency, then every step's
+transfers started together and its step latency once they have landed. Alone on the
+network (``exclusive``) a uniform phase is timed from its first step; on a shared one
+(inside a training step) ``coalesce`` runs it as one step of all its bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator, Sequence
+
+import numpy as np
+import simpy
+
+from sim.collectives.channels import CAPPED, overlapped
+from sim.collectives.engine import SCOPE_NAME, RouteCache, sender_payload, wire_scale
+from sim.collectives.params import CollectiveParams
+from sim.collectives.schedule import Schedule
+from sim.collectives.steparrays import RouteTable, StepArrays, cached_step, sender_totals
+from sim.network.base import Network
+
+__all__ = ["run_schedule"]
+
+
+def run_schedule(
+    env: simpy.Environment,
+    network: Network,
+    sched: Schedule,
+    endpoints: Sequence[str],
+    routes: RouteCache,
+    params: CollectiveParams,
+    protocol: str,
+    exclusive: bool = False,
+    nccl_channels: int = 0,
+    tag: str = "",
+    coalesce: bool = False,
+) -> Generator[simpy.Event, object, None]:
+    """SimPy process body: run ``sched`` on ``network`` with ``protocol``.
+
+    Parameters
+    ----------
+    endpoints : sequence of str
+        Graph node of each participant (ranks, then in-network reducers).
+    exclusive : bool
+        True when nothing else uses the network meanwhile; lets uniform phases be timed
+        from one step (exact). Leave False inside a training step with other traffic.
+    nccl_channels : int
+        Channels NCCL runs the algorithm on (0: uncapped): each transfer is capped at its
+        share of its sender's channel rate, and overlapped ring steps that fill a slice
+        per channel take max(data, step latency) (:func:`predict_step_sync` charges the
+        same).
+    tag : str
+        What the bytes belong to in the network's ``link_bytes_by_tag`` (e.g. ``"dp"``).
+    coalesce : bool
+        On a shared network (not ``exclusive``) with a batch backend, run each uniform
+        phase's ``repeat`` steps as ONE step moving ``repeat`` times the bytes, then charge
+        the ``repeat`` step latencies (overlapped steps: ``max(data, repeat * latency)``)
+        and ``repeat - 1`` more route latencies (the step's longest).
+        An approximation, for speed (a 128-rank ring phase is 127 steps, each a re-solve
+        per distinct finish time): with constant rates every step is held by the same
+        slowest transfer, so both give the same time and the same bytes per link; when
+        other traffic changes the rates mid-phase, a transfer that lockstep would hold at
+        each step boundary runs ahead instead, as NCCL's ranks do by up to NCCL_STEPS
+        slices. Bytes per link are the same either way.
+    """
+    algo = params.algorithm(sched.algorithm)
+    scale = wire_scale(params, sched.algorithm, protocol)
+    capped = sched.algorithm in CAPPED and nccl_channels > 0
+    rate_cap_Bps = nccl_channels * params.channels.bandwidth_Bps[protocol] if capped else math.inf
+    batch = getattr(network, "transfer_batch", None)  # backends that take a whole step
+    memo: dict[int, tuple[object, StepArrays]] = {}
+    yield env.timeout(algo.base_latency_s[protocol])
+    for i, phase in enumerate(sched.phases):
+        k = 0
+        uniform = phase.uniform and phase.repeat > 1
+        merged = coalesce and uniform and not exclusive and batch is not None
+        reps = phase.repeat if merged else 1  # steps one start stands for (coalesce)
+        while k < phase.repeat:
+            t0 = env.now
+            skip = exclusive and uniform
+            before = tagged_before = None  # counters read only when a step stands for all
+            if skip:
+                before = network.link_bytes.copy()
+                by_tag = network.link_bytes_by_tag
+                tagged_before = by_tag[tag].copy() if tag in by_tag else np.zeros(len(before))
+            if batch is not None:  # the step as arrays, started in one call
+                step = cached_step(sched, i, k, endpoints, routes.table, memo)
+                sent = sender_totals(step, sched.chunk_bytes, sched.n)
+                started = (
+                    _start_batch(
+                        network,
+                        step,
+                        sent * reps,
+                        sched.chunk_bytes * reps,
+                        scale,
+                        rate_cap_Bps,
+                        routes.table,
+                        tag,
+                    )
+                    if len(step)
+                    else None
+                )
+                scope = SCOPE_NAME[int(routes.table.scope[step.route].max())] if len(step) else ""
+            else:
+                trs = phase.steps(k)
+                sent = sender_payload(sched, trs)
+                events = [
+                    network.transfer(endpoints[t.src], endpoints[t.dst],
+                                     len(t.chunks) * sched.chunk_bytes * scale,
+                                     _limit(rate_cap_Bps, len(t.chunks) * sched.chunk_bytes,
+                                            float(sent[i]), scale),
+                                     routes.nic(t.rail), tag)
+                    for i, t in enumerate(trs)
+                ]  # fmt: skip
+                started = env.all_of(events) if events else None
+                scope = routes.step_scope(trs, endpoints) if events else ""
+            if started is not None:
+                yield started
+                if reps > 1:  # the other steps' route latencies (each step lands once)
+                    yield env.timeout((reps - 1) * float(routes.table.latency_s[step.route].max()))
+                if not phase.streamed:
+                    lat = algo.step_latency_s[scope][protocol] * reps
+                    # overlapped steps: the handshake runs alongside the data (max, not sum)
+                    both = phase.overlap and overlapped(
+                        params.channels, float(sent.max(initial=0.0)), nccl_channels
+                    )
+                    yield env.timeout(max(0.0, lat - (env.now - t0)) if both else lat)
+            k += reps
+            if before is not None and tagged_before is not None and k < phase.repeat:
+                rest = phase.repeat - k
+                network.link_bytes += (network.link_bytes - before) * rest
+                if tag and tag in network.link_bytes_by_tag:
+                    acc = network.link_bytes_by_tag[tag]
+                    acc += (acc - tagged_before) * rest
+                yield env.timeout((env.now - t0) * rest)
+                k = phase.repeat
+
+
+def _limit(rate_cap_Bps: float, payload: float, sent: float, scale: float) -> float:
+    """A transfer's rate cap (wire bytes/s): its share of the sender's channel rate."""
+    if math.isfinite(rate_cap_Bps) and sent > 0:
+        return rate_cap_Bps * payload / sent * scale
+    return math.inf
+
+
+def _start_batch(
+    network: Network,
+    step: StepArrays,
+    sent: np.ndarray,
+    chunk_bytes: float,
+    scale: float,
+    rate_cap_Bps: float,
+    table: RouteTable,
+    tag: str,
+) -> simpy.Event:
+    """Start a step's transfers through a backend's ``transfer_routes`` (routes by number)
+    or ``transfer_batch``: the sizes and per-transfer caps :func:`run_schedule`'s
+    per-transfer loop computes, same order."""
+    table.freeze()
+    payload = step.chunks * chunk_bytes
+    limit = np.full(len(step), math.inf)
+    if math.isfinite(rate_cap_Bps):
+        pos = sent > 0
+        limit[pos] = rate_cap_Bps * payload[pos] / sent[pos] * scale
+    by_number = getattr(network, "transfer_routes", None)
+    if by_number is not None:  # the routes by number: no work per transfer
+        return by_number(table, step.route, payload * scale, limit, tag)
+    batch = network.transfer_batch  # type: ignore[attr-defined]
+    paths = table.paths
+    return batch([paths[i] for i in step.route.tolist()], table.latency_s[step.route],
+                 payload * scale, limit, tag)  # fmt: skip

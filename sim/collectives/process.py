@@ -75,11 +75,11 @@ def run_schedule(
     for i, phase in enumerate(sched.phases):
         k = 0
         uniform = phase.uniform and phase.repeat > 1
+        skip = exclusive and uniform  # time the first step, then skip ahead
         merged = coalesce and uniform and not exclusive and batch is not None
         reps = phase.repeat if merged else 1  # steps one start stands for (coalesce)
         while k < phase.repeat:
             t0 = env.now
-            skip = exclusive and uniform
             before = tagged_before = None  # counters read only when a step stands for all
             if skip:
                 before = network.link_bytes.copy()

@@ -28,7 +28,7 @@ import simpy
 from sim.network.arrivals import Arrivals, Countdown
 from sim.network.base import LateEvent
 from sim.network.flowcheck import check_rates, link_loads
-from sim.network.flowstate import FlowArrays, PendingTransfer, new_flows, path_rows
+from sim.network.flowstate import FlowArrays, PendingTransfer, blocks, new_flows, path_rows
 from sim.network.maxmin import progressive_fill
 from sim.network.routebytes import RouteBytes
 from sim.network.solvecache import SolveCache
@@ -315,26 +315,11 @@ class FlowNetwork:
         return True
 
     def _admit_pending(self) -> None:
-        """Move the queued transfers into the sharing, in the order they were started
-        (runs of single transfers as one block; batches as built)."""
-        if not self._pending:
-            return
-        pending, self._pending = self._pending, []
-        blocks: list[FlowArrays] = []
-        run: list[PendingTransfer] = []
-        for item in [*pending, None]:
-            if run and not isinstance(item, tuple):
-                paths, nbytes, lats, caps, events, tags = zip(*run, strict=True)
-                blocks.append(new_flows(
-                    paths, nbytes, lats, caps, events, tags, self._nlinks, self._route_id,
-                    self._classes, self._bytes.numbers,
-                ))  # fmt: skip
-                run = []
-            if isinstance(item, FlowArrays):
-                blocks.append(item)
-            elif item is not None:
-                run.append(item)
-        self._flows.extend(blocks, self._nlinks)
+        """Move the queued transfers into the sharing, in the order they were started."""
+        if self._pending:
+            pending, self._pending = self._pending, []
+            made = blocks(pending, self._nlinks, self._route_id, self._classes, self._bytes.numbers)
+            self._flows.extend(made, self._nlinks)
 
     def _solve(self, _event: simpy.Event) -> None:
         """Re-solve the rates (the one place they change) and arm the drain timer."""

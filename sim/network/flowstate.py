@@ -15,7 +15,7 @@ import numpy as np
 from sim.topology.linkclasses import LinkClasses
 from sim.topology.paths import Path
 
-__all__ = ["FlowArrays", "PendingTransfer", "new_flows", "path_rows", "widen"]
+__all__ = ["FlowArrays", "PendingTransfer", "blocks", "new_flows", "path_rows", "widen"]
 
 
 PendingTransfer = tuple[
@@ -117,6 +117,30 @@ def new_flows(
         ),
         path=path_no(paths) if path_no else np.full(len(paths), -1, dtype=np.intp),
     )
+
+
+def blocks(
+    pending: Sequence[PendingTransfer | FlowArrays],
+    pad: int,
+    route_id: Callable[[Path], int] | None = None,
+    classes: LinkClasses | None = None,
+    path_no: Callable[[Sequence[Path]], np.ndarray] | None = None,
+) -> list[FlowArrays]:
+    """Queued transfers as blocks of flows, in the order they were started: each run of
+    single transfers one block (:func:`new_flows`, same arguments), batches as built."""
+    out: list[FlowArrays] = []
+    run: list[PendingTransfer] = []
+    for item in [*pending, None]:
+        if run and not isinstance(item, tuple):
+            paths, nbytes, lats, caps, events, tags = zip(*run, strict=True)
+            out.append(new_flows(paths, nbytes, lats, caps, events, tags, pad, route_id,
+                                 classes, path_no))  # fmt: skip
+            run = []
+        if isinstance(item, FlowArrays):
+            out.append(item)
+        elif item is not None:
+            run.append(item)
+    return out
 
 
 def path_rows(paths: Sequence[Path], pad: int) -> tuple[np.ndarray, np.ndarray]:

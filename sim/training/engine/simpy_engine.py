@@ -54,8 +54,8 @@ from sim.training.schedule.pipeline import Step, make_schedule
 __all__ = ["COALESCE", "PipelineRun", "run_pipeline"]
 
 #: Run each uniform phase of a collective (a ring's steps) as one step of all its bytes on
-#: the flow network (``run_schedule``'s ``coalesce``): within 0.1% of lockstep steps on
-#: the tests' contended rings and 7-250x fewer re-solves. False: strict lockstep (slow).
+#: the flow network (``run_schedule``'s ``coalesce``): within 0.3% of lockstep steps and
+#: 7-22x faster on ``benchmarks/coalesce.py``'s cases. False: strict lockstep (slow).
 COALESCE = True
 
 

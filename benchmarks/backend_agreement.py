@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from sim.training.scenario import load_scenario, scenario_names
+from sim.scenario.load import load_scenario, scenario_names
 from sim.training.step import simulate_step
 
 #: ZeRO-3 variant of a scenario: shard the optimizer, gradients and parameters over DP.

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from calibrate.published import MegatronRow, megatron_scenario, read_megatron_table
-from sim.training.scenario import load_scenario
+from sim.scenario.load import load_scenario
 from sim.training.step import simulate_step
 
 TABLE = (

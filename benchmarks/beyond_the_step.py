@@ -23,8 +23,8 @@ from sim.reliability import (
     simulate_goodput,
     spot_comparison,
 )
-from sim.training.scenario import load_scenario
-from sim.training.workload.models import param_count
+from sim.scenario.load import load_scenario
+from sim.workload.models import param_count
 
 # Llama 3 405B as Meta trained it (arXiv:2407.21783, Table 4): the shipped scenario
 # scenarios/llama3-405b-16k.yaml (TP 8, PP 16 interleaved with one layer per virtual stage,

@@ -18,7 +18,7 @@ import argparse
 import time
 
 import sim.training.engine.simpy_engine as engine
-from sim.training.scenario import load_scenario
+from sim.scenario.load import load_scenario
 from sim.training.step import simulate_step
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from sim.scenario.load import load_scenario
 from sim.topology.presets import load_spec
-from sim.training.scenario import load_scenario
 from sim.training.step import simulate_step
 
 FABRICS = [

@@ -38,9 +38,9 @@ from calibrate.llm_foundry import foundry_scenario, read_foundry_table
 from calibrate.published import megatron_scenario, read_megatron_table
 from calibrate.solver import solve
 from sim.errors import CalibrationError
+from sim.result import StepResult
+from sim.scenario.load import Scenario
 from sim.training.compute.params import compute_params
-from sim.training.result import StepResult
-from sim.training.scenario import Scenario
 from sim.training.step import simulate_step
 
 __all__ = [

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.errors import CalibrationError
-from sim.training.scenario import Scenario, scenario_from_dict
+from sim.scenario.load import Scenario, scenario_from_dict
 
 __all__ = [
     "MPT_SHAPES",

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from sim.errors import CalibrationError
-from sim.training.scenario import Scenario, scenario_from_dict
+from sim.scenario.load import Scenario, scenario_from_dict
 from sim.training.step import simulate_step
 
 __all__ = [

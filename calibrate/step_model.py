@@ -28,12 +28,12 @@ from calibrate.fit import sig
 from calibrate.measurements import Measurements, StepRecord
 from sim.catalog import GpuSpec
 from sim.errors import CalibrationError, ClusterSimError
+from sim.scenario.load import PRECISIONS, Scenario, scenario_from_dict
 from sim.topology.model import Topology
 from sim.topology.presets import load_spec, preset_names
 from sim.training.compute.params import ComputeParams, compute_params
-from sim.training.scenario import PRECISIONS, Scenario, scenario_from_dict
 from sim.training.step import simulate_step
-from sim.training.workload.primitives import ACT_BYTES
+from sim.workload.primitives import ACT_BYTES
 
 __all__ = ["fp32_as_bf16", "one_device_topology", "step_rows", "step_scenario"]
 

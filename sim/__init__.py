@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sim.lazy import lazy_attr
+from sim.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from sim.collectives.simulate import (
@@ -24,14 +25,13 @@ if TYPE_CHECKING:
     )
     from sim.errors import CalibrationError, ClusterSimError, ConfigError, TopologyError
     from sim.profile import Profile, load_profile
+    from sim.result import StepResult
+    from sim.scenario.load import Scenario, load_scenario, scenario_names
     from sim.studies.frame import results_frame
     from sim.topology.model import Topology
     from sim.topology.presets import load_topology, preset_names
-    from sim.training.result import StepResult
-    from sim.training.scenario import Scenario, load_scenario, scenario_names
     from sim.training.step import simulate_step
 
-__version__ = "0.1.0"
 
 _HOMES = {
     "sim.collectives.simulate": (
@@ -45,8 +45,8 @@ _HOMES = {
     "sim.studies.frame": ("results_frame",),
     "sim.topology.model": ("Topology",),
     "sim.topology.presets": ("load_topology", "preset_names"),
-    "sim.training.result": ("StepResult",),
-    "sim.training.scenario": ("Scenario", "load_scenario", "scenario_names"),
+    "sim.result": ("StepResult",),
+    "sim.scenario.load": ("Scenario", "load_scenario", "scenario_names"),
     "sim.training.step": ("simulate_step",),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}

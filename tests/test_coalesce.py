@@ -23,9 +23,9 @@ from sim.collectives.params import default_params
 from sim.collectives.process import run_schedule
 from sim.collectives.simulate import CollectiveSetup
 from sim.network.flow import FlowNetwork
+from sim.scenario.load import load_scenario
 from sim.topology.model import Topology
 from sim.topology.presets import load_topology
-from sim.training.scenario import load_scenario
 from sim.training.step import simulate_step
 
 #: (setup, op, bytes, start delay s) of one collective

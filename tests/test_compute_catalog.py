@@ -6,8 +6,8 @@ import pytest
 
 from sim.catalog import gpu_names
 from sim.errors import ConfigError
+from sim.scenario.load import scenario_from_dict
 from sim.training.compute.params import compute_entry_names, compute_params, tunable_keys
-from sim.training.scenario import scenario_from_dict
 from sim.training.step import simulate_step
 
 FITTED = ("H100-SXM", "A100-SXM-80GB", "A100-SXM-40GB")

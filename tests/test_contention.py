@@ -17,9 +17,9 @@ from sim.collectives.params import default_params
 from sim.collectives.rails import rail_map
 from sim.collectives.simulate import CollectiveSetup
 from sim.errors import ConfigError
+from sim.scenario.load import load_scenario
 from sim.topology.presets import load_topology
 from sim.training.compute.passes import CollectiveTimer
-from sim.training.scenario import load_scenario
 from sim.training.step import simulate_step
 
 

@@ -15,19 +15,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.cli import main
+from sim.scenario.load import load_scenario
 from sim.studies.plan.space import layouts
 from sim.training.compute.passes import ring_exposed_s
 from sim.training.engine.setup import prepare_step
 from sim.training.memory.activations import stage_activation_bytes
 from sim.training.memory.report import memory_per_gpu
-from sim.training.scenario import load_scenario
 from sim.training.step import simulate_step
-from sim.training.workload.comms import step_comm
-from sim.training.workload.context import ring_bytes_per_layer, ring_step_bytes
-from sim.training.workload.models import model_preset
-from sim.training.workload.ops import context_for, layer_ops
-from sim.training.workload.plan import ParallelPlan, full_order, groups, rank_coords
-from sim.training.workload.zero import dp_bytes_per_step
+from sim.workload.comms import step_comm
+from sim.workload.context import ring_bytes_per_layer, ring_step_bytes
+from sim.workload.models import model_preset
+from sim.workload.ops import context_for, layer_ops
+from sim.workload.plan import ParallelPlan, full_order, groups, rank_coords
+from sim.workload.zero import dp_bytes_per_step
 
 LLAMA3_8B = model_preset("llama3-8b")  # 32 heads, 8 KV heads of 128, 32 layers
 H100_HBM = 80e9  # H100 SXM: 80 GB of HBM3 (NVIDIA H100 datasheet), as the catalog has it
@@ -321,7 +321,7 @@ def test_json_shows_cp(capsys: pytest.CaptureFixture[str]) -> None:
 def test_ep_with_cp_is_refused() -> None:
     """MoE expert parallelism beside CP is not modelled: said, not silently wrong."""
     from sim.errors import ConfigError
-    from sim.training.workload.plan_checks import validate_plan
+    from sim.workload.plan_checks import validate_plan
 
     moe = dataclasses.replace(LLAMA3_8B, experts=8, top_k=2)
     with pytest.raises(ConfigError, match=r"parallel\.cp"):
@@ -330,7 +330,7 @@ def test_ep_with_cp_is_refused() -> None:
 
 def test_cp_groups_crossing_servers_are_noted() -> None:
     """tp=8 fills a server, so each CP ring of 2 spans two servers: the result says so."""
-    from sim.training.workload.plan import placement_notes
+    from sim.workload.plan import placement_notes
 
     plan = ParallelPlan(tp=8, cp=2, global_batch=1)
     assert [r // 8 for r in groups(plan, "cp")[0]] == [0, 1]

@@ -25,7 +25,7 @@ from sim.training.compute.kernels import gemm_time_s
 from sim.training.compute.params import compute_params
 from sim.training.engine.optimizer import optimizer_bytes_per_param, param_tensors
 from sim.training.step import simulate_step
-from sim.training.workload.models import ModelSpec
+from sim.workload.models import ModelSpec
 
 CREATED = "2025-01-01T00:00:00Z"
 CPU = gpu_spec("CPU-HOST")

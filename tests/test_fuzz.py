@@ -196,7 +196,7 @@ def _set_value(value: object) -> str:
 )
 def test_scenario_space_gives_config_error_or_finite_result(overrides: dict[str, object]) -> None:
     """Any values of the parallel/training keys: a clean ConfigError, or a finite result."""
-    from sim.training.scenario import load_scenario
+    from sim.scenario.load import load_scenario
     from sim.training.step import simulate_step
 
     sets = [f"{k}={_set_value(v)}" for k, v in overrides.items()]

@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 
 from sim.cli import main
 from sim.collectives.simulate import CollectiveSetup, simulate_collective
+from sim.result import StepResult
+from sim.scenario.load import scenario_from_dict
 from sim.topology.build import build_topology
 from sim.topology.spec import parse_spec
 from sim.training.hetero.split import split_layers, split_microbatches
-from sim.training.result import StepResult
-from sim.training.scenario import scenario_from_dict
 from sim.training.step import simulate_step
 from tests.helpers import REPO
 

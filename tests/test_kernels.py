@@ -21,9 +21,9 @@ from sim.training.compute.kernels import (
     op_time_s,
 )
 from sim.training.compute.params import compute_params
-from sim.training.workload.models import model_preset
-from sim.training.workload.ops import OpContext, layer_ops
-from sim.training.workload.primitives import Op
+from sim.workload.models import model_preset
+from sim.workload.ops import OpContext, layer_ops
+from sim.workload.primitives import Op
 from tests.helpers import SHARED_DATA
 
 H100 = gpu_spec("H100-SXM")

@@ -8,15 +8,10 @@ import pytest
 import yaml
 
 from sim.errors import ConfigError
-from sim.training.layers import (
-    LayerScenario,
-    any_scenario_from_dict,
-    cnn_preset,
-    load_any_scenario,
-    simulate_any,
-    simulate_layer_step,
-)
+from sim.scenario.layer_list import LayerScenario, any_scenario_from_dict, load_any_scenario
+from sim.training.layers import simulate_any, simulate_layer_step
 from sim.training.layers.step import ELEMENT_BYTES, OPTIMIZER_ACCESSES
+from sim.workload.cnn import cnn_preset
 
 
 @pytest.mark.parametrize(

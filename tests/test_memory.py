@@ -8,8 +8,8 @@ import pytest
 
 from sim.training.memory.activations import activation_bytes_per_layer
 from sim.training.memory.report import MemoryParams, memory_per_gpu, memory_per_stage
-from sim.training.workload.models import megatron_gpt, model_preset, param_count
-from sim.training.workload.plan import ParallelPlan
+from sim.workload.models import megatron_gpt, model_preset, param_count
+from sim.workload.plan import ParallelPlan
 
 GIB = 2**30
 GPT = megatron_gpt(8192, 8, heads=64)

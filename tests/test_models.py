@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sim.errors import ConfigError
-from sim.training.workload.models import (
+from sim.workload.models import (
     PRESETS,
     ModelSpec,
     active_param_count,

@@ -8,7 +8,7 @@ import pytest
 
 from calibrate.fit_training import FITS
 from calibrate.published import SC21_RUNS, MegatronRow, megatron_scenario
-from sim.training.scenario import resolve_plan
+from sim.scenario.load import resolve_plan
 
 # The README / SC21 Table 1 rows (name, hidden, layers, model-parallel size, GPUs, batch);
 # the CSV under ../shared/data holds the same, with the published TFLOP/s.

@@ -44,7 +44,7 @@ from sim.reliability import (
     simulate_goodput,
     spot_comparison,
 )
-from sim.training.workload.models import model_preset, param_count
+from sim.workload.models import model_preset, param_count
 from tests.helpers import REPO
 
 NEW_KEYS = ("training_run", "reliability", "prices", "spot", "energy")

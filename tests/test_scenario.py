@@ -9,24 +9,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sim.training.workload.plan as plan_module
+import sim.workload.plan as plan_module
 from sim.errors import ConfigError
-from sim.training.scenario import (
+from sim.scenario.load import (
     apply_overrides,
     load_scenario,
     resolve_plan,
     scenario_from_dict,
     scenario_names,
 )
-from sim.training.workload.models import model_preset
-from sim.training.workload.plan import (
+from sim.workload.models import model_preset
+from sim.workload.plan import (
     ParallelPlan,
     groups,
     placement_notes,
     rank_coords,
     rank_of,
 )
-from sim.training.workload.plan_checks import validate_plan
+from sim.workload.plan_checks import validate_plan
 
 # GPUs each shipped scenario's topology gives (topology presets are loaded elsewhere).
 SHIPPED = {

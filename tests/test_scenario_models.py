@@ -1,4 +1,4 @@
-"""The pydantic models of the core scenario sections (sim.training.scenario_models)."""
+"""The pydantic models of the core scenario sections (sim.scenario.models)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.errors import ConfigError
-from sim.training.scenario import scenario_from_dict
-from sim.training.scenario_models import SECTION_MODELS, read_section
-from sim.training.scenario_readers import CAPS, NULLABLE
-from sim.training.scenario_sections import (
+from sim.scenario.load import scenario_from_dict
+from sim.scenario.models import SECTION_MODELS, read_section
+from sim.scenario.readers import CAPS, NULLABLE
+from sim.scenario.sections import (
     ClusterSection,
     ParallelSection,
     PriceSection,
     TrainingSection,
 )
-from sim.training.workload.models import ModelSpec
+from sim.workload.models import ModelSpec
 
 BASE = {"model": {"preset": "gpt2-124m"}, "cluster": {"topology": "single-h100"},
         "training": {"global_batch": 8, "seq_len": 1024}}  # fmt: skip

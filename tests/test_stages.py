@@ -7,13 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.errors import ConfigError
+from sim.scenario.load import scenario_from_dict
 from sim.training.memory.report import memory_per_stage
-from sim.training.scenario import scenario_from_dict
 from sim.training.step import simulate_step
-from sim.training.workload.comms import rank_params
-from sim.training.workload.models import megatron_gpt, model_preset, param_count
-from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.stages import chunk_layers, stage_layers
+from sim.workload.comms import rank_params
+from sim.workload.models import megatron_gpt, model_preset, param_count
+from sim.workload.plan import ParallelPlan
+from sim.workload.stages import chunk_layers, stage_layers
 
 L405 = model_preset("llama3-405b")
 

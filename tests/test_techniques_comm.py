@@ -17,16 +17,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sim.cli import main
+from sim.result import StepResult
+from sim.scenario.load import load_scenario
 from sim.training.engine.setup import prepare_step
 from sim.training.engine.stage import buckets_of, stage_comm
-from sim.training.result import StepResult
-from sim.training.scenario import load_scenario
 from sim.training.step import simulate_step
 from sim.training.techniques import OUTER_STEP_BYTES
-from sim.training.workload.comms import rank_params
-from sim.training.workload.models import model_preset, norm_params, param_count
-from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.techniques import (
+from sim.workload.comms import rank_params
+from sim.workload.models import model_preset, norm_params, param_count
+from sim.workload.plan import ParallelPlan
+from sim.workload.techniques import (
     INDEX_BYTES,
     CommTechniques,
     Matrix,

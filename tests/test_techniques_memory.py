@@ -17,19 +17,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sim.result import StepResult
+from sim.scenario.load import load_scenario
 from sim.topology.presets import load_topology
 from sim.training.engine.optimizer import offload_time, pcie_Bps
 from sim.training.memory.report import memory_per_gpu
 from sim.training.memory.states import model_states
-from sim.training.result import StepResult
-from sim.training.scenario import load_scenario
 from sim.training.step import simulate_step
-from sim.training.workload.comms import step_comm
-from sim.training.workload.lora import adapt_comm, base_weight_bytes, lora_layer_ops
-from sim.training.workload.models import ModelSpec, model_preset, param_count
-from sim.training.workload.ops import context_for, layer_ops
-from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.trainable import (
+from sim.workload.comms import step_comm
+from sim.workload.lora import adapt_comm, base_weight_bytes, lora_layer_ops
+from sim.workload.models import ModelSpec, model_preset, param_count
+from sim.workload.ops import context_for, layer_ops
+from sim.workload.plan import ParallelPlan
+from sim.workload.trainable import (
     ADAPTER_NAMES,
     DEFAULT,
     NF4_BYTES,
@@ -300,7 +300,7 @@ def test_mlp_adapters_on_moe_are_refused() -> None:
 def test_layer_list_models_refuse_techniques() -> None:
     """CNN layer lists train full-parameter AdamW only: a technique key is refused by name."""
     from sim.errors import ConfigError
-    from sim.training.layers import load_any_scenario
+    from sim.scenario.layer_list import load_any_scenario
 
     with pytest.raises(ConfigError, match=r"training\.offload"):
         load_any_scenario("gpt2-1gpu", ["model.preset=resnet50", "training.offload=cpu"])

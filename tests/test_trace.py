@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 from sim.cli import main
-from sim.training.scenario import load_scenario
+from sim.scenario.load import load_scenario
 from sim.training.step import run_step
 from sim.training.trace import MAX_GPU_PROCESSES, TRACKS, chrome_trace
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.cli import main
-from sim.training.scenario import load_scenario, scenario_from_dict, scenario_names
+from sim.scenario.load import load_scenario, scenario_from_dict, scenario_names
 from sim.training.step import simulate_step
 
 TWO_GPU_NODE = {

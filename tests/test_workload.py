@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from sim.training.workload.comms import dp_buckets, rank_params, step_comm
-from sim.training.workload.flops import megatron_flops, six_n_flops, step_flops
-from sim.training.workload.models import megatron_gpt, model_preset, param_count
-from sim.training.workload.ops import Op, OpContext, chunk_ops, layer_ops, tokens_per_expert
-from sim.training.workload.plan import ParallelPlan
+from sim.workload.comms import dp_buckets, rank_params, step_comm
+from sim.workload.flops import megatron_flops, six_n_flops, step_flops
+from sim.workload.models import megatron_gpt, model_preset, param_count
+from sim.workload.ops import Op, OpContext, chunk_ops, layer_ops, tokens_per_expert
+from sim.workload.plan import ParallelPlan
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "shared" / "data" / "published"
 

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from sim.cli import main
 from sim.errors import ConfigError
-from sim.training.scenario import scenario_from_dict
+from sim.scenario.load import scenario_from_dict
 from sim.training.step import simulate_step
-from sim.training.workload.plan import ParallelPlan, groups
-from sim.training.workload.zero import dp_bytes_per_step, parse_zero, zero_semantics
+from sim.workload.plan import ParallelPlan, groups
+from sim.workload.zero import dp_bytes_per_step, parse_zero, zero_semantics
 
 TWO_GPU = {
     "name": "two-gpu",

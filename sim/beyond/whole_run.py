@@ -51,7 +51,7 @@ from sim.reliability import (
     simulate_goodput,
     spot_comparison,
 )
-from sim.training.result import StepResult, flat_record
+from sim.result import StepResult, flat_record
 
 __all__ = ["PriceRow", "PriceTable", "WholeRun", "has_run_sections", "whole_run"]
 
@@ -126,7 +126,7 @@ def has_run_sections(scenario: Any) -> bool:
 
 
 def _params(model: Any) -> float:
-    from sim.training.workload.models import ModelSpec, param_count
+    from sim.workload.models import ModelSpec, param_count
 
     return float(param_count(model) if isinstance(model, ModelSpec) else model.params)
 
@@ -207,7 +207,7 @@ def whole_run(step: StepResult, scenario: Any, gpus_per_node: int) -> WholeRun:
 
     Examples
     --------
-    >>> from sim.training.scenario import load_scenario
+    >>> from sim.scenario.load import load_scenario
     >>> from sim.training.step import simulate_step
     >>> sc = load_scenario("gpt2-1gpu", ["training.tokens=1e9"])
     >>> run = whole_run(simulate_step(sc), sc, gpus_per_node=1)

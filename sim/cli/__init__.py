@@ -32,8 +32,8 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    from sim import __version__
     from sim.cli import collective, plan, report, run, schema, sweep, topologies
+    from sim.version import __version__
 
     parser = argparse.ArgumentParser(
         prog="clustersim",

@@ -96,8 +96,8 @@ def _cp_sizes(text: str) -> list[int]:
 def run(args: argparse.Namespace) -> int:
     """Search, then print the ranking (or JSON)."""
     from sim.errors import ConfigError
+    from sim.scenario.layer_list import LayerScenario, load_any_scenario
     from sim.studies.plan.search import merge, plan
-    from sim.training.layers import LayerScenario, load_any_scenario
 
     scenario = load_any_scenario(args.scenario, args.sets)
     if isinstance(scenario, LayerScenario):

@@ -55,8 +55,9 @@ def run(args: argparse.Namespace) -> int:
     from sim.cli.outputs import busiest_text, link_rows, plot
     from sim.files import check_output_path, dumps_json, write_atomic
     from sim.profile_select import describe, resolve_profile, text_lines
+    from sim.scenario.layer_list import LayerScenario, load_any_scenario
     from sim.training.engine.setup import cached_topology
-    from sim.training.layers import LayerScenario, load_any_scenario, simulate_layer_step
+    from sim.training.layers import simulate_layer_step
     from sim.training.step import run_step
     from sim.training.trace import trace_json
 

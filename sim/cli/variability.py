@@ -48,7 +48,7 @@ def sample(args: argparse.Namespace, scenario: Any, result: Any) -> Any:
     """The :class:`~sim.variability.VariabilityResult` of ``--samples`` (None without it)."""
     if args.samples is None:
         return None
-    from sim.training.scenario import Scenario
+    from sim.scenario.load import Scenario
     from sim.variability import expert_compute_share, sample_step_times
 
     share = expert_compute_share(scenario.model) if isinstance(scenario, Scenario) else 0.0

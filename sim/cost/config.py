@@ -36,8 +36,9 @@ import math
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sim.catalog import gpu_names
+from sim.packaged import validate_section
 
-__all__ = ["EnergyConfig", "PriceConfig", "PriceEntry"]
+__all__ = ["EnergyConfig", "PriceConfig", "PriceEntry", "read_energy"]
 
 
 class PriceEntry(BaseModel):
@@ -103,3 +104,8 @@ class EnergyConfig(BaseModel):
         if isinstance(value, float) and not (math.isfinite(value) and value >= 0):
             raise ValueError("grid intensity must be a finite number of g CO2e/kWh >= 0")
         return value
+
+
+def read_energy(value: object) -> EnergyConfig:
+    """The scenario's ``energy:`` section, validated (one-line ConfigError otherwise)."""
+    return validate_section(EnergyConfig, value, "energy")

@@ -16,7 +16,7 @@ from sim.cost.config import PriceConfig, PriceEntry
 from sim.errors import ConfigError
 from sim.packaged import lookup, read_table
 
-__all__ = ["PriceQuote", "price_preset", "price_preset_names", "resolve_price"]
+__all__ = ["PriceQuote", "check_price", "price_preset", "price_preset_names", "resolve_price"]
 
 
 @dataclass(frozen=True)
@@ -110,3 +110,26 @@ def resolve_price(config: PriceConfig, gpu: str) -> PriceQuote | None:
             f"price.preset: unknown preset {config.preset!r}; allowed: {', '.join(allowed)}"
         )
     return _quote(config.preset, price_preset(config.preset), gpu)
+
+
+def check_price(gpu_hour_usd: float | None, preset: str | None) -> None:
+    """Refuse both ``price.gpu_hour_usd`` and ``price.preset``, and unknown presets.
+
+    >>> check_price(1.0, "lambda-h100")
+    Traceback (most recent call last):
+    ...
+    sim.errors.ConfigError: price: give exactly one of price.gpu_hour_usd or price.preset (got both)
+
+    Raises
+    ------
+    ConfigError
+        Both given, or ``preset`` is not a shipped preset (the message lists them).
+    """
+    if gpu_hour_usd is not None and preset is not None:
+        raise ConfigError(
+            "price: give exactly one of price.gpu_hour_usd or price.preset (got both)"
+        )
+    if preset is not None and preset not in price_preset_names():
+        raise ConfigError(
+            f"price.preset: unknown preset {preset!r}; allowed: {', '.join(price_preset_names())}"
+        )

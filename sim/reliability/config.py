@@ -31,6 +31,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
+from sim.errors import ConfigError
+from sim.packaged import validate_section
 from sim.reliability.interruptions import (
     FailureRates,
     Interruptions,
@@ -40,7 +42,7 @@ from sim.reliability.interruptions import (
 from sim.reliability.storage import StorageTier, checkpoint_bytes, storage_tier
 from sim.units import parse_bytes
 
-__all__ = ["HOURS_PER_MONTH", "ReliabilityConfig", "SpotConfig"]
+__all__ = ["HOURS_PER_MONTH", "ReliabilityConfig", "SpotConfig", "read_reliability", "read_spot"]
 
 #: Hours in a billing month as the cloud price lists count them (8760 h / 12).
 HOURS_PER_MONTH = 730.0
@@ -142,3 +144,26 @@ class SpotConfig(BaseModel):
             return self.preemptions_per_node_hour / 3600.0
         assert self.monthly_interruption is not None  # the validator guarantees one of the two
         return -math.log1p(-self.monthly_interruption) / (HOURS_PER_MONTH * 3600.0)
+
+
+def read_reliability(value: object) -> ReliabilityConfig:
+    """The scenario's ``reliability:`` section, validated (one-line ConfigError otherwise)."""
+    return validate_section(ReliabilityConfig, value, "reliability")
+
+
+def read_spot(value: object, reliability: ReliabilityConfig | None) -> SpotConfig:
+    """The scenario's ``spot:`` section, validated; it needs a ``reliability:`` section (its
+    failures and checkpoints are the on-demand baseline).
+
+    Raises
+    ------
+    ConfigError
+        A bad key or value, or no ``reliability`` section.
+    """
+    spot = validate_section(SpotConfig, value, "spot")
+    if reliability is None:
+        raise ConfigError(
+            "spot: needs a reliability section (its failures and checkpoints are the "
+            "on-demand baseline); add 'reliability: {}' for the defaults"
+        )
+    return spot

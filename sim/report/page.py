@@ -204,7 +204,7 @@ def report_html(inputs: Sequence[ResultSet], title: str = "clustersim report") -
     if not inputs:
         raise ConfigError("a report needs at least one result file")
     import_matplotlib()  # fail before any work, not halfway through
-    from sim import __version__
+    from sim.version import __version__
 
     page = _Page()
     by_kind = {

@@ -1,7 +1,7 @@
 """JSON Schemas of the files users write: scenarios, topologies and calibration profiles.
 
 Generated from the same definitions the loaders use (the scenario's section models of
-:mod:`sim.training.scenario_models`, the topology's and the profile's pydantic models), so an editor with
+:mod:`sim.scenario.models`, the topology's and the profile's pydantic models), so an editor with
 the YAML language server validates a file as ``clustersim`` will. Shipped copies live
 beside this module (``scenario.schema.json`` ...); shipped YAML files point at them with a
 ``# yaml-language-server: $schema=...`` first line, and a test keeps copies and generator
@@ -47,17 +47,17 @@ def _choices(values: tuple[str, ...] | list[str]) -> dict[str, Any]:
 
 def _technique_keys() -> dict[str, Any]:
     """``training`` keys of LoRA/QLoRA and offload read by their own parsers."""
-    from sim.training.workload import trainable as t
+    from sim.workload import trainable as t
 
     names = {"type": "array", "items": _choices(t.ADAPTER_NAMES)}
     return {"lora_targets": {"anyOf": [{"type": "string"}, names]}, "nvme_bandwidth": _BYTES}
 
 
 def _core(name: str, **special: Any) -> dict[str, Any]:
-    """A core section's schema from its pydantic model (:mod:`sim.training.scenario_models`):
+    """A core section's schema from its pydantic model (:mod:`sim.scenario.models`):
     choices as enums; ``special`` replaces the keys read by their own parsers."""
-    from sim.training.scenario_models import SECTION_MODELS
-    from sim.training.scenario_readers import CHOICES
+    from sim.scenario.models import SECTION_MODELS
+    from sim.scenario.readers import CHOICES
 
     out = _model_section(SECTION_MODELS[name])
     props = out["properties"]
@@ -69,7 +69,7 @@ def _core(name: str, **special: Any) -> dict[str, Any]:
 
 
 def _scenario() -> dict[str, Any]:
-    from sim.training.scenario_layers import LAYER_MODELS
+    from sim.scenario.optin import LAYER_MODELS
 
     model = _core(
         "model", layer_list={"type": "array", "description": "layers of a layer-list (CNN) model"}

@@ -33,7 +33,7 @@ from typing import Any
 
 from sim.errors import ConfigError
 from sim.files import load_yaml, read_text
-from sim.training.scenario import apply_overrides, read_raw
+from sim.scenario.load import apply_overrides, read_raw
 
 __all__ = ["STUDY_KEYS", "SweepSpec", "override_items", "parse_grid", "read_study", "sweep_spec"]
 

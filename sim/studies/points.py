@@ -14,9 +14,9 @@ from typing import Any
 
 from sim.errors import ClusterSimError
 from sim.report.records import SWEEP_METRICS
+from sim.result import StepResult
+from sim.scenario.load import apply_overrides
 from sim.studies.grid import override_items
-from sim.training.result import StepResult
-from sim.training.scenario import apply_overrides
 
 __all__ = ["METRICS", "evaluate_point", "metrics_of"]
 
@@ -69,13 +69,14 @@ def evaluate_point(
 
     Examples
     --------
-    >>> from sim.training.scenario import read_raw
+    >>> from sim.scenario.load import read_raw
     >>> raw, name = read_raw("gpt2-1gpu")
     >>> row = evaluate_point(raw, name, {"parallel.micro_batch": 3}, "analytical")
     >>> row["reason"]
     'training.global_batch: 64 must be a multiple of parallel.micro_batch x parallel.dp = 3 x 1 = 3'
     """
-    from sim.training.layers import any_scenario_from_dict, simulate_any
+    from sim.scenario.layer_list import any_scenario_from_dict
+    from sim.training.layers import simulate_any
 
     row: dict[str, Any] = dict(point)
     scenario_raw = apply_overrides(raw, override_items(point))

@@ -1,10 +1,10 @@
 """One training step of a scenario: from the job's description to its time and memory.
 
-The layers, each importing only those listed before it:
+What runs (model shapes, the parallel plan, per-rank ops, FLOPs and communication volumes)
+is described by :mod:`sim.workload`; the scenario files by :mod:`sim.scenario`; the step's
+result record is :class:`sim.result.StepResult`. The layers here, each importing only those
+listed before it:
 
-- :mod:`.workload`: what runs: model shapes, the parallel plan, per-rank ops, FLOPs and
-  communication volumes. Plain data and arithmetic.
-- :mod:`.scenario`: scenario files, validated into a frozen :class:`~.scenario.Scenario`.
 - :mod:`.schedule`: pipeline schedules (the order of each stage's passes) and their ideal
   timing.
 - :mod:`.compute`: how long an op takes on a GPU (roofline), and a whole pass with its
@@ -12,7 +12,7 @@ The layers, each importing only those listed before it:
 - :mod:`.memory`: memory per GPU (model states under ZeRO, activations).
 - :mod:`.engine`: the step on SimPy (flow network) or by list scheduling (analytical).
 - :mod:`.step`: :func:`~.step.simulate_step`, the entry point, returning a
-  :class:`~.result.StepResult`; :mod:`.trace` writes the step as a Chrome trace.
+  :class:`~sim.result.StepResult`; :mod:`.trace` writes the step as a Chrome trace.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 
+from sim.result import StepResult
+from sim.scenario.load import Scenario
 from sim.topology.model import Topology
 from sim.training.compute.passes import CollectiveTimer
 from sim.training.engine.setup import StepSetup, prepare_step
@@ -15,11 +17,9 @@ from sim.training.hetero.replicas import mixed_path, mixed_step
 from sim.training.hetero.report import gpu_type_report, mixed_notes
 from sim.training.memory.advice import memory_advice
 from sim.training.memory.report import memory_per_gpu
-from sim.training.result import StepResult
-from sim.training.scenario import Scenario
 from sim.training.techniques import apply_techniques
 from sim.training.techniques_report import techniques_record
-from sim.training.workload.plan import placement_notes
+from sim.workload.plan import placement_notes
 
 __all__ = ["run_step", "simulate_step"]
 
@@ -51,7 +51,7 @@ def simulate_step(
     Parameters
     ----------
     scenario : Scenario
-        From :func:`sim.training.scenario.load_scenario`.
+        From :func:`sim.scenario.load.load_scenario`.
     network : str, optional
         ``flow`` or ``analytical``; default the scenario's.
     compute : mapping, optional
@@ -60,7 +60,7 @@ def simulate_step(
 
     Examples
     --------
-    >>> from sim.training.scenario import load_scenario
+    >>> from sim.scenario.load import load_scenario
     >>> r = simulate_step(load_scenario("llama3-8b-dgx"), network="analytical")
     >>> r.fits and 0 < r.mfu < 1
     True

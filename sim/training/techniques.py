@@ -26,15 +26,15 @@ from sim.training.engine.setup import StepSetup
 from sim.training.engine.simpy_engine import PipelineRun
 from sim.training.engine.stage import Bucket, bucket_s, buckets_of, stage_comm
 from sim.training.engine.techniques import nic_Bps, powersgd_stage, ps_servers
-from sim.training.workload.comms import rank_params
-from sim.training.workload.techniques import (
+from sim.workload.comms import rank_params
+from sim.workload.techniques import (
     OUTER_STATE_BYTES,
     CommTechniques,
     techniques_of,
     topk_crossover_dp,
     wire_factor,
 )
-from sim.training.workload.zero import zero_semantics
+from sim.workload.zero import zero_semantics
 
 __all__ = ["OUTER_STEP_BYTES", "TechniquesOutcome", "apply_techniques", "dp_wire_bytes"]
 

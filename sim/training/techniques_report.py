@@ -12,8 +12,8 @@ from sim.training.engine.optimizer import pcie_Bps, stage_offload
 from sim.training.engine.setup import StepSetup
 from sim.training.engine.stage import stage_comm
 from sim.training.memory.report import MemoryReport
-from sim.training.workload.models import param_count
-from sim.training.workload.trainable import (
+from sim.workload.models import param_count
+from sim.workload.trainable import (
     NF4_BYTES,
     lora_trainable_params,
     optimizer_state_bytes,

@@ -1,6 +1,6 @@
 """Variability over a simulated step: jitter, stragglers, throttling, network tails, imbalance.
 
-A layer over a :class:`~sim.training.result.StepResult` (DESIGN: "beyond the ideal step"):
+A layer over a :class:`~sim.result.StepResult` (DESIGN: "beyond the ideal step"):
 :func:`sample_step_times` runs a seeded Monte Carlo over the ideal step's breakdown and
 returns a :class:`VariabilityResult`; the scenario's ``variability:`` section is a
 :class:`VariabilityConfig`.

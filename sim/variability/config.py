@@ -46,7 +46,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["DISTRIBUTIONS", "Z99", "VariabilityConfig"]
+from sim.packaged import validate_section
+
+__all__ = ["DISTRIBUTIONS", "Z99", "VariabilityConfig", "read_variability"]
 
 DISTRIBUTIONS = ("normal", "lognormal", "gamma")
 #: The standard normal's 99th percentile: a lognormal's p99/p50 ratio is exp(Z99 * sigma).
@@ -117,3 +119,8 @@ class VariabilityConfig(BaseModel):
             return 0.0, math.log(self.network_p99_p50) / Z99
         sigma2 = math.log1p(self.network_cv**2)
         return -sigma2 / 2, math.sqrt(sigma2)
+
+
+def read_variability(value: object) -> VariabilityConfig:
+    """The scenario's ``variability:`` section, validated (one-line ConfigError otherwise)."""
+    return validate_section(VariabilityConfig, value, "variability")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sim.training.workload.models import ModelSpec, expert_params, layer_params
+from sim.workload.models import ModelSpec, expert_params, layer_params
 
 __all__ = ["expert_compute_share"]
 
@@ -15,7 +15,7 @@ def expert_compute_share(model: ModelSpec) -> float:
     embedding and the output head are left out, so it slightly overstates the share.
     Dense models give 0.
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> round(expert_compute_share(model_preset("mixtral-8x7b")), 3)
     0.894
     >>> expert_compute_share(model_preset("llama2-70b"))

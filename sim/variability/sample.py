@@ -42,7 +42,7 @@ from sim.variability.draws import gpu_multipliers, phase_multipliers, throttled
 from sim.variability.result import VariabilityResult, summarise
 
 if TYPE_CHECKING:
-    from sim.training.result import StepResult
+    from sim.result import StepResult
 
 __all__ = ["CHUNK_ELEMENTS", "GLOBAL_PHASES", "REPLICA_PHASES", "Groups", "sample_breakdown",
            "sample_step_times"]  # fmt: skip

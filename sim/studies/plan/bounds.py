@@ -17,8 +17,8 @@ from __future__ import annotations
 import dataclasses
 
 from sim.errors import ClusterSimError
+from sim.scenario.load import ClusterSection, Scenario
 from sim.studies.plan.space import Layout
-from sim.training.scenario import ClusterSection, Scenario
 
 __all__ = ["Shape", "ShapeTimes", "lower_bound_s", "shape_of"]
 

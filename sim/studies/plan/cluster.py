@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 
 from sim.errors import ConfigError
+from sim.scenario.load import ClusterSection, Scenario
 from sim.topology.presets import load_spec, load_topology
-from sim.training.scenario import ClusterSection, Scenario
 
 __all__ = ["cluster_for"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from sim.scenario.load import Scenario, resolve_plan
 from sim.training.memory.report import memory_per_gpu
-from sim.training.scenario import Scenario, resolve_plan
 
 __all__ = ["MemoryEstimate", "estimate_memory", "least_memory"]
 

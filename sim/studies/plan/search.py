@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sim.errors import ClusterSimError, ConfigError
+from sim.result import StepResult
+from sim.scenario.load import ClusterSection, Scenario
 from sim.studies.plan.bounds import ShapeTimes, lower_bound_s, shape_of
 from sim.studies.plan.memory import estimate_memory, least_memory
 from sim.studies.plan.space import RECOMPUTE_ORDER, Layout, Skipped, layouts
-from sim.training.result import StepResult
-from sim.training.scenario import ClusterSection, Scenario
-from sim.training.workload.models import ModelSpec
+from sim.workload.models import ModelSpec
 
 __all__ = ["Candidate", "PlanResult", "Rejected", "merge", "plan"]
 

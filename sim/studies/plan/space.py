@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sim.training.workload.models import ModelSpec
+from sim.workload.models import ModelSpec
 
 __all__ = ["MICRO_BATCHES", "RECOMPUTE_ORDER", "Layout", "Skipped", "layouts"]
 
@@ -123,7 +123,7 @@ def layouts(
     ``cps``: context-parallel sizes to try (default only 1, today's search); a CP size
     must divide ``seq_len / 2`` and leaves MoE expert parallelism out.
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> found, skipped = layouts(model_preset("gpt2-124m"), 8, 8, 8)
     >>> len(found) > 0 and all(l.tp * l.pp * l.dp == 8 for l in found)
     True

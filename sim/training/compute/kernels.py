@@ -1,6 +1,6 @@
 """How long one kernel takes on one GPU: GEMMs by shape, attention, memory-bound kernels.
 
-Each op of the workload (:class:`sim.training.workload.primitives.Op`) names its class
+Each op of the workload (:class:`sim.workload.primitives.Op`) names its class
 and shape; this module turns it into seconds with the GPU's catalog parameters
 (:class:`sim.training.compute.params.ComputeParams`):
 
@@ -45,7 +45,7 @@ import math
 from sim.catalog import GpuSpec
 from sim.errors import ConfigError
 from sim.training.compute.params import ComputeParams
-from sim.training.workload.primitives import Op
+from sim.workload.primitives import Op
 
 __all__ = [
     "CAUSAL_BLOCK",

@@ -26,7 +26,7 @@ from sim.collectives.simulate import CollectiveSetup, simulate_collective
 from sim.topology.model import Topology
 from sim.training.compute.kernels import op_time_s
 from sim.training.compute.params import ComputeParams
-from sim.training.workload.ops import LayerOps, Op
+from sim.workload.ops import LayerOps, Op
 
 __all__ = [
     "CollectiveTimer",

@@ -23,19 +23,19 @@ from dataclasses import dataclass
 
 from sim.topology.model import Topology
 from sim.training.engine.setup import StepSetup
-from sim.training.workload.comms import RankParams
-from sim.training.workload.lora import trainable_params
-from sim.training.workload.models import ModelSpec
-from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.stages import stage_layers
-from sim.training.workload.trainable import (
+from sim.workload.comms import RankParams
+from sim.workload.lora import trainable_params
+from sim.workload.models import ModelSpec
+from sim.workload.plan import ParallelPlan
+from sim.workload.stages import stage_layers
+from sim.workload.trainable import (
     PCIE_DEFAULT_BPS,
     PCIE_EFF,
     Techniques,
     optimizer_state_bytes,
     optimizer_step_bytes,
 )
-from sim.training.workload.zero import PARAM_BYTES
+from sim.workload.zero import PARAM_BYTES
 
 __all__ = [
     "OffloadTime",
@@ -106,8 +106,8 @@ def gpu_optimizer_s(params: float, tech: Techniques, model: ModelSpec, grad_byte
     their bytes at ``hbm_Bps * stream_eff``, plus ``tensor_overhead_s`` per tensor (an
     eager per-tensor optimizer; 0 for a fused multi-tensor kernel).
 
-    >>> from sim.training.workload.trainable import DEFAULT
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.trainable import DEFAULT
+    >>> from sim.workload.models import model_preset
     >>> m = model_preset("gpt2-124m")
     >>> gpu_optimizer_s(1e6, DEFAULT, m, 4, 38e9, 1.0, tensors=10, tensor_overhead_s=1e-5)
     0.0011
@@ -124,7 +124,7 @@ def param_tensors(model: ModelSpec, layers: int, first: bool, last: bool) -> int
     An approximation for the per-tensor optimizer overhead: LoRA adapters and ZeRO shards
     count as the full model's tensors.
 
-    >>> from sim.training.workload.models import ModelSpec
+    >>> from sim.workload.models import ModelSpec
     >>> gpt = ModelSpec("gpt", 2, 128, 512, 4, 4, 1024, max_seq=128)
     >>> param_tensors(gpt, 2, True, True)  # calibrate's quick CPU step job: 29
     29

@@ -13,12 +13,12 @@ from functools import cache
 
 from sim.catalog import GpuSpec
 from sim.profile import Profile, load_profile
+from sim.scenario.load import Scenario, resolve_plan
 from sim.topology.model import Topology
 from sim.topology.presets import load_topology
 from sim.training.compute.params import ComputeParams, compute_params
-from sim.training.scenario import Scenario, resolve_plan
-from sim.training.workload.plan import Coord, ParallelPlan, groups, rank_of
-from sim.training.workload.techniques import check_techniques, techniques_of
+from sim.workload.plan import Coord, ParallelPlan, groups, rank_of
+from sim.workload.techniques import check_techniques, techniques_of
 
 __all__ = ["StageGroups", "StepSetup", "membership", "prepare_step", "stage_groups"]
 __all__ = ["StageGroups", "StepSetup", "prepare_step", "techniques_plan"]

@@ -29,13 +29,13 @@ from sim.training.compute.passes import (
 from sim.training.engine.optimizer import optimizer_bytes_per_param, optimizer_s
 from sim.training.engine.setup import StepSetup
 from sim.training.engine.techniques import technique_steps
-from sim.training.workload.comms import StepComm, dp_buckets, end_params, step_comm
-from sim.training.workload.lora import adapt_comm, frozen_end_ops, lora_layer_ops
-from sim.training.workload.ops import Op, context_for, embedding_ops, head_ops, layer_ops
-from sim.training.workload.primitives import OpContext
-from sim.training.workload.stages import chunk_layers
-from sim.training.workload.techniques import techniques_of
-from sim.training.workload.zero import PARAM_BYTES, zero_semantics
+from sim.workload.comms import StepComm, dp_buckets, end_params, step_comm
+from sim.workload.lora import adapt_comm, frozen_end_ops, lora_layer_ops
+from sim.workload.ops import Op, context_for, embedding_ops, head_ops, layer_ops
+from sim.workload.primitives import OpContext
+from sim.workload.stages import chunk_layers
+from sim.workload.techniques import techniques_of
+from sim.workload.zero import PARAM_BYTES, zero_semantics
 
 __all__ = [
     "SIM_BUCKETS",

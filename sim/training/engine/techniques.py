@@ -1,5 +1,5 @@
 """Gradient buckets under the data-parallel techniques of
-:mod:`sim.training.workload.techniques`: their collectives and their local time.
+:mod:`sim.workload.techniques`: their collectives and their local time.
 
 A bucket of ``nbytes`` of gradients (``grad_bytes`` per element) becomes:
 
@@ -27,10 +27,10 @@ from __future__ import annotations
 from functools import lru_cache
 
 from sim.training.engine.setup import StepSetup
-from sim.training.workload.comms import rank_params
-from sim.training.workload.models import ModelSpec
-from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.techniques import (
+from sim.workload.comms import rank_params
+from sim.workload.models import ModelSpec
+from sim.workload.plan import ParallelPlan
+from sim.workload.techniques import (
     INDEX_BYTES,
     CommTechniques,
     compressed_bytes,

@@ -46,7 +46,7 @@ from sim.training.engine.stage import (
     unit_gather_s,
 )
 from sim.training.schedule.pipeline import Step, make_schedule
-from sim.training.workload.zero import zero_semantics
+from sim.workload.zero import zero_semantics
 
 __all__ = ["list_schedule", "run_pass_s"]
 

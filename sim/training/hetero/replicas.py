@@ -39,9 +39,9 @@ from sim.training.engine.setup import StageGroups, StepSetup, membership, stage_
 from sim.training.engine.simpy_engine import PipelineRun, run_pipeline
 from sim.training.engine.stage import chunk_costs, op_context
 from sim.training.hetero.split import split_layers, split_microbatches
-from sim.training.workload.ops import layer_ops
-from sim.training.workload.plan_checks import validate_plan
-from sim.training.workload.stages import stage_layers
+from sim.workload.ops import layer_ops
+from sim.workload.plan_checks import validate_plan
+from sim.workload.stages import stage_layers
 
 __all__ = ["MixedStep", "ReplicaClass", "layer_compute_s", "mixed_path", "mixed_step"]
 

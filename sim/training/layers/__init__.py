@@ -1,37 +1,18 @@
-"""Models given as layer lists (CNN presets, users' own) and their data-parallel step.
+"""The data-parallel step of a layer-list model (CNN presets, users' own layer lists).
 
-:func:`load_any_scenario` / :func:`any_scenario_from_dict` read a scenario of either kind
-(transformer or layer list) and :func:`simulate_any` simulates it, so the commands and
-the studies take both.
+:func:`simulate_any` simulates a scenario of either kind (transformer or layer list), so the
+commands and the studies take both; the scenarios themselves are read by
+:func:`sim.scenario.load_any_scenario`.
 """
 
 from __future__ import annotations
 
-from sim.training.layers.cnn import CNN_PRESETS, cnn_preset
-from sim.training.layers.model import Layer, LayerModel, layer_model_from_list
-from sim.training.layers.scenario import (
-    LayerScenario,
-    any_scenario_from_dict,
-    is_layer_model,
-    load_any_scenario,
-)
+from sim.result import StepResult
+from sim.scenario.layer_list import LayerScenario
+from sim.scenario.load import Scenario
 from sim.training.layers.step import simulate_layer_step
-from sim.training.result import StepResult
-from sim.training.scenario import Scenario
 
-__all__ = [
-    "CNN_PRESETS",
-    "Layer",
-    "LayerModel",
-    "LayerScenario",
-    "any_scenario_from_dict",
-    "cnn_preset",
-    "is_layer_model",
-    "layer_model_from_list",
-    "load_any_scenario",
-    "simulate_any",
-    "simulate_layer_step",
-]
+__all__ = ["simulate_any", "simulate_layer_step"]
 
 
 def simulate_any(scenario: Scenario | LayerScenario, network: str | None = None) -> StepResult:

@@ -28,12 +28,12 @@ from sim.catalog import GpuSpec
 from sim.collectives.simulate import CollectiveResult, CollectiveSetup, simulate_collective
 from sim.errors import ConfigError
 from sim.profile import load_profile
+from sim.result import StepResult
+from sim.scenario.layer_list import LayerScenario
 from sim.training.compute.kernels import roofline_time_s
 from sim.training.compute.params import ComputeParams, compute_params
 from sim.training.engine.setup import cached_topology
-from sim.training.layers.scenario import LayerScenario
-from sim.training.result import StepResult
-from sim.training.workload.techniques import techniques_of
+from sim.workload.techniques import techniques_of
 
 __all__ = ["ELEMENT_BYTES", "OPTIMIZER_ACCESSES", "WORKSPACE_BYTES", "simulate_layer_step"]
 
@@ -140,7 +140,7 @@ def simulate_layer_step(sc: LayerScenario, network: str | None = None) -> StepRe
 
     Examples
     --------
-    >>> from sim.training.layers.scenario import any_scenario_from_dict
+    >>> from sim.scenario.layer_list import any_scenario_from_dict
     >>> sc = any_scenario_from_dict({"model": {"preset": "resnet50"},
     ...     "cluster": {"topology": "dgx-h100"}, "training": {"global_batch": 512}})
     >>> r = simulate_layer_step(sc, "analytical")

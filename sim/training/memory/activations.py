@@ -20,8 +20,8 @@ for a GPT (4h GeLU MLP, multi-head attention).
 
 from __future__ import annotations
 
-from sim.training.workload.models import ModelSpec
-from sim.training.workload.plan import ParallelPlan
+from sim.workload.models import ModelSpec
+from sim.workload.plan import ParallelPlan
 
 __all__ = ["LOGIT_BYTES", "activation_bytes_per_layer", "stage_activation_bytes"]
 
@@ -58,7 +58,7 @@ def activation_bytes_per_layer(
 ) -> float:
     """Activation bytes one layer keeps for one micro-batch on one rank (Korthikanti).
 
-    >>> from sim.training.workload.models import megatron_gpt
+    >>> from sim.workload.models import megatron_gpt
     >>> m = megatron_gpt(4096, 2, heads=32)  # dropout 0.1, as Korthikanti's GPT
     >>> s, b, h, a = 2048, 1, 4096, 32
     >>> korthikanti = s * b * h * (34 + 5 * a * s / h)

@@ -13,10 +13,10 @@ from dataclasses import replace
 
 from sim.errors import ConfigError
 from sim.training.memory.report import MemoryParams, MemoryReport, memory_per_gpu
-from sim.training.workload.models import ModelSpec
-from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.plan_checks import validate_plan
-from sim.training.workload.trainable import DEFAULT, Techniques
+from sim.workload.models import ModelSpec
+from sim.workload.plan import ParallelPlan
+from sim.workload.plan_checks import validate_plan
+from sim.workload.trainable import DEFAULT, Techniques
 
 __all__ = ["memory_advice"]
 
@@ -61,7 +61,7 @@ def memory_advice(
 ) -> list[str]:
     """Notes for a result whose plan does not fit (empty when it fits).
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> from sim.training.memory.report import memory_per_gpu
     >>> m, plan = model_preset("llama2-13b"), ParallelPlan(dp=8, global_batch=16)
     >>> r = memory_per_gpu(m, plan, 4096, 80 * GIB)

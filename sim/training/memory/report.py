@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from sim.training.memory.activations import stage_activation_bytes
 from sim.training.memory.states import model_states
 from sim.training.schedule.pipeline import in_flight, make_schedule
-from sim.training.workload.models import ModelSpec
-from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.stages import stage_layers
-from sim.training.workload.trainable import DEFAULT, Techniques
+from sim.workload.models import ModelSpec
+from sim.workload.plan import ParallelPlan
+from sim.workload.stages import stage_layers
+from sim.workload.trainable import DEFAULT, Techniques
 
 __all__ = [
     "OPTIMIZER_BYTES",
@@ -129,7 +129,7 @@ def memory_per_stage(
     tech: Techniques = DEFAULT,
 ) -> list[MemoryReport]:
     """Memory of one GPU of each pipeline stage, in stage order (``tech``: optimizer,
-    LoRA/QLoRA and offload, :mod:`sim.training.workload.trainable`)."""
+    LoRA/QLoRA and offload, :mod:`sim.workload.trainable`)."""
     params = params or MemoryParams()
     schedule = make_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.virtual_stages)
     held = in_flight(schedule)
@@ -163,7 +163,7 @@ def memory_per_gpu(
     Over capacity is an answer, not an error (:func:`sim.training.memory.advice.memory_advice`
     says what to change).
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> plan = ParallelPlan(global_batch=8)
     >>> memory_per_gpu(model_preset("llama2-70b"), plan, 4096, 80 * 2**30).fits
     False

@@ -7,9 +7,9 @@ NF4 for QLoRA's linear layers; sharded by ZeRO-3 like the rest) and the adapters
 the gradients and optimizer states. Offload moves the optimizer states and the fp32
 master weights to host memory (or NVMe): they leave the GPU, and are reported apart.
 
->>> from sim.training.workload.models import model_preset
->>> from sim.training.workload.plan import ParallelPlan
->>> from sim.training.workload.trainable import Techniques
+>>> from sim.workload.models import model_preset
+>>> from sim.workload.plan import ParallelPlan
+>>> from sim.workload.trainable import Techniques
 >>> s = model_states(model_preset("llama2-7b"), ParallelPlan(), 0, Techniques(offload="cpu"))
 >>> s.optimizer, s.offloaded == 12 * 6738415616
 (0.0, True)
@@ -19,17 +19,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.training.workload.comms import RankParams, end_params, layer_rank_params
-from sim.training.workload.lora import (
+from sim.workload.comms import RankParams, end_params, layer_rank_params
+from sim.workload.lora import (
     base_weight_bytes,
     layer_base_bytes,
     layer_trainable,
     trainable_params,
 )
-from sim.training.workload.models import ModelSpec
-from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.trainable import DEFAULT, Techniques, optimizer_state_bytes
-from sim.training.workload.zero import PARAM_BYTES, zero_semantics
+from sim.workload.models import ModelSpec
+from sim.workload.plan import ParallelPlan
+from sim.workload.trainable import DEFAULT, Techniques, optimizer_state_bytes
+from sim.workload.zero import PARAM_BYTES, zero_semantics
 
 __all__ = ["ModelStates", "model_states"]
 

@@ -1,4 +1,4 @@
-"""The sections of a scenario as frozen dataclasses (what :mod:`sim.training.scenario` reads).
+"""The sections of a scenario as frozen dataclasses (what :mod:`sim.scenario.load` reads).
 
 ``ClusterSection``, ``ParallelSection``, ``TrainingSection`` and ``PriceSection`` hold the
 keys as written (defaults where absent); :class:`Scenario` bundles them with the model and
@@ -13,10 +13,10 @@ from sim.cost.config import EnergyConfig
 from sim.cost.config import PriceConfig as _PriceConfig
 from sim.cost.prices import resolve_price
 from sim.reliability.config import ReliabilityConfig, SpotConfig
-from sim.training.workload.models import ModelSpec
-from sim.training.workload.techniques import CommTechniques
-from sim.training.workload.trainable import DEFAULT, Techniques
 from sim.variability.config import VariabilityConfig
+from sim.workload.models import ModelSpec
+from sim.workload.techniques import CommTechniques
+from sim.workload.trainable import DEFAULT, Techniques
 
 __all__ = [
     "NETWORKS",
@@ -48,19 +48,19 @@ class ParallelSection:
     ``zero`` is a ZeRO stage 0-3 or an FSDP strategy name (``FULL_SHARD``,
     ``SHARD_GRAD_OP``, ``HYBRID_SHARD``, ``_HYBRID_SHARD_ZERO2``, ``NO_SHARD``), read into
     the stage and ``fsdp``; ``shard_size`` is HYBRID_SHARD's shard group (default: the
-    data-parallel ranks of one node). See :mod:`sim.training.workload.zero` and
-    :mod:`sim.training.workload.stages` for the other keys. ``nccl_algo`` and
+    data-parallel ranks of one node). See :mod:`sim.workload.zero` and
+    :mod:`sim.workload.stages` for the other keys. ``nccl_algo`` and
     ``nccl_proto`` restrict the collective tuner as ``NCCL_ALGO``/``NCCL_PROTO`` do
     (``ring,tree``, ``^nvls``; :mod:`sim.collectives.selection`) for every collective
     of the step. ``cp`` is context parallelism (ring attention over sequence chunks;
-    :mod:`sim.training.workload.context`).
+    :mod:`sim.workload.context`).
     ``batch_split`` (``equal`` | ``proportional``) and ``stage_split``
     (``equal`` | ``speed``) share micro-batches among data-parallel replicas and layers
     among pipeline stages by GPU speed on a heterogeneous cluster
     (:mod:`sim.training.hetero`); on one GPU model they change nothing.
     ``grad_compression``, ``topk_ratio``, ``powersgd_rank``, ``dp_mode``,
     ``ps_servers``, ``staleness`` and ``sync_every`` change the data-parallel
-    synchronisation (:mod:`sim.training.workload.techniques`; defaults: none).
+    synchronisation (:mod:`sim.workload.techniques`; defaults: none).
     """
 
     tp: int = 1
@@ -109,7 +109,7 @@ class TrainingSection:
     (with dropout), rotary and softmax run as fused bandwidth-tuned kernels
     (``fused_kernels``: Megatron-LM, Transformer Engine) or as eager framework kernels.
     The optimizer, LoRA/QLoRA and offload keys are read into :attr:`techniques`
-    (:mod:`sim.training.workload.trainable`).
+    (:mod:`sim.workload.trainable`).
     ``tokens`` is the token budget of the whole run (time, cost and energy to train)."""
 
     global_batch: int

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.training.workload.models import ModelSpec, attention_params, expert_params, norm_params
-from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.primitives import ACT_BYTES
-from sim.training.workload.stages import stage_layers
-from sim.training.workload.zero import PARAM_BYTES, zero_semantics
+from sim.workload.models import ModelSpec, attention_params, expert_params, norm_params
+from sim.workload.plan import ParallelPlan
+from sim.workload.primitives import ACT_BYTES
+from sim.workload.stages import stage_layers
+from sim.workload.zero import PARAM_BYTES, zero_semantics
 
 __all__ = [
     "PARAM_BYTES",
@@ -88,7 +88,7 @@ def end_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> float:
 def rank_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> RankParams:
     """Parameters on a rank of pipeline ``stage`` (its layers, embedding and head).
 
-    >>> from sim.training.workload.models import model_preset, param_count
+    >>> from sim.workload.models import model_preset, param_count
     >>> m = model_preset("llama2-7b")
     >>> rank_params(m, ParallelPlan(), 0).total == param_count(m)
     True
@@ -138,7 +138,7 @@ class StepComm:
 def step_comm(model: ModelSpec, plan: ParallelPlan, seq: int, stage: int = 0) -> StepComm:
     """Volumes of ``stage``'s ranks per reduction, per gather and per micro-batch.
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> c = step_comm(model_preset("llama2-70b"), ParallelPlan(tp=8, pp=4, dp=8, sp=True), 4096)
     >>> c.pp_send_bytes == 2 * 4096 * 8192 / 8
     True

@@ -2,12 +2,12 @@
 
 Each section is a strict model (``extra="forbid"``: unknown keys refused; no bool where a
 count or a number belongs; integers where counts; finite floats; the counts capped by
-:data:`~sim.training.scenario_readers.CAPS`). Values with their own syntax (``zero:
+:data:`~sim.scenario.readers.CAPS`). Values with their own syntax (``zero:
 FULL_SHARD``, ``bucket_bytes: 25MiB``, ``placement: tp,pp,dp``, ``nccl_algo: ^nvls``,
 ``lora_targets``, ``tokens: "15.6e12"``) go through their parsers. :func:`read_section`
 validates one raw section and turns the first failure into one line naming the key path
 (``parallel.tp: expected an integer >= 1, got 0``); an explicit null on a key of
-:data:`~sim.training.scenario_readers.NULLABLE` means "not given".
+:data:`~sim.scenario.readers.NULLABLE` means "not given".
 
 >>> read_section("parallel", {"tp": 2, "zero": "FULL_SHARD"})
 {'tp': 2, 'zero': 3, 'fsdp': 'FULL_SHARD'}
@@ -35,8 +35,8 @@ from pydantic import ValidationInfo as Info
 from pydantic_core import ErrorDetails
 
 from sim.errors import ConfigError
-from sim.training.scenario_readers import CAPS, CHOICES, NULLABLE, SPECIAL, short
-from sim.training.scenario_sections import (
+from sim.scenario.readers import CAPS, CHOICES, NULLABLE, SPECIAL, short
+from sim.scenario.sections import (
     ClusterSection,
     ParallelSection,
     PriceSection,

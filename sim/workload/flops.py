@@ -3,7 +3,7 @@
 Model FLOPs (for MFU) leave recomputation out; hardware FLOPs (for HFU) count it. Both
 sum matmuls only, with the full ``s x s`` attention square (see :mod:`.ops`).
 
->>> from sim.training.workload.models import megatron_gpt
+>>> from sim.workload.models import megatron_gpt
 >>> m = megatron_gpt(2304, 24)
 >>> step_flops(m, 2048, 512, "full").hardware_flops == megatron_flops(m, 2048, 512)
 True
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from sim.training.workload.models import ModelSpec, param_count
-from sim.training.workload.ops import OpContext, chunk_ops
+from sim.workload.models import ModelSpec, param_count
+from sim.workload.ops import OpContext, chunk_ops
 
 __all__ = ["StepFlops", "megatron_flops", "six_n_flops", "step_flops"]
 
@@ -45,7 +45,7 @@ def step_flops(model: ModelSpec, seq: int, global_batch: int, recompute: str = "
     Parallelism does not change the total, so this counts one unsplit sequence and
     multiplies.
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> f = step_flops(model_preset("gpt3-175b"), 2048, 1536)
     >>> round(f.model_flops / (6 * 175e9 * f.tokens), 2)
     1.03

@@ -25,7 +25,7 @@ before every GEMM that reads them; the QLoRA recipe trains the adapters in bf16 
 paged 32-bit AdamW and no fp32 master copy (the paper's Figure 6 counts the optimizer
 at 4x the bf16 adapters: 8 B per parameter).
 
->>> from sim.training.workload.models import model_preset
+>>> from sim.workload.models import model_preset
 >>> lora_trainable_params(model_preset("llama2-7b"), Techniques(finetune="lora"))
 16777216
 """
@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.errors import ConfigError
-from sim.training.workload.models import ModelSpec, norm_params, param_count
+from sim.workload.models import ModelSpec, norm_params, param_count
 
 __all__ = [
     "ADAPTER_NAMES",
@@ -188,7 +188,7 @@ def adapter_shapes(model: ModelSpec, targets: tuple[str, ...]) -> list[tuple[str
 
     Without a gated MLP, ``up`` is the first MLP matrix and ``gate`` does not exist.
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> adapter_shapes(model_preset("llama2-70b"), ("k", "down"))
     [('k', 8192, 1024), ('down', 28672, 8192)]
     """
@@ -233,7 +233,7 @@ def optimizer_state_bytes(tech: Techniques, model: ModelSpec) -> float:
     Adafactor's factored statistics are averaged over the model (an approximation: every
     parameter carries the model's mean ``(m + n) / (m n)``).
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> m = model_preset("llama2-7b")
     >>> optimizer_state_bytes(DEFAULT, m), optimizer_state_bytes(Techniques(optimizer="sgd"), m)
     (12.0, 8.0)
@@ -252,7 +252,7 @@ def optimizer_step_bytes(tech: Techniques, model: ModelSpec, grad_bytes: int) ->
     fp32 state and master, write the bf16 weight (2), read the gradient for the step and
     the global norm and zero it (3 x ``grad_bytes``). AdamW: ``26 + 3 grad_bytes``.
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> optimizer_step_bytes(DEFAULT, model_preset("llama2-7b"), 4)
     38.0
     """

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sim.training.workload.models import ModelSpec
+from sim.workload.models import ModelSpec
 
 __all__ = [
     "ACT_BYTES",
@@ -108,7 +108,7 @@ class OpContext:
     layer's gradients to the reduction dtype (FSDP/ZeRO-2+ with fp32 reduction), in bytes
     per parameter. ``cross_entropy`` is the loss kernel (a key of :data:`CE_BYTES`).
     ``cp``: context-parallel ranks each holding ``seq / cp`` tokens of every sequence
-    (:mod:`sim.training.workload.context`).
+    (:mod:`sim.workload.context`).
     ``fused_kernels``: the layer's norms, activations, residual adds (with dropout),
     rotary and softmax are fused bandwidth-tuned kernels (Megatron-LM, Transformer
     Engine) rather than eager framework kernels.

@@ -3,8 +3,9 @@
 A scenario is YAML with the sections ``model``, ``cluster``, ``parallel``, ``training``,
 ``price``, the optional ``variability`` (:mod:`sim.variability.config`) and the scalars
 ``network``, ``profile``, ``seed``; the optional ``reliability``, ``spot`` and ``energy``
-sections feed the layers over the step (:mod:`sim.training.scenario_layers`). Every section
-is validated by a strict pydantic model (:mod:`sim.training.scenario_models`); unknown keys
+sections feed the layers over the step and are read by the packages that own them
+(:mod:`sim.reliability.config`, :mod:`sim.cost.config`, :mod:`sim.variability.config`). Every section
+is validated by a strict pydantic model (:mod:`sim.scenario.models`); unknown keys
 and bad values are rejected in one line naming their place (``parallel.foo``). Presets ship in the ``scenarios`` package
 and are found by name; anything else is read as a path.
 
@@ -25,13 +26,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
+from sim.cost.config import EnergyConfig, read_energy
+from sim.cost.prices import check_price
 from sim.errors import ConfigError
 from sim.files import load_yaml, read_text
-from sim.packaged import validate_section
-from sim.training.scenario_layers import LAYER_MODELS, check_price, layer_sections
-from sim.training.scenario_models import SECTION_MODELS, read_section
-from sim.training.scenario_readers import GRAD_DTYPES, PRECISIONS, check_seq_len
-from sim.training.scenario_sections import (
+from sim.reliability.config import ReliabilityConfig, SpotConfig, read_reliability, read_spot
+from sim.scenario.models import SECTION_MODELS, read_section
+from sim.scenario.readers import GRAD_DTYPES, PRECISIONS, check_seq_len
+from sim.scenario.sections import (
     NETWORKS,
     ClusterSection,
     ParallelSection,
@@ -39,12 +43,12 @@ from sim.training.scenario_sections import (
     Scenario,
     TrainingSection,
 )
-from sim.training.workload.context import check_context
-from sim.training.workload.models import ModelSpec, model_preset
-from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.plan_checks import validate_plan
-from sim.training.workload.zero import FSDP_STRATEGIES
-from sim.variability.config import VariabilityConfig
+from sim.variability.config import VariabilityConfig, read_variability
+from sim.workload.context import check_context
+from sim.workload.models import ModelSpec, model_preset
+from sim.workload.plan import ParallelPlan
+from sim.workload.plan_checks import validate_plan
+from sim.workload.zero import FSDP_STRATEGIES
 
 __all__ = [
     "GRAD_DTYPES",
@@ -66,10 +70,16 @@ __all__ = [
 ]
 
 
+#: The opt-in sections, each validated by the package that owns it (its pydantic model).
+OPT_IN_MODELS: dict[str, type[BaseModel]] = {
+    "variability": VariabilityConfig,
+    "reliability": ReliabilityConfig,
+    "spot": SpotConfig,
+    "energy": EnergyConfig,
+}
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     **{name: tuple(model.model_fields) for name, model in SECTION_MODELS.items() if name},
-    "variability": tuple(VariabilityConfig.model_fields),
-    **{name: tuple(model.model_fields) for name, model in LAYER_MODELS.items()},
+    **{name: tuple(model.model_fields) for name, model in OPT_IN_MODELS.items()},
 }
 TOP_KEYS = (*SECTION_KEYS, "network", "profile", "seed")
 
@@ -123,15 +133,21 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
         training=TrainingSection(**training),
         price=price,
         **scalars,
-        variability=(
-            validate_section(VariabilityConfig, raw["variability"], "variability")
-            if "variability" in raw
-            else None
-        ),
-        **layer_sections(raw),
+        **_opt_in(raw),
     )
     scenario.training.techniques.check(scenario.model, scenario.training.precision)
     return scenario
+
+
+def _opt_in(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The opt-in sections given in ``raw``, each read by its owner (absent: None)."""
+    reliability = read_reliability(raw["reliability"]) if "reliability" in raw else None
+    return {
+        "variability": read_variability(raw["variability"]) if "variability" in raw else None,
+        "reliability": reliability,
+        "spot": read_spot(raw["spot"], reliability) if "spot" in raw else None,
+        "energy": read_energy(raw["energy"]) if "energy" in raw else None,
+    }
 
 
 def apply_overrides(raw: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:

@@ -17,8 +17,8 @@ Every stage's count must divide by ``v``. When neither option is given and the l
 not divide, the embedding and loss are counted as layers if that makes them divide;
 otherwise the plan is refused with the keys that would fix it.
 
->>> from sim.training.workload.plan import ParallelPlan
->>> from sim.training.workload.models import model_preset
+>>> from sim.workload.plan import ParallelPlan
+>>> from sim.workload.models import model_preset
 >>> plan = ParallelPlan(pp=16, dp=1, global_batch=16)
 >>> layers = chunk_layers(plan, model_preset("llama3-405b"))
 >>> layers[0], layers[1], layers[-1], sum(layers)
@@ -28,8 +28,8 @@ otherwise the plan is refused with the keys that would fix it.
 from __future__ import annotations
 
 from sim.errors import ConfigError
-from sim.training.workload.models import ModelSpec
-from sim.training.workload.plan import ParallelPlan
+from sim.workload.models import ModelSpec
+from sim.workload.plan import ParallelPlan
 
 __all__ = ["chunk_layers", "stage_layers"]
 
@@ -105,7 +105,7 @@ def chunk_layers(plan: ParallelPlan, model: ModelSpec) -> tuple[int, ...]:
 
     Raises ConfigError naming the keys to set when the layers cannot be placed.
 
-    >>> from sim.training.workload.models import megatron_gpt
+    >>> from sim.workload.models import megatron_gpt
     >>> plan = ParallelPlan(pp=4, first_stage_layers=4, last_stage_layers=2, global_batch=4)
     >>> chunk_layers(plan, megatron_gpt(1024, 12))
     (4, 3, 3, 2)
@@ -133,7 +133,7 @@ def chunk_layers(plan: ParallelPlan, model: ModelSpec) -> tuple[int, ...]:
 def stage_layers(plan: ParallelPlan, model: ModelSpec) -> tuple[int, ...]:
     """Layers held by each pipeline stage (all its chunks).
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> plan = ParallelPlan(pp=16, virtual_stages=2, schedule="interleaved", global_batch=16)
     >>> stage_layers(plan, model_preset("llama3-405b"))[:2]
     (7, 8)

@@ -1,7 +1,7 @@
 """Scenarios whose model is a layer list (a CNN preset or the user's ``layer_list``).
 
 The cluster, parallel, training and price sections are validated by the transformer
-scenario's own readers (:func:`sim.training.scenario.scenario_from_dict`, given a
+scenario's own readers (:func:`sim.scenario.load.scenario_from_dict`, given a
 stand-in model), so every key means the same thing; the model section and the
 precisions a layer list may use (``fp32``, ``fp16``, ``bf16``) are checked here.
 ``training.seq_len`` is always 1 for a layer list (a sample is one image), whatever the
@@ -9,7 +9,7 @@ file says, so that ``tokens_per_s`` counts samples and a sweep may switch ``mode
 between a transformer and a CNN.
 
 :func:`load_any_scenario` and :func:`any_scenario_from_dict` are the front door for both
-kinds: they return a :class:`~sim.training.scenario.Scenario` for a transformer and a
+kinds: they return a :class:`~sim.scenario.load.Scenario` for a transformer and a
 :class:`LayerScenario` for a layer list.
 
 >>> s = any_scenario_from_dict({"model": {"preset": "resnet50"}, "cluster": {"topology": "dgx-h100"},
@@ -30,9 +30,7 @@ from typing import Any
 from sim.cost.config import EnergyConfig
 from sim.errors import ConfigError
 from sim.reliability.config import ReliabilityConfig, SpotConfig
-from sim.training.layers.cnn import CNN_PRESETS, cnn_preset
-from sim.training.layers.model import LayerModel, read_layer_list
-from sim.training.scenario import (
+from sim.scenario.load import (
     ClusterSection,
     ParallelSection,
     PriceSection,
@@ -43,6 +41,8 @@ from sim.training.scenario import (
     scenario_from_dict,
 )
 from sim.variability.config import VariabilityConfig
+from sim.workload.cnn import CNN_PRESETS, cnn_preset
+from sim.workload.layer_model import LayerModel, read_layer_list
 
 __all__ = [
     "LAYER_PRECISIONS",

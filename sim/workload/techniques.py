@@ -37,9 +37,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.errors import ConfigError
-from sim.training.workload.models import ModelSpec
-from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.stages import stage_layers
+from sim.workload.models import ModelSpec
+from sim.workload.plan import ParallelPlan
+from sim.workload.stages import stage_layers
 
 __all__ = [
     "COMPRESSIONS",
@@ -109,7 +109,7 @@ class Matrix:
 def check_techniques(tech: CommTechniques, plan: ParallelPlan, model: ModelSpec) -> None:
     """Refuse combinations that are not modelled, naming the keys.
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> plan = ParallelPlan(dp=8, zero=2, global_batch=8)
     >>> check_techniques(CommTechniques("powersgd"), plan, model_preset("gpt2-124m"))
     ... # doctest: +ELLIPSIS
@@ -188,7 +188,7 @@ def rank_matrices(model: ModelSpec, plan: ParallelPlan, stage: int) -> list[Matr
     embedding and untied head (``V / tp x h``) and a learned position table. Dense
     (non-MoE) models only.
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> [m.count for m in rank_matrices(model_preset("gpt2-124m"), ParallelPlan(), 0)]
     [12, 12, 12, 12, 1, 1]
     """

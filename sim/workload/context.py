@@ -21,8 +21,8 @@ unsplit layer's; the executed ones are too: the diagonal step is causal over the
 ``s / cp`` tokens, and each of the ``cp - 1`` other steps computes half a
 ``(s / cp) x (s / cp)`` block (one of the two chunks is fully masked).
 
->>> from sim.training.workload.models import model_preset
->>> from sim.training.workload.plan import ParallelPlan
+>>> from sim.workload.models import model_preset
+>>> from sim.workload.plan import ParallelPlan
 >>> m = model_preset("llama3-8b")  # 8 KV heads of 128
 >>> ring_step_bytes(m, ParallelPlan(cp=4, global_batch=1), 131072)
 134217728.0
@@ -33,9 +33,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sim.errors import ConfigError
-from sim.training.workload.models import ModelSpec
-from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.primitives import ACT_BYTES, Block, Op, OpContext, comm
+from sim.workload.models import ModelSpec
+from sim.workload.plan import ParallelPlan
+from sim.workload.primitives import ACT_BYTES, Block, Op, OpContext, comm
 
 __all__ = [
     "check_context",
@@ -62,7 +62,7 @@ def ring_bytes_per_layer(model: ModelSpec, plan: ParallelPlan, seq: int) -> tupl
     Forward ``(cp - 1)`` steps of :func:`ring_step_bytes`; backward twice that (K/V and
     their gradients). Zero without context parallelism.
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> m = model_preset("llama3-8b")
     >>> ring_bytes_per_layer(m, ParallelPlan(cp=2, global_batch=1), 8192)
     (16777216.0, 33554432.0)
@@ -92,7 +92,7 @@ def ring_attention_core(ctx: OpContext) -> list[Block]:
     """The attention core of one CP rank: the diagonal step, the ``cp - 1`` ring steps
     and the K/V ring (one ``cp_comm`` op per pass; its ``shape[0]`` is the step count).
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> ctx = OpContext(model_preset("llama3-8b"), 1, 8192, cp=4)
     >>> [o.name for o in ring_attention_core(ctx)[0][0]]
     ['attn_core', 'attn_core_ring', 'attn_cp_kv_ring']

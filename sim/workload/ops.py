@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sim.training.workload.context import ring_attention_core
-from sim.training.workload.models import ModelSpec, layer_params
-from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.primitives import (
+from sim.workload.context import ring_attention_core
+from sim.workload.models import ModelSpec, layer_params
+from sim.workload.plan import ParallelPlan
+from sim.workload.primitives import (
     ACT_BYTES,
     CE_BYTES,
     Block,
@@ -79,7 +79,7 @@ def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str =
                 cross_entropy: str = "fp32", fused_kernels: bool = False) -> OpContext:  # fmt: skip
     """The :class:`OpContext` of ``plan`` (TP, SP, micro-batch, recompute).
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> context_for(model_preset("llama2-7b"), ParallelPlan(tp=2, global_batch=2), 4096).tp
     2
     """
@@ -227,7 +227,7 @@ def _assemble(blocks: list[Block], recompute: list[Op]) -> LayerOps:
 def layer_ops(ctx: OpContext) -> LayerOps:
     """Ops of one transformer layer for one micro-batch on one rank.
 
-    >>> from sim.training.workload.models import megatron_gpt
+    >>> from sim.workload.models import megatron_gpt
     >>> ctx = OpContext(megatron_gpt(1024, 2, heads=16), micro_batch=1, seq=512)
     >>> ops = layer_ops(ctx)
     >>> ops.model_flops == 3 * (24 * 512 * 1024**2 + 4 * 512**2 * 1024)
@@ -288,7 +288,7 @@ def head_ops(ctx: OpContext) -> LayerOps:
 def chunk_ops(ctx: OpContext, layers: int, first: bool, last: bool) -> LayerOps:
     """All ops of one pipeline chunk: embedding if ``first``, ``layers`` layers, head if ``last``.
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> ctx = OpContext(model_preset("gpt2-124m"), micro_batch=1, seq=1024)
     >>> len(chunk_ops(ctx, 2, True, False).fwd) == len(embedding_ops(ctx).fwd) + 2 * len(
     ...     layer_ops(ctx).fwd)

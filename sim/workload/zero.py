@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from sim.errors import ConfigError
-from sim.training.workload.plan import ParallelPlan
+from sim.workload.plan import ParallelPlan
 
 __all__ = [
     "FSDP_STRATEGIES",

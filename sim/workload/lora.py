@@ -7,9 +7,9 @@ their base matrix (Megatron would replicate one of the two factors); the adapter
 add and dropout are left out; activations are counted as in full fine-tuning (an upper
 bound: frozen linears need not save their inputs).
 
->>> from sim.training.workload.models import model_preset
->>> from sim.training.workload.plan import ParallelPlan
->>> from sim.training.workload.trainable import Techniques
+>>> from sim.workload.models import model_preset
+>>> from sim.workload.plan import ParallelPlan
+>>> from sim.workload.trainable import Techniques
 >>> trainable_params(model_preset("llama2-7b"), ParallelPlan(), 0, Techniques(finetune="lora"))
 RankParams(dense=16777216.0, expert=0.0)
 """
@@ -18,20 +18,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sim.training.workload.comms import RankParams, StepComm, layer_rank_params, rank_params
-from sim.training.workload.models import ModelSpec, layer_params
-from sim.training.workload.ops import LayerOps
-from sim.training.workload.plan import ParallelPlan
-from sim.training.workload.primitives import Op, OpContext, linear
-from sim.training.workload.stages import stage_layers
-from sim.training.workload.trainable import (
+from sim.workload.comms import RankParams, StepComm, layer_rank_params, rank_params
+from sim.workload.models import ModelSpec, layer_params
+from sim.workload.ops import LayerOps
+from sim.workload.plan import ParallelPlan
+from sim.workload.primitives import Op, OpContext, linear
+from sim.workload.stages import stage_layers
+from sim.workload.trainable import (
     NF4_BYTES,
     Techniques,
     adapter_shapes,
     base_linear_params,
     lora_layer_params,
 )
-from sim.training.workload.zero import PARAM_BYTES
+from sim.workload.zero import PARAM_BYTES
 
 __all__ = [
     "BASE_LINEARS",

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sim.errors import ConfigError
-from sim.training.layers.model import Layer, LayerModel
+from sim.workload.layer_model import Layer, LayerModel
 
 __all__ = ["CNN_PRESETS", "cnn_preset"]
 

@@ -1,4 +1,4 @@
-"""Checks of a :class:`~sim.training.workload.plan.ParallelPlan` against a model and a
+"""Checks of a :class:`~sim.workload.plan.ParallelPlan` against a model and a
 cluster: sizes, how the model splits over TP/EP and pipeline stages, the batch and the
 schedule (:func:`validate_plan`; every failure a one-line ConfigError naming the keys).
 """
@@ -6,14 +6,14 @@ schedule (:func:`validate_plan`; every failure a one-line ConfigError naming the
 from __future__ import annotations
 
 from sim.errors import ConfigError
-from sim.training.workload.models import ModelSpec
-from sim.training.workload.plan import (
+from sim.workload.models import ModelSpec
+from sim.workload.plan import (
     RECOMPUTE,
     SCHEDULE_NAMES,
     ParallelPlan,
     parse_order,
 )
-from sim.training.workload.stages import chunk_layers
+from sim.workload.stages import chunk_layers
 
 __all__ = ["MAX_MICROBATCHES", "validate_plan"]
 
@@ -114,7 +114,7 @@ def validate_plan(plan: ParallelPlan, model: ModelSpec, num_gpus: int) -> Parall
 
     Returns the plan unchanged; raises ConfigError naming the offending keys and values.
 
-    >>> from sim.training.workload.models import model_preset
+    >>> from sim.workload.models import model_preset
     >>> validate_plan(ParallelPlan(tp=8, global_batch=4), model_preset("llama2-7b"), 8).tp
     8
     """

@@ -1,5 +1,5 @@
 """What the scenario sections allow: caps, choices, nullable keys, and the parsers of values
-with their own syntax (read by the models of :mod:`sim.training.scenario_models`).
+with their own syntax (read by the models of :mod:`sim.scenario.models`).
 
 >>> SPECIAL["zero"]("FULL_SHARD", "parallel.zero")
 (3, 'FULL_SHARD')
@@ -7,6 +7,7 @@ with their own syntax (read by the models of :mod:`sim.training.scenario_models`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,14 +15,13 @@ from sim.collectives.algorithms import ALGORITHMS
 from sim.collectives.params import PROTOCOLS
 from sim.collectives.selection import parse_list
 from sim.errors import ConfigError
+from sim.scenario.sections import NETWORKS
 from sim.topology.spec import MAX_GPUS
-from sim.training.scenario_layers import read_tokens
-from sim.training.scenario_sections import NETWORKS
-from sim.training.workload.plan import parse_order
-from sim.training.workload.techniques import COMPRESSIONS, DP_MODES
-from sim.training.workload.trainable import FINETUNES, OFFLOADS, OPTIMIZERS, parse_targets
-from sim.training.workload.zero import parse_zero
 from sim.units import parse_bandwidth, parse_bytes
+from sim.workload.plan import parse_order
+from sim.workload.techniques import COMPRESSIONS, DP_MODES
+from sim.workload.trainable import FINETUNES, OFFLOADS, OPTIMIZERS, parse_targets
+from sim.workload.zero import parse_zero
 
 __all__ = [
     "CAPS",
@@ -32,6 +32,7 @@ __all__ = [
     "SPECIAL",
     "check_seq_len",
     "read_str",
+    "read_tokens",
     "short",
 ]
 
@@ -110,6 +111,30 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 #: Parsers of the values with their own syntax: (value, key path) -> value as read.
+
+
+def read_tokens(value: object, where: str) -> float:
+    """A token budget > 0: a number or a string such as ``15.6e12`` (YAML 1.1 reads that as
+    text, since its floats need a signed exponent).
+
+    >>> read_tokens("15.6e12", "training.tokens")
+    15600000000000.0
+    """
+    number: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.replace("_", ""))
+        except ValueError:
+            number = None
+    if number is None or not (math.isfinite(number) and number > 0):
+        raise ConfigError(
+            f"{where}: expected a number of tokens > 0 such as 15.6e12, got {value!r}"
+        )
+    return number
+
+
 SPECIAL: dict[str, Callable[[object, str], Any]] = {
     "zero": parse_zero, "tokens": read_tokens, "lora_targets": parse_targets,
     "nccl_algo": _nccl_list(list(ALGORITHMS), "NCCL_ALGO"),

@@ -1,7 +1,7 @@
 """Coalesced ring phases against strict lockstep on the flow network: step time and wall time.
 
 The flow training step runs each uniform phase of a collective (a ring's ``n - 1``
-steps) as one step of all its bytes (``sim.training.engine.simpy_engine.COALESCE``).
+steps) as one step of all its bytes (``sim.training.graph.simulate.COALESCE``).
 This prints, per case, the step time with lockstep steps and with coalesced phases,
 their difference and each one's wall time, so the approximation's cost and gain are
 measured on the cases where lockstep still finishes: Llama-3 405B (``llama3-405b-16k``'s
@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 
-import sim.training.engine.simpy_engine as engine
+import sim.training.graph.simulate as engine
 from sim.scenario.load import load_scenario
 from sim.training.step import simulate_step
 

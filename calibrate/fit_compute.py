@@ -21,7 +21,7 @@ adds is measured too (:mod:`calibrate.compute_overhead`) and replaces it:
 - dispatch records → ``launch_overhead_s``: median time per simulated kernel of a tiny
   forward + backward through autograd;
 - optimizer records → ``stream_eff``: the simulator's optimizer bytes per parameter
-  (:func:`sim.training.engine.optimizer.optimizer_bytes_per_param` with fp32 gradients:
+  (:func:`sim.training.graph.optimizer.optimizer_bytes_per_param` with fp32 gradients:
   38) over the measured AdamW time per parameter, and ``optimizer_tensor_overhead_s``:
   the rest of the time per tensor.
 
@@ -48,7 +48,7 @@ from sim.catalog import GpuSpec
 from sim.errors import CalibrationError, ConfigError
 from sim.training.compute.kernels import gemm_time_s
 from sim.training.compute.params import ComputeParams, compute_params
-from sim.training.engine.optimizer import optimizer_bytes_per_param
+from sim.training.graph.optimizer import optimizer_bytes_per_param
 
 __all__ = ["fit_compute"]
 

@@ -310,8 +310,8 @@ def validation(rows: Sequence[TrainingRow], pred: np.ndarray, holdout: np.ndarra
 def fragmentation_bound(rows: Sequence[TrainingRow]) -> tuple[float, list[tuple[str, float]]]:
     """The largest allocator fragmentation under which every run (that ran) fits, and the
     runs the memory model puts over the HBM even without fragmentation (label, GiB over)."""
-    from sim.training.engine.setup import prepare_step
     from sim.training.memory.report import MemoryParams, memory_per_gpu
+    from sim.training.setup import prepare_step
 
     bound, over = np.inf, []
     for r in rows:

@@ -63,6 +63,11 @@ class StepResult:
         LoRA/QLoRA and offload settings changed (``optimizer``, trainable parameters, state
         bytes, offload timings, how MFU is counted: :mod:`sim.training.techniques_report`).
         Empty (and left out of :meth:`to_dict`) for the defaults.
+    profile : dict
+        The parameter profile the step used: ``name``, ``how`` it was chosen (``selected``
+        by hardware, ``requested``, ``forced`` or ``defaults``), the ``hardware`` it was
+        measured on, the scopes left at the shipped defaults and its ``error_bars``
+        (:func:`sim.profile_select.describe`).
     """
 
     scenario: str
@@ -90,6 +95,7 @@ class StepResult:
     cp_bytes_per_gpu: float = 0.0
     gpu_types: dict[str, dict[str, Any]] | None = None
     techniques: dict[str, Any] = field(default_factory=dict)
+    profile: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (plain Python types); ``gpu_types`` only when given,

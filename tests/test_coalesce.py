@@ -17,7 +17,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sim.training.engine.simpy_engine as engine
+import sim.training.graph.simulate as engine
 from sim.collectives.links import scaled_for
 from sim.collectives.params import default_params
 from sim.collectives.process import run_schedule

@@ -18,9 +18,9 @@ from sim.cli import main
 from sim.scenario.load import load_scenario
 from sim.studies.plan.space import layouts
 from sim.training.compute.passes import ring_exposed_s
-from sim.training.engine.setup import prepare_step
 from sim.training.memory.activations import stage_activation_bytes
 from sim.training.memory.report import memory_per_gpu
+from sim.training.setup import prepare_step
 from sim.training.step import simulate_step
 from sim.workload.comms import step_comm
 from sim.workload.context import ring_bytes_per_layer, ring_step_bytes

@@ -23,7 +23,7 @@ from sim.errors import CalibrationError, ConfigError
 from sim.topology.presets import load_topology
 from sim.training.compute.kernels import gemm_time_s
 from sim.training.compute.params import compute_params
-from sim.training.engine.optimizer import optimizer_bytes_per_param, param_tensors
+from sim.training.graph.optimizer import optimizer_bytes_per_param, param_tensors
 from sim.training.step import simulate_step
 from sim.workload.models import ModelSpec
 

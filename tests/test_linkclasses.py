@@ -12,7 +12,7 @@ from sim.network.flow import FlowNetwork
 from sim.network.maxmin import check_maxmin, pad_paths, progressive_fill
 from sim.topology.linkclasses import LinkClasses
 from sim.topology.paths import Path, merge
-from sim.training.engine.setup import cached_topology
+from sim.training.setup import cached_topology
 
 NUM_LINKS = 12
 

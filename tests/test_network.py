@@ -398,15 +398,23 @@ def test_fake_network_default_one_second_and_time_fn() -> None:
 
 
 def test_make_network_builds_each_backend() -> None:
-    """Every name in BACKENDS builds its class."""
+    """Every name in BACKENDS builds its backend, which has the whole Network interface,
+    and only the closed-form one is marked so."""
     topo = star(2)
-    for name, cls in BACKENDS.items():
-        assert isinstance(make_network(name, simpy.Environment(), topo), cls)  # type: ignore[arg-type]
+    kinds = {"flow": FlowNetwork, "analytical": AnalyticalNetwork}
+    assert set(BACKENDS) == set(kinds)
+    for name, spec in BACKENDS.items():
+        net = make_network(name, simpy.Environment(), topo)
+        assert isinstance(net, kinds[name]) and spec.name == name
+        for attr in ("transfer", "transfer_routes", "add_link_bytes", "link_bytes",
+                     "link_bytes_by_tag", "samples", "busy"):  # fmt: skip
+            assert hasattr(net, attr), (name, attr)
+    assert [n for n, s in BACKENDS.items() if s.closed_form] == ["analytical"]
 
 
 def test_make_network_bad_name_is_config_error() -> None:
     """An unknown name raises ConfigError quoting it and listing the allowed ones."""
-    with pytest.raises(ConfigError, match=r"'packet'.*analytical, flow"):
+    with pytest.raises(ConfigError, match=r"'packet'.*flow, analytical"):
         make_network("packet", simpy.Environment(), star(2))
 
 

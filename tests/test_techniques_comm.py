@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from sim.cli import main
 from sim.result import StepResult
 from sim.scenario.load import load_scenario
-from sim.training.engine.setup import prepare_step
-from sim.training.engine.stage import buckets_of, stage_comm
+from sim.training.graph.buckets import buckets_of, stage_comm
+from sim.training.setup import prepare_step
 from sim.training.step import simulate_step
 from sim.training.techniques import OUTER_STEP_BYTES
 from sim.workload.comms import rank_params

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from sim.result import StepResult
 from sim.scenario.load import load_scenario
 from sim.topology.presets import load_topology
-from sim.training.engine.optimizer import offload_time, pcie_Bps
+from sim.training.graph.optimizer import offload_time, pcie_Bps
 from sim.training.memory.report import memory_per_gpu
 from sim.training.memory.states import model_states
 from sim.training.step import simulate_step

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from sim.cli import variability
 from sim.cli.outputs import add_set_option
@@ -19,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="simulate one training step of a scenario")
     p.add_argument("scenario", help="scenario preset name or YAML file")
     add_set_option(p)
-    p.add_argument("--network", choices=None, help="flow or analytical (default: the scenario's)")
+    p.add_argument("--network", choices=None, help="network backend: flow or analytical (default: the scenario's)")
     out = p.add_mutually_exclusive_group()
     out.add_argument(
         "--json", action="store_true", help="print the result as JSON (with per-link rows on flow)"
@@ -49,20 +48,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Simulate and print a summary (or JSON or CSV); write the trace and figure if asked."""
-    from dataclasses import replace
 
     from sim.beyond import has_run_sections, whole_run, whole_run_text
     from sim.cli.outputs import busiest_text, link_rows, plot
     from sim.files import check_output_path, dumps_json, write_atomic
-    from sim.profile_select import describe, resolve_profile, text_lines
+    from sim.network import backend
+    from sim.profile_select import text_lines
     from sim.scenario.layer_list import LayerScenario, load_any_scenario
-    from sim.training.engine.setup import cached_topology
     from sim.training.layers import simulate_layer_step
+    from sim.training.setup import cached_topology
     from sim.training.step import run_step
     from sim.training.trace import trace_json
 
-    if args.network is not None and args.network not in ("flow", "analytical"):
-        raise ConfigError(f"--network {args.network!r} is unknown; allowed: flow, analytical")
+    if args.network is not None:
+        backend(args.network, "--network")
     if args.links < 0:
         raise ConfigError(f"--links {args.links}: must be a number of links >= 1")
     for option, path in (("--trace", args.trace), ("--plot", args.plot)):
@@ -74,22 +73,18 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             "--links: per-link counters come from the flow network; add --network flow"
         )
-    info: dict[str, Any] | None = None
+    chosen = {"profile": args.profile, "force_profile": args.force_profile}
     if isinstance(scenario, LayerScenario):
         if args.trace is not None:
             raise ConfigError("--trace: not available for layer-list models (no per-pass timeline)")
-        result = simulate_layer_step(scenario, args.network)
+        result = simulate_layer_step(scenario, args.network, **chosen)
         record = result.to_dict()
     else:
-        topo = cached_topology(scenario.cluster.topology, scenario.cluster.nodes, scenario.seed)
-        request = args.profile if args.profile is not None else scenario.profile
-        resolved = resolve_profile(request, topo, force=args.force_profile)
-        scenario = replace(scenario, profile=resolved.key)
-        info = describe(resolved, topo)
-        result, pipeline, setup = run_step(scenario, args.network, record=bool(args.trace))
+        result, pipeline, setup = run_step(scenario, args.network, record=bool(args.trace),
+                                           **chosen)  # fmt: skip
         if args.trace:
             write_atomic(args.trace, trace_json(setup, pipeline), "--trace")
-        record = {**result.to_dict(), "profile": info}
+        record = result.to_dict()
         links = link_rows(setup.topology, pipeline.network, result.step_time_s)
         if links:
             record["links"] = links
@@ -115,8 +110,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(csv_text([flat], list(flat)))
     else:
         print(result.summary())
-        if info is not None:
-            print("\n".join(text_lines(info)))
+        print("\n".join(text_lines(result.profile)))
         if run_layers is not None:
             print(whole_run_text(run_layers))
         if args.trace:

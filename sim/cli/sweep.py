@@ -46,14 +46,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep; print a table, JSON or CSV; draw the figure if asked."""
-    from sim.errors import ConfigError
     from sim.files import dumps_json
     from sim.studies.files import csv_text
     from sim.studies.grid import sweep_spec
     from sim.studies.runner import columns_of, run_sweep
 
-    if args.network is not None and args.network not in ("flow", "analytical"):
-        raise ConfigError(f"--network {args.network!r} is unknown; allowed: flow, analytical")
+    if args.network is not None:
+        from sim.network import backend
+
+        backend(args.network, "--network")
     spec = sweep_spec(args.scenario, args.grid, args.sets)
     rows = run_sweep(
         spec,

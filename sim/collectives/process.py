@@ -15,7 +15,7 @@ import numpy as np
 import simpy
 
 from sim.collectives.channels import CAPPED, overlapped
-from sim.collectives.engine import SCOPE_NAME, RouteCache, sender_payload, wire_scale
+from sim.collectives.engine import SCOPE_NAME, RouteCache, wire_scale
 from sim.collectives.params import CollectiveParams
 from sim.collectives.schedule import Schedule
 from sim.collectives.steparrays import RouteTable, StepArrays, cached_step, sender_totals
@@ -69,58 +69,26 @@ def run_schedule(
     scale = wire_scale(params, sched.algorithm, protocol)
     capped = sched.algorithm in CAPPED and nccl_channels > 0
     rate_cap_Bps = nccl_channels * params.channels.bandwidth_Bps[protocol] if capped else math.inf
-    batch = getattr(network, "transfer_batch", None)  # backends that take a whole step
     memo: dict[int, tuple[object, StepArrays]] = {}
     yield env.timeout(algo.base_latency_s[protocol])
     for i, phase in enumerate(sched.phases):
         k = 0
         uniform = phase.uniform and phase.repeat > 1
         skip = exclusive and uniform  # time the first step, then skip ahead
-        merged = coalesce and uniform and not exclusive and batch is not None
-        reps = phase.repeat if merged else 1  # steps one start stands for (coalesce)
+        reps = phase.repeat if coalesce and uniform and not exclusive else 1  # steps per start
         while k < phase.repeat:
             t0 = env.now
-            before = tagged_before = None  # counters read only when a step stands for all
-            if skip:
-                before = network.link_bytes.copy()
-                by_tag = network.link_bytes_by_tag
-                tagged_before = by_tag[tag].copy() if tag in by_tag else np.zeros(len(before))
-            if batch is not None:  # the step as arrays, started in one call
-                step = cached_step(sched, i, k, endpoints, routes.table, memo)
-                sent = sender_totals(step, sched.chunk_bytes, sched.n)
-                started = (
-                    _start_batch(
-                        network,
-                        step,
-                        sent * reps,
-                        sched.chunk_bytes * reps,
-                        scale,
-                        rate_cap_Bps,
-                        routes.table,
-                        tag,
-                    )
-                    if len(step)
-                    else None
-                )
-                scope = SCOPE_NAME[int(routes.table.scope[step.route].max())] if len(step) else ""
-            else:
-                trs = phase.steps(k)
-                sent = sender_payload(sched, trs)
-                events = [
-                    network.transfer(endpoints[t.src], endpoints[t.dst],
-                                     len(t.chunks) * sched.chunk_bytes * scale,
-                                     _limit(rate_cap_Bps, len(t.chunks) * sched.chunk_bytes,
-                                            float(sent[i]), scale),
-                                     routes.nic(t.rail), tag)
-                    for i, t in enumerate(trs)
-                ]  # fmt: skip
-                started = env.all_of(events) if events else None
-                scope = routes.step_scope(trs, endpoints) if events else ""
-            if started is not None:
-                yield started
+            # alone on the network, a step's bytes are the uniform phase's steps' bytes
+            before = network.link_bytes.copy() if skip else None
+            step = cached_step(sched, i, k, endpoints, routes.table, memo)
+            sent = sender_totals(step, sched.chunk_bytes, sched.n)
+            if len(step):
+                yield _start(network, step, sent * reps, sched.chunk_bytes * reps, scale,
+                             rate_cap_Bps, routes.table, tag)  # fmt: skip
                 if reps > 1:  # the other steps' route latencies (each step lands once)
                     yield env.timeout((reps - 1) * float(routes.table.latency_s[step.route].max()))
                 if not phase.streamed:
+                    scope = SCOPE_NAME[int(routes.table.scope[step.route].max())]
                     lat = algo.step_latency_s[scope][protocol] * reps
                     # overlapped steps: the handshake runs alongside the data (max, not sum)
                     both = phase.overlap and overlapped(
@@ -128,24 +96,14 @@ def run_schedule(
                     )
                     yield env.timeout(max(0.0, lat - (env.now - t0)) if both else lat)
             k += reps
-            if before is not None and tagged_before is not None and k < phase.repeat:
+            if before is not None and k < phase.repeat:
                 rest = phase.repeat - k
-                network.link_bytes += (network.link_bytes - before) * rest
-                if tag and tag in network.link_bytes_by_tag:
-                    acc = network.link_bytes_by_tag[tag]
-                    acc += (acc - tagged_before) * rest
+                network.add_link_bytes((network.link_bytes - before) * rest, tag)
                 yield env.timeout((env.now - t0) * rest)
                 k = phase.repeat
 
 
-def _limit(rate_cap_Bps: float, payload: float, sent: float, scale: float) -> float:
-    """A transfer's rate cap (wire bytes/s): its share of the sender's channel rate."""
-    if math.isfinite(rate_cap_Bps) and sent > 0:
-        return rate_cap_Bps * payload / sent * scale
-    return math.inf
-
-
-def _start_batch(
+def _start(
     network: Network,
     step: StepArrays,
     sent: np.ndarray,
@@ -155,19 +113,13 @@ def _start_batch(
     table: RouteTable,
     tag: str,
 ) -> simpy.Event:
-    """Start a step's transfers through a backend's ``transfer_routes`` (routes by number)
-    or ``transfer_batch``: the sizes and per-transfer caps :func:`run_schedule`'s
-    per-transfer loop computes, same order."""
+    """Start a step's transfers through the backend's ``transfer_routes`` (routes by
+    number), each of its payload's wire bytes and capped at its share of its sender's
+    channel rate."""
     table.freeze()
     payload = step.chunks * chunk_bytes
     limit = np.full(len(step), math.inf)
     if math.isfinite(rate_cap_Bps):
         pos = sent > 0
         limit[pos] = rate_cap_Bps * payload[pos] / sent[pos] * scale
-    by_number = getattr(network, "transfer_routes", None)
-    if by_number is not None:  # the routes by number: no work per transfer
-        return by_number(table, step.route, payload * scale, limit, tag)
-    batch = network.transfer_batch  # type: ignore[attr-defined]
-    paths = table.paths
-    return batch([paths[i] for i in step.route.tolist()], table.latency_s[step.route],
-                 payload * scale, limit, tag)  # fmt: skip
+    return network.transfer_routes(table, step.route, payload * scale, limit, tag)

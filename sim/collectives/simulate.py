@@ -36,7 +36,7 @@ from sim.collectives.selection import allowed_algorithms, allowed_protocols
 from sim.collectives.sharp import aggregation_switches
 from sim.collectives.sizes import MAX_SWEEP_POINTS, sweep_sizes
 from sim.errors import ConfigError
-from sim.network import FlowNetwork, make_network
+from sim.network import backend, make_network
 from sim.network.solvecache import SolveCache
 from sim.topology.model import Topology
 
@@ -327,7 +327,7 @@ def simulate_collective(
     if setup.n < 2 and op != "send_recv":
         raise ConfigError(f"{op} needs at least 2 GPUs; the group has {setup.n}")
     predicted, algo, proto, sched, chunks = setup.tune(op, size_bytes, algorithm, protocol, root)
-    if network == "analytical":  # the tuner's closed form is this backend exactly
+    if backend(network).closed_form:  # the tuner's closed form is this backend exactly
         time_s = predicted
         link_bytes = schedule_link_bytes(
             sched, setup.endpoints(sched), setup.routes, wire_scale(setup.params, algo, proto)
@@ -360,11 +360,7 @@ def run_on_network(
     simulation uses the closed form directly, which is much faster at scale).
     """
     env = simpy.Environment()
-    net = (
-        FlowNetwork(env, setup.topology, solve_cache=setup.solve_cache)
-        if network == "flow"
-        else make_network(network, env, setup.topology)
-    )
+    net = make_network(network, env, setup.topology, solve_cache=setup.solve_cache)
     env.process(
         run_schedule(
             env, net, sched, setup.endpoints(sched), setup.routes, setup.params, protocol,

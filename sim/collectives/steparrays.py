@@ -51,6 +51,7 @@ class RouteTable:
     def __init__(self, routes: _Routes) -> None:
         self.routes = routes
         self._ids: dict[tuple[str, str, int], int] = {}
+        self._keys: list[tuple[str, str, int]] = []  # route number -> key (filled on demand)
         self._paths: list[Path] = []
         self._lat: list[float] = []
         self._scope: list[int] = []
@@ -82,6 +83,12 @@ class RouteTable:
     def paths(self) -> list[Path]:
         """Route ``i``'s :class:`~sim.topology.paths.Path` at index ``i``."""
         return self._paths
+
+    def endpoints(self, i: int) -> tuple[str, str, int]:
+        """``(src, dst, rail)`` of route ``i`` (graph node names)."""
+        if len(self._keys) < len(self._ids):
+            self._keys = list(self._ids)
+        return self._keys[i]
 
     def freeze(self) -> None:
         """Bring the CSR arrays up to date with every route numbered so far."""
@@ -181,7 +188,7 @@ def step_loads(
     incast-reduced capacities: ``max over its links of step load / capacity``.
 
     Capacities are line rate less the incast loss of lossy links crossed by several of the
-    step's transfers (:func:`sim.network.base.batch_capacity`, on the touched links only).
+    step's transfers (the analytical network's :func:`sim.network.analytical.batch_times_s`, on the touched links only).
     """
     topo = table.routes.topology
     flat, share, owner = gather(table, step)

@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import simpy
 
-from sim.network.base import LateEvent, add_tagged, batch_capacity
+from sim.network.base import LateEvent, Routes, add_counted, add_tagged
+from sim.topology.congestion import effective_capacity
 from sim.topology.model import Topology
 from sim.topology.paths import Path
 
 _EMPTY = Path(np.zeros(0, dtype=np.intp))
 
-__all__ = ["AnalyticalNetwork"]
+__all__ = ["AnalyticalNetwork", "batch_times_s"]
 
 
 class AnalyticalNetwork:
@@ -65,6 +67,7 @@ class AnalyticalNetwork:
         self.topology = topology
         self.link_bytes = np.zeros(len(topology.links))
         self.link_bytes_by_tag: dict[str, np.ndarray] = {}
+        self.samples: list[tuple[float, np.ndarray, np.ndarray]] = []  # no rates to record
         self._in_flight = 0
         self._batch: list[tuple[Path, float, float, simpy.Event, str]] = []
 
@@ -93,6 +96,32 @@ class AnalyticalNetwork:
         ``nbytes / max_rate_Bps`` to drain; ``rail`` pins an inter-server route to that NIC
         number. Raises ValueError for negative or non-finite ``nbytes`` or a non-positive cap.
         """
+        path = self.topology.path(src, dst, rail) if src != dst else _EMPTY
+        return self._start(path, nbytes, max_rate_Bps, tag)
+
+    def transfer_routes(
+        self,
+        table: Routes,
+        route: np.ndarray,
+        nbytes: np.ndarray,
+        max_rate_Bps: np.ndarray,
+        tag: str = "",
+    ) -> simpy.Event:
+        """Start one transfer per route number (see :meth:`Network.transfer_routes`); they
+        join the batch of this instant like :meth:`transfer`'s."""
+        table.freeze()
+        paths = table.paths
+        events = [
+            self._start(paths[r], b, c, tag)
+            for r, b, c in zip(route.tolist(), nbytes.tolist(), max_rate_Bps.tolist(), strict=True)
+        ]
+        return self.env.all_of(events)
+
+    def add_link_bytes(self, nbytes: np.ndarray, tag: str = "") -> None:
+        """Count ``nbytes`` per link as carried (see :meth:`Network.add_link_bytes`)."""
+        add_counted(self.link_bytes, self.link_bytes_by_tag, nbytes, tag)
+
+    def _start(self, path: Path, nbytes: float, max_rate_Bps: float, tag: str) -> simpy.Event:
         if not 0.0 <= nbytes < math.inf:  # also rejects NaN
             raise ValueError(f"nbytes must be finite and >= 0 (got {nbytes!r})")
         if not max_rate_Bps > 0:
@@ -100,7 +129,6 @@ class AnalyticalNetwork:
         ev = simpy.Event(self.env)
         if not self._batch:
             LateEvent(self.env).callbacks.append(self._flush)
-        path = self.topology.path(src, dst, rail) if src != dst else _EMPTY
         self._batch.append((path, float(nbytes), float(max_rate_Bps), ev, tag))
         self._in_flight += 1
         return ev
@@ -108,30 +136,54 @@ class AnalyticalNetwork:
     def _flush(self, _event: simpy.Event) -> None:
         """Cost the batch started at this instant and schedule each landing."""
         batch, self._batch = self._batch, []
-        topo = self.topology
-        paths = [b[0] for b in batch]
-        sizes = np.array([b[1] for b in batch], dtype=float)
-        caps = np.array([b[2] for b in batch], dtype=float)
-        counts = np.array([len(p.links) for p in paths], dtype=np.intp)
-        drain = np.zeros(len(batch))
-        lat = np.zeros(len(batch))
-        if counts.sum():
-            flat = np.concatenate([p.links for p in paths])
-            share = np.concatenate([p.shares for p in paths])
-            owner = np.repeat(np.arange(len(batch)), counts)
-            load = np.zeros(len(topo.capacity_Bps))
-            np.add.at(load, flat, sizes[owner] * share)
-            self.link_bytes += load
-            for p, b, _, _, tag in batch:
-                add_tagged(self.link_bytes_by_tag, tag, p.links, b * p.shares, len(load))
-            cap = batch_capacity(topo, flat)
-            np.maximum.at(drain, owner, load[flat] / cap[flat])
-            np.add.at(lat, owner, topo.latency_s[flat] * share)
-            drain = np.where(counts > 0, np.maximum(drain, sizes / caps), 0.0)
-        for (_, _, _, ev, _), t in zip(batch, lat + drain, strict=True):
+        times, load = batch_times_s(
+            self.topology,
+            [b[0] for b in batch],
+            np.array([b[1] for b in batch], dtype=float),
+            np.array([b[2] for b in batch], dtype=float),
+        )
+        self.link_bytes += load
+        for p, b, _, _, tag in batch:
+            add_tagged(self.link_bytes_by_tag, tag, p.links, b * p.shares, len(load))
+        for (_, _, _, ev, _), t in zip(batch, times, strict=True):
             timer = self.env.timeout(float(t))
             timer.callbacks.append(functools.partial(self._land, ev))
 
     def _land(self, ev: simpy.Event, _timer: simpy.Event) -> None:
         self._in_flight -= 1
         ev.succeed()
+
+
+def batch_times_s(
+    topology: Topology, paths: Sequence[Path], nbytes: np.ndarray, max_rate_Bps: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The analytical model of one batch of transfers started together: each lands
+    ``latency + max over its links (batch bytes on the link / capacity)`` after the start,
+    no sooner than ``nbytes / max_rate_Bps`` (seconds), less the incast loss of lossy
+    links crossed by several of them. Returns (seconds per transfer, bytes per link).
+
+    The closed form the analytical backend charges; the training step's list scheduling
+    asks it for the time of its transfers too, so both agree by construction.
+    """
+    load = np.zeros(len(topology.capacity_Bps))
+    counts = np.array([len(p.links) for p in paths], dtype=np.intp)
+    times = np.zeros(len(paths))
+    if not counts.sum():
+        return times, load
+    flat = np.concatenate([p.links for p in paths])
+    share = np.concatenate([p.shares for p in paths])
+    owner = np.repeat(np.arange(len(paths)), counts)
+    used, local = np.unique(flat, return_inverse=True)  # the batch's links only
+    here = np.zeros(len(used))
+    np.add.at(here, local, nbytes[owner] * share)
+    cap = topology.capacity_Bps[used]
+    loss = topology.link_loss[used]
+    if np.any(loss > 0):  # incast on lossy links crossed by several transfers
+        cap = effective_capacity(cap, loss, np.bincount(local, minlength=len(used)))
+    drain = np.zeros(len(paths))
+    lat = np.zeros(len(paths))
+    np.maximum.at(drain, owner, here[local] / cap[local])
+    np.add.at(lat, owner, topology.latency_s[flat] * share)
+    drain = np.where(counts > 0, np.maximum(drain, nbytes / max_rate_Bps), 0.0)
+    load[used] = here
+    return lat + drain, load

@@ -19,13 +19,15 @@ from simpy.events import EventPriority
 
 if TYPE_CHECKING:
     from sim.topology.model import Topology
+    from sim.topology.paths import Path
 
 __all__ = [
     "LATE",
     "LateEvent",
     "Network",
+    "Routes",
+    "add_counted",
     "add_tagged",
-    "batch_capacity",
     "uncontended_time_s",
 ]
 
@@ -47,8 +49,28 @@ class LateEvent(simpy.Event):
         env.schedule(self, LATE)
 
 
+class Routes(Protocol):
+    """Numbered routes a backend can start transfers on by number
+    (:class:`sim.collectives.steparrays.RouteTable`)."""
+
+    latency_s: np.ndarray
+
+    @property
+    def paths(self) -> list[Path]:
+        """Route ``i``'s path at index ``i``."""
+        ...
+
+    def freeze(self) -> None:
+        """Bring the numbered routes' arrays up to date."""
+        ...
+
+    def endpoints(self, i: int) -> tuple[str, str, int]:
+        """``(src, dst, rail)`` of route ``i``."""
+        ...
+
+
 class Network(Protocol):
-    """What the engine needs from a network backend.
+    """What executors and collectives need from a network backend: the whole seam.
 
     Attributes
     ----------
@@ -61,12 +83,25 @@ class Network(Protocol):
     link_bytes_by_tag : dict[str, numpy.ndarray]
         The same per transfer tag (what the bytes belonged to, e.g. ``"dp"``); untagged
         transfers count in ``link_bytes`` only.
+    samples : list[tuple[float, numpy.ndarray, numpy.ndarray]]
+        Per-link records when the backend was built with ``record=True``:
+        ``(time_s, link indices, aggregate rate in bytes/s)`` from that time on (the
+        links carrying traffic); empty otherwise.
     """
 
     env: simpy.Environment
     topology: Topology
-    link_bytes: np.ndarray
-    link_bytes_by_tag: dict[str, np.ndarray]
+    samples: list[tuple[float, np.ndarray, np.ndarray]]
+
+    @property
+    def link_bytes(self) -> np.ndarray:
+        """Bytes carried so far on each directed link."""
+        ...
+
+    @property
+    def link_bytes_by_tag(self) -> dict[str, np.ndarray]:
+        """Bytes carried so far on each directed link, per tag."""
+        ...
 
     def transfer(
         self,
@@ -87,6 +122,25 @@ class Network(Protocol):
         (:meth:`sim.topology.model.Topology.path`). ``tag`` names what the bytes belong to
         in :attr:`link_bytes_by_tag`.
         """
+        ...
+
+    def transfer_routes(
+        self,
+        table: Routes,
+        route: np.ndarray,
+        nbytes: np.ndarray,
+        max_rate_Bps: np.ndarray,
+        tag: str = "",
+    ) -> simpy.Event:
+        """Start one transfer per route number in ``route`` (``nbytes[i]`` bytes, rate cap
+        ``max_rate_Bps[i]``) on ``table``'s routes; the event fires when all have landed,
+        at the instant ``all_of`` of :meth:`transfer` would."""
+        ...
+
+    def add_link_bytes(self, nbytes: np.ndarray, tag: str = "") -> None:
+        """Count ``nbytes`` (one entry per link) as carried, under ``tag`` too: traffic
+        timed without being sent transfer by transfer (a collective phase's identical steps
+        after the first)."""
         ...
 
     @property
@@ -120,20 +174,6 @@ def uncontended_time_s(
     return lat + float(nbytes) * max(per_byte, 1.0 / max_rate_Bps)
 
 
-def batch_capacity(topology: Topology, flat_links: np.ndarray) -> np.ndarray:
-    """Link capacities for a batch of transfers started together, less the incast loss of
-    lossy Ethernet links crossed by several of them (:mod:`sim.topology.congestion`).
-
-    ``flat_links`` lists every transfer's links (a link once per transfer crossing it).
-    """
-    if not np.any(topology.link_loss > 0):
-        return topology.capacity_Bps
-    from sim.topology.congestion import effective_capacity
-
-    flows = np.bincount(flat_links, minlength=len(topology.capacity_Bps))
-    return effective_capacity(topology.capacity_Bps, topology.link_loss, flows)
-
-
 def add_tagged(counters: dict[str, np.ndarray], tag: str, links: np.ndarray, nbytes: np.ndarray,
                size: int) -> None:  # fmt: skip
     """Add ``nbytes`` on ``links`` (parallel arrays; repeats allowed) to ``counters[tag]``."""
@@ -143,3 +183,16 @@ def add_tagged(counters: dict[str, np.ndarray], tag: str, links: np.ndarray, nby
     if acc is None:
         acc = counters[tag] = np.zeros(size)
     np.add.at(acc, links, nbytes)
+
+
+def add_counted(
+    link_bytes: np.ndarray, by_tag: dict[str, np.ndarray], nbytes: np.ndarray, tag: str
+) -> None:
+    """Add ``nbytes`` (one entry per link) to ``link_bytes`` and, with a tag, to
+    ``by_tag[tag]``: the body of every backend's ``add_link_bytes``."""
+    link_bytes += nbytes
+    if tag:
+        acc = by_tag.get(tag)
+        if acc is None:
+            acc = by_tag[tag] = np.zeros(len(link_bytes))
+        acc += nbytes

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 import simpy
 
+from sim.network.base import Routes, add_counted
 from sim.topology.model import Topology
 
 __all__ = ["FakeNetwork"]
@@ -63,6 +64,7 @@ class FakeNetwork:
         self.link_bytes = np.zeros(len(topology.links) if topology is not None else 0)
         self.link_bytes_by_tag: dict[str, np.ndarray] = {}
         self.log: list[tuple[float, str, str, float]] = []
+        self.samples: list[tuple[float, np.ndarray, np.ndarray]] = []
         self._in_flight = 0
 
     @property
@@ -94,6 +96,25 @@ class FakeNetwork:
         ev = self.env.timeout(float(self.time_fn(src, dst, nbytes)))
         ev.callbacks.append(self._landed)
         return ev
+
+    def transfer_routes(
+        self,
+        table: Routes,
+        route: np.ndarray,
+        nbytes: np.ndarray,
+        max_rate_Bps: np.ndarray,
+        tag: str = "",
+    ) -> simpy.Event:
+        """One :meth:`transfer` per route number of ``table``; fires when all have landed."""
+        events = []
+        for r, b in zip(route.tolist(), nbytes.tolist(), strict=True):
+            src, dst, rail = table.endpoints(r)
+            events.append(self.transfer(src, dst, b, rail=rail, tag=tag))
+        return self.env.all_of(events)
+
+    def add_link_bytes(self, nbytes: np.ndarray, tag: str = "") -> None:
+        """Count ``nbytes`` per link as carried (see :meth:`Network.add_link_bytes`)."""
+        add_counted(self.link_bytes, self.link_bytes_by_tag, nbytes, tag)
 
     def _landed(self, _event: simpy.Event) -> None:
         self._in_flight -= 1

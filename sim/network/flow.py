@@ -26,7 +26,7 @@ import numpy as np
 import simpy
 
 from sim.network.arrivals import Arrivals, Countdown
-from sim.network.base import LateEvent
+from sim.network.base import LateEvent, add_counted
 from sim.network.flowcheck import check_rates, link_loads
 from sim.network.flowstate import FlowArrays, PendingTransfer, blocks, new_flows, path_rows
 from sim.network.maxmin import progressive_fill
@@ -367,18 +367,14 @@ class FlowNetwork:
         """Bytes carried on each directed link by transfers whose last byte was sent."""
         return self._bytes.link_bytes
 
-    @link_bytes.setter
-    def link_bytes(self, value: np.ndarray) -> None:
-        self._bytes.link_bytes = value
-
     @property
     def link_bytes_by_tag(self) -> dict[str, np.ndarray]:
         """As :attr:`link_bytes`, per tag of the transfers (untagged ones only in the total)."""
         return self._bytes.by_tag
 
-    @link_bytes_by_tag.setter
-    def link_bytes_by_tag(self, value: dict[str, np.ndarray]) -> None:
-        self._bytes.by_tag = value
+    def add_link_bytes(self, nbytes: np.ndarray, tag: str = "") -> None:
+        """Count ``nbytes`` per link as carried (see :meth:`Network.add_link_bytes`)."""
+        add_counted(self._bytes.link_bytes, self._bytes.by_tag, nbytes, tag)
 
     def _on_timer(self, generation: int, _event: simpy.Event) -> None:
         if generation == self._generation:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from sim.cost.config import EnergyConfig
 from sim.cost.config import PriceConfig as _PriceConfig
 from sim.cost.prices import resolve_price
+from sim.network import network_names
 from sim.reliability.config import ReliabilityConfig, SpotConfig
 from sim.variability.config import VariabilityConfig
 from sim.workload.models import ModelSpec
@@ -30,7 +31,8 @@ __all__ = [
 #: Defaults of the data-parallel techniques (one source: CommTechniques).
 _COMM = CommTechniques()
 
-NETWORKS = ("flow", "analytical")
+#: Network backends a scenario may name (the registry of :mod:`sim.network`).
+NETWORKS = network_names()
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -35,16 +36,19 @@ def columns_of(spec: SweepSpec) -> list[str]:
     return ["point", *spec.keys, *METRICS]
 
 
-def _local(spec: SweepSpec, todo: Sequence[int], jobs: int, network: str | None) -> Finished:
+Evaluate = Callable[..., dict[str, Any]]
+
+
+def _local(spec: SweepSpec, todo: Sequence[int], jobs: int, evaluate: Evaluate) -> Finished:
     points = list(spec.points())
     if jobs <= 1 or len(todo) <= 1:
         for i in todo:
-            yield i, evaluate_point(spec.raw, spec.name, points[i], network, spec.folder)
+            yield i, evaluate(spec.raw, spec.name, points[i], folder=spec.folder)
         return
     # spawn: workers start clean (no inherited threads or caches), the same on every OS.
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
         pending: dict[Future[dict[str, Any]], int] = {
-            pool.submit(evaluate_point, spec.raw, spec.name, points[i], network, spec.folder): i
+            pool.submit(evaluate, spec.raw, spec.name, points[i], folder=spec.folder): i
             for i in todo
         }
         while pending:
@@ -53,7 +57,7 @@ def _local(spec: SweepSpec, todo: Sequence[int], jobs: int, network: str | None)
                 yield pending.pop(f), f.result()
 
 
-def _ray(spec: SweepSpec, todo: Sequence[int], jobs: int, network: str | None) -> Finished:
+def _ray(spec: SweepSpec, todo: Sequence[int], jobs: int, evaluate: Evaluate) -> Finished:
     try:
         import ray
     except ImportError:
@@ -68,9 +72,9 @@ def _ray(spec: SweepSpec, todo: Sequence[int], jobs: int, network: str | None) -
         else:
             ray.init(num_cpus=max(1, jobs), **options)
     try:
-        remote = ray.remote(evaluate_point)
+        remote = ray.remote(evaluate)
         refs = {
-            remote.remote(spec.raw, spec.name, points[i], network, spec.folder): i for i in todo
+            remote.remote(spec.raw, spec.name, points[i], folder=spec.folder): i for i in todo
         }
         while refs:
             ready, _ = ray.wait(list(refs), num_returns=1)
@@ -127,6 +131,8 @@ def run_sweep(
     resume: bool = False,
     network: str | None = None,
     progress: bool = True,
+    profile: str | None = None,
+    force_profile: bool = False,
 ) -> list[dict[str, Any]]:
     """Simulate every point of ``spec``; return the rows in point order.
 
@@ -146,6 +152,11 @@ def run_sweep(
         Continue the sweep that wrote ``out``: its finished points are kept, not rerun.
     network : str, optional
         ``flow`` or ``analytical`` for every point (default: the scenario's).
+    profile : str, optional
+        A parameter profile for every point (name, path or ``none``); default: the
+        scenario's, else the one measured on each point's hardware, as ``clustersim run``.
+    force_profile : bool
+        Use ``profile`` on hardware it was not measured on.
     progress : bool
         Show a progress bar with an ETA on stderr.
 
@@ -166,7 +177,9 @@ def run_sweep(
     todo = [i for i in range(len(points)) if i not in done]
     bar = _progress(len(points), len(done), progress)
     try:
-        for i, row in _BACKENDS[backend](spec, todo, jobs, network):
+        evaluate = partial(evaluate_point, network=network, profile=profile,
+                           force_profile=force_profile)  # fmt: skip
+        for i, row in _BACKENDS[backend](spec, todo, jobs, evaluate):
             done[i] = {"point": i, **row}
             if sink is not None:
                 sink.append(done[i])

@@ -137,6 +137,7 @@ class Topology:
     _nics: dict[int, int] | None = field(init=False)
     _model_of: dict[str, GpuSpec] = field(init=False)
     _node_of: dict[str, int] = field(init=False)
+    _hosts: dict[int, str] | None = field(init=False)
     _server_gpus: dict[int, tuple[str, ...]] | None = field(init=False)
     _scope_masks: dict[str, np.ndarray] = field(init=False)
     _link_classes: LinkClasses | None = field(init=False)
@@ -181,6 +182,7 @@ class Topology:
         self._router_built = False
         self._nics = None
         self._node_of = {}
+        self._hosts = None
         self._server_gpus = None
         self._scope_masks = {}
         self._link_classes = None
@@ -205,6 +207,18 @@ class Topology:
     def gpu_of(self, gpu: str) -> GpuSpec:
         """The GPU model of GPU node ``gpu`` (``self.gpu`` on a homogeneous cluster)."""
         return self._model_of.get(gpu, self.gpu)
+
+    def host_of(self, gpu: str) -> str:
+        """The host (CPU) node of GPU node ``gpu``'s server: where offloaded optimizer
+        states live (raises TopologyError for a server without one)."""
+        if self._hosts is None:
+            self._hosts = {
+                int(d["node"]): n for n, d in self.graph.nodes(data=True) if d.get("kind") == "host"
+            }
+        host = self._hosts.get(self.node_of(gpu))
+        if host is None:
+            raise TopologyError(f"topology {self.name!r}: GPU {gpu}'s server has no host node")
+        return host
 
     def node_of(self, gpu: str) -> int:
         """Server index of GPU node ``gpu`` (cached: setups ask for every rank's)."""

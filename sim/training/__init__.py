@@ -10,7 +10,10 @@ listed before it:
 - :mod:`.compute`: how long an op takes on a GPU (roofline), and a whole pass with its
   exposed TP/EP collectives.
 - :mod:`.memory`: memory per GPU (model states under ZeRO, activations).
-- :mod:`.engine`: the step on SimPy (flow network) or by list scheduling (analytical).
+- :mod:`.setup`: the one resolution path: topology, profile and plan, for every entry point.
+- :mod:`.graph`: the step as an explicit task graph (every framework semantic lives in its
+  builder) and the two executors that run it: list scheduling on a closed-form network,
+  SimPy on a simulated one.
 - :mod:`.step`: :func:`~.step.simulate_step`, the entry point, returning a
   :class:`~sim.result.StepResult`; :mod:`.trace` writes the step as a Chrome trace.
 """

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -10,13 +9,16 @@ from sim.result import StepResult
 from sim.scenario.load import Scenario
 from sim.topology.model import Topology
 from sim.training.compute.passes import CollectiveTimer
-from sim.training.engine.setup import StepSetup, prepare_step
-from sim.training.engine.simpy_engine import PipelineRun, run_pipeline
-from sim.training.engine.stage import StageTimeline, buckets_of, reduces_after, stage_comm
+from sim.training.graph.build import Options
+from sim.training.graph.execute import StepRun, run_graph
+from sim.training.graph.simulate import Progress
+from sim.training.graph.task import COLLECTIVE, COMPUTE, Comm
+from sim.training.graph.timelines import StageTimeline
 from sim.training.hetero.replicas import mixed_path, mixed_step
 from sim.training.hetero.report import gpu_type_report, mixed_notes
 from sim.training.memory.advice import memory_advice
 from sim.training.memory.report import memory_per_gpu
+from sim.training.setup import StepSetup, prepare_step
 from sim.training.techniques import apply_techniques
 from sim.training.techniques_report import techniques_record
 from sim.workload.plan import placement_notes
@@ -44,7 +46,12 @@ def _timer(setup: StepSetup) -> CollectiveTimer:
 
 
 def simulate_step(
-    scenario: Scenario, network: str | None = None, compute: Mapping[str, object] | None = None
+    scenario: Scenario,
+    network: str | None = None,
+    compute: Mapping[str, object] | None = None,
+    *,
+    profile: str | None = None,
+    force_profile: bool = False,
 ) -> StepResult:
     """Simulate one optimizer step of ``scenario`` and explain where the time goes.
 
@@ -57,6 +64,12 @@ def simulate_step(
     compute : mapping, optional
         Compute-model parameters laid over the catalog's and the profile's (numeric keys
         of :class:`sim.training.compute.params.ComputeParams`).
+    profile : str, optional
+        A profile overriding the scenario's (name, path or ``none``); without either, the
+        shipped profile measured on the topology's hardware, as every entry point does
+        (:func:`sim.training.setup.prepare_step`).
+    force_profile : bool
+        Use a profile measured on other hardware.
 
     Examples
     --------
@@ -65,7 +78,7 @@ def simulate_step(
     >>> r.fits and 0 < r.mfu < 1
     True
     """
-    return run_step(scenario, network, compute)[0]
+    return run_step(scenario, network, compute, profile=profile, force_profile=force_profile)[0]
 
 
 def run_step(
@@ -73,28 +86,38 @@ def run_step(
     network: str | None = None,
     compute: Mapping[str, object] | None = None,
     record: bool = False,
-) -> tuple[StepResult, PipelineRun, StepSetup]:
-    """:func:`simulate_step` plus the timelines behind the result (for traces).
+    progress: Progress | None = None,
+    *,
+    profile: str | None = None,
+    force_profile: bool = False,
+) -> tuple[StepResult, StepRun, StepSetup]:
+    """:func:`simulate_step` plus the executed task graph behind the result (for traces).
 
-    ``record`` keeps per-link rate samples of the flow network (trace counters).
+    ``record`` keeps per-link rate samples of a simulated network (trace counters);
+    ``progress`` is called now and then during a simulated network's run.
     """
-    setup = prepare_step(scenario, network)
+    setup = prepare_step(scenario, network, profile=profile, force_profile=force_profile)
     if compute:
         setup = replace(setup, compute=setup.compute.overridden(compute, "compute"))
     timer = _timer(setup)
     if mixed_path(setup):  # mixed GPU models or a speed-based split: every replica class
-        mixed = mixed_step(setup, timer, record=record and setup.network == "flow")
+        mixed = mixed_step(setup, timer, record=record, progress=progress)
         crit = mixed.critical
         run, setup = crit.run, crit.setup
-        ideal = (
-            run_pipeline(setup, timer, free_p2p=True, with_dp=False) if setup.plan.pp > 1 else run
-        )
+        ideal = _ideal(setup, timer, run)
         result = _result(setup, timer, run, ideal, mixed.total_microbatches)
         notes = [*result.notes, *mixed_notes(mixed)]
         return replace(result, notes=notes, gpu_types=gpu_type_report(mixed)), run, setup
-    run = run_pipeline(setup, timer, record=record and setup.network == "flow")
-    ideal = run_pipeline(setup, timer, free_p2p=True, with_dp=False) if setup.plan.pp > 1 else run
-    return _result(setup, timer, run, ideal), run, setup
+    run = run_graph(setup, timer, record=record, progress=progress)
+    return _result(setup, timer, run, _ideal(setup, timer, run)), run, setup
+
+
+def _ideal(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> StepRun:
+    """The same pipeline with free sends and no data-parallel work: its idle time is the
+    schedule's bubble."""
+    if setup.plan.pp == 1:
+        return run
+    return run_graph(setup, timer, Options(free_p2p=True, with_dp=False), costs=run.costs)
 
 
 def _breakdown(line: StageTimeline, ideal: StageTimeline) -> dict[str, float]:
@@ -122,45 +145,23 @@ def _breakdown(line: StageTimeline, ideal: StageTimeline) -> dict[str, float]:
     }
 
 
-def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: PipelineRun) -> dict[str, float]:
-    """Cluster-wide bytes per link scope: DP (simulated for every TP rank), PP of replica 0
-    times the number of replicas, TP/EP collectives times the groups that run them, and
-    the collectives after the optimizer (ZeRO-1/2 gathers, tied embeddings).
-
-    On the flow network the DP collectives are counted as simulated: every TP rank's
-    groups that contain replica 0 (other replicas' expert-DP and hybrid shard groups are
-    not simulated, so not counted).
-    """
-    plan, topo = setup.plan, setup.topology
+def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> dict[str, float]:
+    """Cluster-wide bytes per link scope moved in one step: every communication task of the
+    graph (its wire bytes as the tuner routes them, times the copies the whole job runs of
+    it: replica 0's pipeline sends stand for every replica's), and the TP/EP/CP collectives
+    inside the passes times the groups that run them. The same on every network backend."""
+    plan, g = setup.plan, run.graph
     out = dict.fromkeys(("nvlink", "pcie", "net"), 0.0)
-
-    def add(kind_group: tuple[str, ...], op: str, nbytes: float, times: float) -> None:
-        timer.time_s(kind_group, op, nbytes)
-        for scope, b in timer.wire_bytes[(tuple(kind_group), op, float(nbytes))].items():
-            out[scope] += times * b
-
-    if run.network is not None:  # flow: DP rings of every TP rank and replica 0's sends
-        scopes = topo.link_scope
-        for i in run.network.link_bytes.nonzero()[0]:
-            out[scopes[i]] += float(run.network.link_bytes[i])
-        for scope, b in run.pp_wire_bytes.items():
-            out[scope] += b * (plan.dp_cp - 1)
-    else:  # analytical: DP of TP rank 0's group stands for every TP rank's
-        for s, stage in enumerate(setup.stages):
-            for (kind, op, nbytes), n in _dp_collectives(setup, run, s).items():
-                group = stage.group(kind)[0]
-                add(group, op, nbytes, n * len(stage.dp) * plan.dp_cp / len(group))
-        for scope, b in run.pp_wire_bytes.items():
-            out[scope] += b * plan.dp_cp
-    for s, stage in enumerate(setup.stages):  # after the optimizer, timed alone
-        c = stage_comm(setup, s)
-        for kind, nbytes in (("shard", c.dp_param_gather_bytes), ("edp", c.edp_param_gather_bytes)):
-            if nbytes > 0:
-                group = stage.group(kind)[0]
-                add(group, "all_gather", nbytes, len(stage.dp) * plan.dp_cp / len(group))
-        if c.tied_embedding_bytes > 0 and s == 0:
-            pair = (setup.stages[0].gpus[0], setup.stages[-1].gpus[0])
-            add(pair, "all_reduce", c.tied_embedding_bytes, plan.tp * plan.dp_cp)
+    seen: dict[int, dict[str, float]] = {}
+    for i, kind in enumerate(g.kind):
+        if kind == COMPUTE:
+            continue
+        parts = g.comm[i]
+        per = seen.get(id(parts))
+        if per is None:
+            per = seen[id(parts)] = _parts_bytes(timer, kind, parts)
+        for scope, b in per.items():
+            out[scope] += b
     groups_per_stage = {
         "tp": plan.dp_cp,
         "ep": plan.tp * plan.dp // max(1, plan.ep),
@@ -169,31 +170,41 @@ def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: PipelineRun) -> d
     for line in run.lines:
         for rec in line.passes:
             cost = run.costs[(rec.chunk * plan.pp + rec.stage, rec.kind)]
-            for kind, per in cost.wire_bytes.items():
+            for group_kind, per in cost.wire_bytes.items():
                 for scope, b in per.items():
-                    out[scope] += b * groups_per_stage.get(kind, 1)
+                    out[scope] += b * groups_per_stage.get(group_kind, 1)
     return out
 
 
-def _dp_collectives(setup: StepSetup, run: PipelineRun, s: int) -> Counter[tuple[str, str, float]]:
-    """How often stage ``s``'s TP rank 0 issues each data-parallel collective in a step."""
-    plan = setup.plan
-    out: Counter[tuple[str, str, float]] = Counter()
-    line = run.lines[s]
-    last_b = {c: max(r.mb for r in line.passes if r.kind == "B" and r.chunk == c)
-              for c in range(plan.virtual_stages)}  # fmt: skip
-    buckets = Counter(step for b in buckets_of(setup, s) for step in b.steps)
-    passes: Counter[tuple[int, str]] = Counter()
-    for rec in line.passes:
-        passes[(rec.chunk * plan.pp + s, rec.kind)] += 1
-        if reduces_after(setup, rec.kind, rec.mb, last_b[rec.chunk]):
-            out.update(buckets)
-    for key, n in passes.items():
-        for u in run.costs[key].units:
-            if u.gather_bytes:
-                out[("shard", "all_gather", u.gather_bytes)] += n
-            if u.expert_gather_bytes:
-                out[("edp", "all_gather", u.expert_gather_bytes)] += n
+def _parts_bytes(timer: CollectiveTimer, kind: int, parts: tuple[Comm, ...]) -> dict[str, float]:
+    """Wire bytes per link scope of one communication task, times its copies."""
+    out: dict[str, float] = {}
+    topo = timer.topology
+    for c in parts:
+        if c.nbytes <= 0:
+            continue
+        for group in c.groups:
+            if kind == COLLECTIVE:
+                if len(group) < 2:
+                    continue
+                timer.time_s(group, c.op, c.nbytes)
+                per = timer.wire_bytes[(tuple(group), c.op, float(c.nbytes))]
+            else:
+                per = _route_bytes(topo, group[0], group[1], c.nbytes)
+            for scope, b in per.items():
+                out[scope] = out.get(scope, 0.0) + b * c.copies
+    return out
+
+
+def _route_bytes(topo: Topology, src: str, dst: str, nbytes: float) -> dict[str, float]:
+    """Bytes per link scope that one transfer puts on its route's links."""
+    out: dict[str, float] = {}
+    if src == dst:
+        return out
+    path = topo.path(src, dst)
+    for li, share in zip(path.links.tolist(), path.shares.tolist(), strict=True):
+        scope = topo.link_scope[li]
+        out[scope] = out.get(scope, 0.0) + nbytes * share
     return out
 
 
@@ -206,8 +217,8 @@ def _peak_flops(topo: Topology, precision: str) -> float:
 def _result(
     setup: StepSetup,
     timer: CollectiveTimer,
-    run: PipelineRun,
-    ideal: PipelineRun,
+    run: StepRun,
+    ideal: StepRun,
     total_microbatches: int | None = None,
 ) -> StepResult:
     """The StepResult of ``run``; ``total_microbatches`` (all replicas) when replicas run
@@ -295,10 +306,11 @@ def _result(
         compute_params=setup.compute.summary,
         cp_bytes_per_gpu=_cp_bytes(run),
         techniques={**tech.block, **techniques},
+        profile=setup.profile_info,
     )
 
 
-def _cp_bytes(run: PipelineRun) -> float:
+def _cp_bytes(run: StepRun) -> float:
     """Ring-attention bytes one GPU of the busiest stage sends in a step (0 without CP)."""
     per_stage = [sum(run.costs[(r.chunk * len(run.lines) + r.stage, r.kind)].cp_bytes
                      for r in line.passes) for line in run.lines]  # fmt: skip

@@ -2,7 +2,7 @@
 (stale-synchronous parameter servers, local SGD), memory, and the ``techniques`` block.
 
 The engines already ran the step with the techniques' gradient buckets
-(:mod:`sim.training.engine.techniques`). Here, for the critical stage:
+(:mod:`sim.training.graph.techniques`). Here, for the critical stage:
 
 - ``staleness = s > 0`` (parameter server, stale-synchronous): a worker may run up to
   ``s`` steps ahead of its updates, so in steady state the step lasts
@@ -22,10 +22,11 @@ from __future__ import annotations
 from typing import Any
 
 from sim.training.compute.passes import CollectiveTimer
-from sim.training.engine.setup import StepSetup
-from sim.training.engine.simpy_engine import PipelineRun
-from sim.training.engine.stage import Bucket, bucket_s, buckets_of, stage_comm
-from sim.training.engine.techniques import nic_Bps, powersgd_stage, ps_servers
+from sim.training.graph.buckets import Bucket, buckets_of, stage_comm
+from sim.training.graph.costs import bucket_s
+from sim.training.graph.execute import StepRun
+from sim.training.graph.techniques import nic_Bps, powersgd_stage, ps_servers
+from sim.training.setup import StepSetup
 from sim.workload.comms import rank_params
 from sim.workload.techniques import (
     OUTER_STATE_BYTES,
@@ -95,7 +96,7 @@ def _memory(setup: StepSetup, stage: int) -> dict[str, float]:
 def apply_techniques(
     setup: StepSetup,
     timer: CollectiveTimer,
-    run: PipelineRun,
+    run: StepRun,
     crit: int,
     breakdown: dict[str, float],
     mem_stage: int,

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.training.engine.optimizer import pcie_Bps, stage_offload
-from sim.training.engine.setup import StepSetup
-from sim.training.engine.stage import stage_comm
+from sim.training.graph.buckets import stage_comm
+from sim.training.graph.optimizer import pcie_Bps, stage_offload
 from sim.training.memory.report import MemoryReport
+from sim.training.setup import StepSetup
 from sim.workload.models import param_count
 from sim.workload.trainable import (
     NF4_BYTES,

@@ -10,10 +10,9 @@ representative GPUs get a process (each TP rank of replica 0, or one GPU per sta
 even those are too many), and the trace's ``otherData.note`` says which GPUs each stands for.
 
 Within a pass the TP collectives are drawn as one span of their exposed time (what compute
-does not hide) after the pass's compute (the engine does not order kernels inside a pass);
-ZeRO-3/FSDP parameter gathers as one span per wrapped unit, where the engine started them
-(the analytical engine's order, :func:`sim.training.engine.stage.gathered_pass`; the flow
-engine records its gathers itself). On the flow network a ``network`` process
+does not hide) after the pass's compute (the step graph does not order kernels inside a
+pass); ZeRO-3/FSDP parameter gathers, gradient buckets, pipeline sends and the tail of the
+step as the executed graph's tasks ran them (on either network). On the flow network a ``network`` process
 carries counters: utilisation per link class, and per link for the busiest
 :data:`MAX_LINK_COUNTERS` links (carried rate / capacity).
 """
@@ -25,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from sim.training.engine.setup import StepSetup
-from sim.training.engine.simpy_engine import PipelineRun
-from sim.training.engine.stage import PassRecord, StageTimeline, gathered_pass, unit_gather_s
+from sim.training.graph.execute import StepRun
+from sim.training.graph.timelines import PassRecord, StageTimeline
+from sim.training.setup import StepSetup
 
 __all__ = ["MAX_GPU_PROCESSES", "MAX_LINK_COUNTERS", "TRACKS", "chrome_trace", "trace_json"]
 
@@ -58,7 +57,7 @@ def _span(
 
 
 def _pass_events(
-    setup: StepSetup, run: PipelineRun, pid: int, r: PassRecord
+    setup: StepSetup, run: StepRun, pid: int, r: PassRecord
 ) -> list[dict[str, Any]]:
     """Compute, TP/EP and ZeRO-3 prefetch spans of one pass."""
     plan = setup.plan
@@ -84,18 +83,11 @@ def _pass_events(
     if cost.ep_s > 0:
         ep_start = r.end_s - cost.ep_s
         out.append(_span(pid, TRACKS["tp/sp comm"], f"{label} ep all_to_all", ep_start, r.end_s))
-    if cost.gathers and run.network is None and run.timer is not None:
-        gathers = [unit_gather_s(setup, run.timer, r.stage, u) for u in cost.units]
-        windows: list[tuple[float, float]] = []
-        gathered_pass(start, cost.units, gathers, windows)
-        for a, b in windows:
-            if b > a:
-                out.append(_span(pid, TRACKS["dp/zero comm"], f"{label} zero3 gather", a, b))
     return out
 
 
 def _stage_events(
-    setup: StepSetup, run: PipelineRun, pid: int, line: StageTimeline
+    setup: StepSetup, run: StepRun, pid: int, line: StageTimeline
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for r in line.passes:
@@ -136,7 +128,7 @@ def _processes(setup: StepSetup) -> tuple[list[tuple[str, int, str]], str]:
     return out, note
 
 
-def _counters(run: PipelineRun) -> list[dict[str, Any]]:
+def _counters(run: StepRun) -> list[dict[str, Any]]:
     net = run.network
     samples = getattr(net, "samples", None)
     if not samples:
@@ -171,7 +163,7 @@ def _counters(run: PipelineRun) -> list[dict[str, Any]]:
     return out
 
 
-def chrome_trace(setup: StepSetup, run: PipelineRun) -> dict[str, Any]:
+def chrome_trace(setup: StepSetup, run: StepRun) -> dict[str, Any]:
     """Trace-event document of ``run`` (times in microseconds)."""
     events: list[dict[str, Any]] = []
     processes, note = _processes(setup)
@@ -204,6 +196,6 @@ def chrome_trace(setup: StepSetup, run: PipelineRun) -> dict[str, Any]:
     }
 
 
-def trace_json(setup: StepSetup, run: PipelineRun) -> str:
+def trace_json(setup: StepSetup, run: StepRun) -> str:
     """Deterministic JSON text of :func:`chrome_trace`."""
     return json.dumps(chrome_trace(setup, run), sort_keys=True, separators=(",", ":"))

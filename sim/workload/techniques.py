@@ -22,7 +22,7 @@ Three opt-in changes to the synchronous all-reduce of full gradients (``parallel
     with P.
 
 - **parameter server** (``dp_mode: ps``): workers push gradients to ``ps_servers`` server
-  hosts and pull parameters back (:mod:`sim.training.engine.techniques` times it).
+  hosts and pull parameters back (:mod:`sim.training.graph.techniques` times it).
 - **local SGD / DiLoCo** (``sync_every: H``): replicas synchronise once every H steps
   (Douillard et al., "DiLoCo", arXiv:2311.08105: the all-reduced quantity is the
   pseudo-gradient, the change of the parameters over the H inner steps; an outer

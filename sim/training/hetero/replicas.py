@@ -35,10 +35,11 @@ from sim.errors import ConfigError
 from sim.training.compute.kernels import op_time_s
 from sim.training.compute.params import ComputeParams, compute_params
 from sim.training.compute.passes import CollectiveTimer
-from sim.training.engine.setup import StageGroups, StepSetup, membership, stage_groups
-from sim.training.engine.simpy_engine import PipelineRun, run_pipeline
-from sim.training.engine.stage import chunk_costs, op_context
+from sim.training.graph.costs import chunk_costs, op_context
+from sim.training.graph.execute import StepRun, run_graph
+from sim.training.graph.simulate import Progress
 from sim.training.hetero.split import split_layers, split_microbatches
+from sim.training.setup import StageGroups, StepSetup, membership, stage_groups
 from sim.workload.ops import layer_ops
 from sim.workload.plan_checks import validate_plan
 from sim.workload.stages import stage_layers
@@ -57,7 +58,7 @@ class ReplicaClass:
     replicas: tuple[int, ...]
     microbatches: int
     setup: StepSetup
-    run: PipelineRun
+    run: StepRun
 
     @property
     def end_s(self) -> float:
@@ -172,17 +173,24 @@ def _microbatches(setup: StepSetup, times: list[float]) -> tuple[int, list[int]]
     return total, split_microbatches(total, [1.0 / t for t in times])
 
 
-def mixed_step(setup: StepSetup, timer: CollectiveTimer, record: bool = False) -> MixedStep:
+def mixed_step(
+    setup: StepSetup,
+    timer: CollectiveTimer,
+    record: bool = False,
+    progress: Progress | None = None,
+) -> MixedStep:
     """Simulate every replica class of ``setup``; the slowest sets the step.
 
     Parameters
     ----------
     setup : StepSetup
-        From :func:`sim.training.engine.setup.prepare_step`.
+        From :func:`sim.training.setup.prepare_step`.
     timer : CollectiveTimer
         Times the collectives (shared by every class).
     record : bool
         Keep the flow network's per-link samples (traces).
+    progress : callable, optional
+        Called now and then during a simulated network's run.
 
     Returns
     -------
@@ -226,7 +234,8 @@ def mixed_step(setup: StepSetup, timer: CollectiveTimer, record: bool = False) -
         s = base[row]
         plan = replace(s.plan, global_batch=m * s.plan.micro_batch * s.plan.dp)
         s = replace(s, plan=validate_plan(plan, setup.scenario.model, topo.num_gpus))
-        classes.append(ReplicaClass(tuple(reps), m, s, run_pipeline(s, timer, record=record)))
+        run = run_graph(s, timer, record=record, progress=progress)
+        classes.append(ReplicaClass(tuple(reps), m, s, run))
     critical = max(classes, key=lambda c: (c.end_s, -c.replicas[0]))
     split = stage_layers(critical.setup.plan, setup.scenario.model)
     return MixedStep(tuple(classes), critical, layer_s, total, split)

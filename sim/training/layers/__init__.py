@@ -15,10 +15,17 @@ from sim.training.layers.step import simulate_layer_step
 __all__ = ["simulate_any", "simulate_layer_step"]
 
 
-def simulate_any(scenario: Scenario | LayerScenario, network: str | None = None) -> StepResult:
-    """One training step of either kind of scenario (see :func:`sim.simulate_step`)."""
+def simulate_any(
+    scenario: Scenario | LayerScenario,
+    network: str | None = None,
+    *,
+    profile: str | None = None,
+    force_profile: bool = False,
+) -> StepResult:
+    """One training step of either kind of scenario (see :func:`sim.simulate_step`); the
+    profile is resolved the same way for both (:func:`sim.training.setup.prepare_step`)."""
     if isinstance(scenario, LayerScenario):
-        return simulate_layer_step(scenario, network)
+        return simulate_layer_step(scenario, network, profile=profile, force_profile=force_profile)
     from sim.training.step import simulate_step
 
-    return simulate_step(scenario, network)
+    return simulate_step(scenario, network, profile=profile, force_profile=force_profile)

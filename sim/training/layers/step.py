@@ -22,17 +22,18 @@ lists: asking for them is a ConfigError.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sim.catalog import GpuSpec
 from sim.collectives.simulate import CollectiveResult, CollectiveSetup, simulate_collective
 from sim.errors import ConfigError
-from sim.profile import load_profile
+from sim.network import backend
+from sim.profile_select import describe
 from sim.result import StepResult
 from sim.scenario.layer_list import LayerScenario
 from sim.training.compute.kernels import roofline_time_s
 from sim.training.compute.params import ComputeParams, compute_params
-from sim.training.engine.setup import cached_topology
+from sim.training.setup import cached_topology, resolve_step_profile
 from sim.workload.techniques import techniques_of
 
 __all__ = ["ELEMENT_BYTES", "OPTIMIZER_ACCESSES", "WORKSPACE_BYTES", "simulate_layer_step"]
@@ -135,8 +136,18 @@ def _buckets(sc: LayerScenario, times: _Times) -> list[tuple[float, float]]:
     return out
 
 
-def simulate_layer_step(sc: LayerScenario, network: str | None = None) -> StepResult:
+def simulate_layer_step(
+    sc: LayerScenario,
+    network: str | None = None,
+    *,
+    profile: str | None = None,
+    force_profile: bool = False,
+) -> StepResult:
     """Simulate one data-parallel step of a layer-list model (see the module docstring).
+
+    ``profile`` and ``force_profile`` choose the parameter profile as for a transformer
+    (:func:`sim.training.setup.resolve_step_profile`: the argument, the scenario's key, or
+    the shipped profile measured on this hardware).
 
     Examples
     --------
@@ -147,12 +158,13 @@ def simulate_layer_step(sc: LayerScenario, network: str | None = None) -> StepRe
     >>> r.gpus, r.fits, 0 < r.mfu < 1
     (8, True, True)
     """
-    net = network or sc.network
+    net = backend(network or sc.network, "network").name
     topo = cached_topology(sc.cluster.topology, sc.cluster.nodes, sc.seed)
     gpus = topo.num_gpus
     dp = _check_plan(sc, gpus)
-    profile = load_profile(sc.profile)
-    params = compute_params(topo.gpu.name, profile.compute)
+    resolved = resolve_step_profile(sc, topo, profile, force_profile)
+    params = compute_params(topo.gpu.name, resolved.profile.compute)
+    collectives = resolved.profile.collectives
     times = _layer_times(sc, topo.gpu, params)
     mb = sc.parallel.micro_batch
     m = sc.training.global_batch // (mb * dp)
@@ -163,7 +175,7 @@ def simulate_layer_step(sc: LayerScenario, network: str | None = None) -> StepRe
     if dp > 1:
         free = 0.0
         for ready, nbytes in _buckets(sc, times):
-            r = _all_reduce(topo, profile.collectives, nbytes, net)
+            r = _all_reduce(topo, collectives, nbytes, net)
             start = max(free, last_bwd_start + ready if sc.parallel.overlap_dp else compute_end)
             free = start + r.time_s
             for scope, b in r.wire_bytes_by_scope.items():
@@ -172,7 +184,8 @@ def simulate_layer_step(sc: LayerScenario, network: str | None = None) -> StepRe
     el = ELEMENT_BYTES[sc.training.precision]
     optimizer = OPTIMIZER_ACCESSES * el * sc.model.params / (topo.gpu.hbm_Bps * params.mem_eff)
     step = comm_end + optimizer
-    return _result(sc, topo, net, dp, m, step, compute_end, comm_end - compute_end, optimizer, wire)
+    result = _result(sc, topo, net, dp, m, step, compute_end, comm_end - compute_end, optimizer, wire)
+    return replace(result, profile=describe(resolved, topo))
 
 
 def _result(sc: LayerScenario, topo, net: str, dp: int, m: int, step: float, compute: float,  # type: ignore[no-untyped-def]

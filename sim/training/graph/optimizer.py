@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.topology.model import Topology
-from sim.training.engine.setup import StepSetup
+from sim.training.setup import StepSetup
 from sim.workload.comms import RankParams
 from sim.workload.lora import trainable_params
 from sim.workload.models import ModelSpec

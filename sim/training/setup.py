@@ -1,18 +1,25 @@
-"""Everything a training-step simulation needs, resolved once from a scenario.
+"""The one resolution path: everything a training step needs, resolved once from a scenario.
 
-Loads the topology and profile, validates the plan, and maps the parallel plan onto GPU
-names: for each pipeline stage, the GPUs of data-parallel replica 0 (one per TP rank),
+Every entry point (``clustersim run``, ``sweep``, ``plan``, ``report``, ``explore`` and the
+Python API) goes through :func:`prepare_step`: it loads the topology, chooses the profile
+(an explicit one, the scenario's, or the shipped profile measured on this hardware, with
+the hardware guard: :func:`resolve_step_profile`), validates the plan, and maps the
+parallel plan onto GPU names: for each pipeline stage, the GPUs of data-parallel replica 0 (one per TP rank),
 and the TP, EP, DP and expert-DP groups those GPUs belong to (the DP groups span the
 ``dp * cp`` ranks holding the same weights), and the context-parallel rings.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
+from typing import Any
 
 from sim.catalog import GpuSpec
-from sim.profile import Profile, load_profile
+from sim.network import backend
+from sim.profile import Profile
+from sim.profile_select import Resolved, describe, resolve_profile
+from sim.scenario.layer_list import LayerScenario
 from sim.scenario.load import Scenario, resolve_plan
 from sim.topology.model import Topology
 from sim.topology.presets import load_topology
@@ -20,10 +27,16 @@ from sim.training.compute.params import ComputeParams, compute_params
 from sim.workload.plan import Coord, ParallelPlan, groups, rank_of
 from sim.workload.techniques import check_techniques, techniques_of
 
-__all__ = ["StageGroups", "StepSetup", "membership", "prepare_step", "stage_groups"]
-__all__ = ["StageGroups", "StepSetup", "prepare_step", "techniques_plan"]
-
-NETWORKS = ("flow", "analytical")
+__all__ = [
+    "StageGroups",
+    "StepSetup",
+    "cached_topology",
+    "membership",
+    "prepare_step",
+    "resolve_step_profile",
+    "stage_groups",
+    "techniques_plan",
+]
 
 
 @dataclass(frozen=True)
@@ -48,6 +61,8 @@ class StageGroups:
 class StepSetup:
     """A scenario resolved against its cluster, profile and network backend.
 
+    ``profile_info``: the profile's facts for outputs (name, how it was chosen, hardware,
+    error bars: :func:`sim.profile_select.describe`).
     ``stage_gpus``/``stage_compute``: the GPU model and compute parameters each pipeline
     stage runs at, on a heterogeneous cluster (:mod:`sim.training.hetero`); empty: every
     stage runs at ``topology.gpu`` with ``compute``.
@@ -62,6 +77,7 @@ class StepSetup:
     stages: tuple[StageGroups, ...]
     stage_gpus: tuple[GpuSpec, ...] = ()
     stage_compute: tuple[ComputeParams, ...] = ()
+    profile_info: dict[str, Any] = field(default_factory=dict)
 
     def gpu_at(self, s: int) -> GpuSpec:
         """The GPU model pipeline stage ``s`` runs at."""
@@ -138,20 +154,74 @@ def techniques_plan(scenario: Scenario, plan: ParallelPlan) -> ParallelPlan:
     return replace(plan, overlap_dp=False) if tech.sync_every > 1 and plan.dp > 1 else plan
 
 
-def prepare_step(scenario: Scenario, network: str | None = None) -> StepSetup:
-    """Resolve ``scenario``: topology (cached per name/nodes/seed), profile, plan, groups.
+_RESOLVED: dict[tuple[str | None, int, bool], tuple[Topology, Resolved, dict[str, Any]]] = {}
 
-    ``network`` overrides the scenario's backend (``flow`` or ``analytical``).
+
+def _resolved(
+    request: str | None, topology: Topology, force: bool
+) -> tuple[Resolved, dict[str, Any]]:
+    """:func:`resolve_profile` and its facts, kept per (request, topology, force): a sweep or
+    a plan asks again for every point."""
+    key = (request, id(topology), force)
+    hit = _RESOLVED.get(key)
+    if hit is None or hit[0] is not topology:
+        if len(_RESOLVED) > 64:
+            _RESOLVED.clear()
+        resolved = resolve_profile(request, topology, force=force)
+        hit = _RESOLVED[key] = (topology, resolved, describe(resolved, topology))
+    return hit[1], hit[2]
+
+
+def resolve_step_profile(
+    scenario: Scenario | LayerScenario,
+    topology: Topology,
+    profile: str | None = None,
+    force_profile: bool = False,
+) -> Resolved:
+    """The profile a step of ``scenario`` on ``topology`` uses, for every entry point: the
+    ``profile`` argument (``--profile``) when given, else the scenario's ``profile`` key,
+    else the shipped profile measured on this hardware (``none``: the shipped defaults);
+    one measured on other hardware is refused unless ``force_profile``
+    (:func:`sim.profile_select.resolve_profile`). Cached per (request, topology)."""
+    request = profile if profile is not None else scenario.profile
+    return _resolved(request, topology, force_profile)[0]
+
+
+def prepare_step(
+    scenario: Scenario,
+    network: str | None = None,
+    *,
+    profile: str | None = None,
+    force_profile: bool = False,
+) -> StepSetup:
+    """Resolve ``scenario``: the one path from a scenario to what its step needs, shared by
+    ``run``, ``sweep``, ``plan``, ``report``, ``explore`` and :func:`sim.simulate_step`.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The validated scenario.
+    network : str, optional
+        A network backend overriding the scenario's (``flow`` or ``analytical``).
+    profile : str, optional
+        A profile overriding the scenario's (name, path or ``none``); see
+        :func:`resolve_step_profile` for the order.
+    force_profile : bool
+        Use a profile measured on other hardware.
+
+    Returns
+    -------
+    StepSetup
+        Topology (cached per name, servers and seed), profile (with how it was chosen),
+        compute parameters, validated plan and every stage's groups.
     """
-    from sim.errors import ConfigError
-
-    net = network or scenario.network
-    if net not in NETWORKS:
-        raise ConfigError(f"network {net!r} is unknown; allowed: {', '.join(NETWORKS)}")
+    net = backend(network or scenario.network, "network").name
     topo = _topology(scenario.cluster.topology, scenario.cluster.nodes, scenario.seed)
+    request = profile if profile is not None else scenario.profile
+    resolved, info = _resolved(request, topo, force_profile)
     plan = techniques_plan(scenario, resolve_plan(scenario, topo.num_gpus, topo.gpus_per_node))
-    profile = load_profile(scenario.profile)
-    compute = compute_params(topo.gpu.name, profile.compute)
+    compute = compute_params(topo.gpu.name, resolved.profile.compute)
     member = membership(plan, topo.gpus)
     stages = tuple(stage_groups(plan, s, topo.gpus, member) for s in range(plan.pp))
-    return StepSetup(scenario, topo, plan, profile, compute, net, stages)
+    return StepSetup(scenario, topo, plan, resolved.profile, compute, net, stages,
+                     profile_info=info)  # fmt: skip

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from sim.training.engine.setup import StepSetup
+from sim.training.setup import StepSetup
 from sim.workload.comms import rank_params
 from sim.workload.models import ModelSpec
 from sim.workload.plan import ParallelPlan

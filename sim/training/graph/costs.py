@@ -1,22 +1,18 @@
-"""Pieces shared by the SimPy engine and the analytical timeline of a training step.
+"""The cost inputs of a step's compute tasks: every pass (forward or backward of one model
+chunk for one micro-batch) as its units' seconds, FLOPs and parameter-gather bytes.
 
-Data-parallel work is explicit collective tasks the engines issue:
-
-- **gradient buckets** (:class:`Bucket`): one or two collectives (a reduce-scatter in the
-  shard group, then an all-reduce across replica groups for hybrid sharding) released
-  while a backward pass runs: in the last micro-batch's backward of each chunk (ZeRO-0/1)
-  or in every micro-batch's backward (ZeRO-2/3);
-- **parameter gathers** of ZeRO-3/FSDP: one all-gather per unit (layer) before it runs,
-  prefetched: unit ``j + 1``'s gather starts when unit ``j``'s has finished and unit
-  ``j - 1`` has run (FSDP's ``limit_all_gathers``: at most two gathered units);
-- after the optimizer, ZeRO-1/2's all-gather of the updated parameters and the tied
-  embedding's gradient all-reduce.
+A pass is made of units (the embedding, each layer, the head: FSDP's wrapping units), so
+that the graph can gather each unit's parameters just before it runs (ZeRO-3/FSDP: the
+root unit, embedding and head, stays gathered through the backward) and release gradient
+buckets as the backward produces them. Compute beside data-parallel collectives is slowed
+by ``comm_interference`` per second of overlap (:func:`with_interference`), the collectives
+timed in closed form on the stage's groups.
 """
 
 from __future__ import annotations
 
-from collections.abc import MutableSequence, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 
 from sim.training.compute.passes import (
     CollectiveTimer,
@@ -26,187 +22,23 @@ from sim.training.compute.passes import (
     pass_cost,
     unit_cost,
 )
-from sim.training.engine.optimizer import optimizer_bytes_per_param, optimizer_s
-from sim.training.engine.setup import StepSetup
-from sim.training.engine.techniques import technique_steps
-from sim.workload.comms import StepComm, dp_buckets, end_params, step_comm
-from sim.workload.lora import adapt_comm, frozen_end_ops, lora_layer_ops
+from sim.training.graph.buckets import Bucket, buckets_of, stage_comm
+from sim.training.setup import StepSetup
+from sim.workload.comms import end_params
+from sim.workload.lora import frozen_end_ops, lora_layer_ops
 from sim.workload.ops import Op, context_for, embedding_ops, head_ops, layer_ops
 from sim.workload.primitives import OpContext
 from sim.workload.stages import chunk_layers
-from sim.workload.techniques import techniques_of
 from sim.workload.zero import PARAM_BYTES, zero_semantics
 
 __all__ = [
-    "SIM_BUCKETS",
-    "Bucket",
-    "PassRecord",
-    "StageTimeline",
-    "bucket_release_units",
+    "FSDP_FLAT_GRAD_BYTES",
     "bucket_s",
-    "buckets_of",
     "chunk_costs",
-    "gathered_pass",
     "op_context",
-    "optimizer_bytes_per_param",
-    "optimizer_s",
-    "tail_gathers_s",
     "unit_gather_s",
     "with_interference",
 ]
-
-# Gradient buckets simulated per model chunk at most: DDP's buckets (parallel.bucket_bytes)
-# are merged up to this count. Overlap granularity is coarsened; total bytes are exact.
-SIM_BUCKETS = 4
-
-
-@dataclass(frozen=True)
-class Bucket:
-    """One gradient bucket: its collectives in order, ``(group kind, op, bytes)``.
-
-    Group kinds: ``dp``, ``edp`` (expert parameters), ``shard`` and ``replica``
-    (hybrid sharding). ``local_s``: seconds the data-parallel stream spends on the bucket
-    before its collectives (compression kernels, a parameter server's push and pull:
-    :mod:`sim.training.engine.techniques`; 0 for plain reductions).
-    """
-
-    steps: tuple[tuple[str, str, float], ...]
-    local_s: float = 0.0
-
-    @property
-    def label(self) -> str:
-        """Name of the bucket's work in timelines: ``dp_<first op>`` (``dp_ps`` without one)."""
-        return f"dp_{self.steps[0][1]}" if self.steps else "dp_ps"
-
-
-@dataclass
-class PassRecord:
-    """One executed pass (for traces)."""
-
-    stage: int
-    kind: str
-    mb: int
-    chunk: int
-    start_s: float
-    end_s: float
-
-
-@dataclass
-class StageTimeline:
-    """What one pipeline stage did during the step (seconds)."""
-
-    compute_s: float = 0.0
-    tp_exposed_s: float = 0.0
-    ep_s: float = 0.0
-    cp_exposed_s: float = 0.0
-    zero3_exposed_s: float = 0.0
-    compute_end_s: float = 0.0
-    dp_end_s: float = 0.0
-    end_s: float = 0.0
-    optimizer_s: float = 0.0
-    param_gather_s: float = 0.0
-    passes: list[PassRecord] = field(default_factory=list)
-    comm: list[tuple[str, float, float]] = field(default_factory=list)  # (name, start, end)
-
-    def add_pass(self, cost: PassCost, rec: PassRecord) -> None:
-        """Account one pass that ran from ``rec.start_s`` to ``rec.end_s``."""
-        self.compute_s += cost.compute_s
-        self.tp_exposed_s += cost.tp_exposed_s
-        self.ep_s += cost.ep_s
-        self.cp_exposed_s += cost.cp_exposed_s
-        waited = rec.end_s - rec.start_s - cost.busy_s
-        if waited > 1e-9 * max(cost.busy_s, 1e-12):  # not rounding: gathers left exposed
-            self.zero3_exposed_s += waited
-        self.passes.append(rec)
-
-
-def stage_comm(setup: StepSetup, s: int) -> StepComm:
-    """Communication volumes of stage ``s`` (bytes)."""
-    sc, plan = setup.scenario, setup.plan
-    c = step_comm(sc.model, plan, sc.training.seq_len, s)
-    return adapt_comm(c, sc.model, plan, s, sc.training.techniques)
-
-
-def _reduce_steps(
-    setup: StepSetup, nbytes: float, expert: bool
-) -> tuple[tuple[str, str, float], ...]:
-    plan = setup.plan
-    sem = zero_semantics(plan)
-    if expert:
-        return (("edp", sem.reduce_op, nbytes),)
-    if not sem.hybrid:
-        return (("dp", sem.reduce_op, nbytes),)
-    return (("shard", sem.reduce_op, nbytes), ("replica", "all_reduce", nbytes / plan.shard))
-
-
-def buckets_of(setup: StepSetup, s: int) -> list[Bucket]:
-    """Gradient buckets of one model chunk of stage ``s`` for one reduction, merged to at
-    most SIM_BUCKETS."""
-    plan, c = setup.plan, stage_comm(setup, s)
-    changed = techniques_of(setup.scenario.parallel).active
-    out: list[Bucket] = []
-    for nbytes, expert in ((c.dp_grad_bytes, False), (c.edp_grad_bytes, True)):
-        if nbytes <= 0:
-            continue
-        per_chunk = nbytes / plan.virtual_stages
-        size = max(plan.bucket_bytes, per_chunk / SIM_BUCKETS)
-        for b in dp_buckets(per_chunk, size):
-            steps = _reduce_steps(setup, b, expert)
-            out.append(
-                Bucket(*technique_steps(setup, s, b, expert, steps)) if changed else Bucket(steps)
-            )
-    return out
-
-
-def reduces_after(setup: StepSetup, kind: str, mb: int, last_mb: int) -> bool:
-    """Whether a pass releases gradient buckets: backward of every micro-batch under
-    ZeRO-2/3, of the chunk's last micro-batch otherwise."""
-    if kind != "B" or setup.plan.dp_cp == 1:
-        return False
-    return zero_semantics(setup.plan).reduce_every_microbatch or mb == last_mb
-
-
-def bucket_release_units(units: int, buckets: int) -> list[int]:
-    """Index of the unit after which each of ``buckets`` buckets is released.
-
-    >>> bucket_release_units(8, 4), bucket_release_units(1, 3)
-    ([1, 3, 5, 7], [0, 0, 0])
-    """
-    return [max(0, -(-(i + 1) * units // buckets) - 1) for i in range(buckets)]
-
-
-def gathered_pass(
-    start_s: float,
-    units: Sequence[Unit],
-    gather_s: Sequence[float],
-    windows: MutableSequence[tuple[float, float]] | None = None,
-) -> tuple[float, list[float]]:
-    """End time of a pass whose units wait for their parameter gathers, and each unit's end.
-
-    Unit ``j``'s gather (``gather_s[j]`` seconds) starts when gather ``j - 1`` has ended
-    and unit ``j - 2`` has run (at most two gathered units, FSDP's ``limit_all_gathers``);
-    unit ``j`` runs when its gather has ended and unit ``j - 1`` has run. ``windows``, when
-    given, receives the (start, end) of each gather (traces, the NIC stream of ZeRO-3).
-
-    >>> from sim.training.compute.passes import Unit
-    >>> gathered_pass(0.0, [Unit(1.0)] * 3, [0.5] * 3)  # gathers hidden after the first
-    (3.5, [1.5, 2.5, 3.5])
-    >>> gathered_pass(0.0, [Unit(1.0)] * 3, [2.0] * 3)[0]  # gather-bound
-    7.0
-    >>> w: list[tuple[float, float]] = []
-    >>> _ = gathered_pass(0.0, [Unit(1.0)] * 3, [0.5] * 3, w)
-    >>> w
-    [(0.0, 0.5), (0.5, 1.0), (1.5, 2.0)]
-    """
-    ends: list[float] = []
-    gathered = start_s
-    for j, unit in enumerate(units):
-        begin = max(gathered, ends[j - 2] if j >= 2 else start_s)
-        gathered = begin + gather_s[j]
-        if windows is not None:
-            windows.append((begin, gathered))
-        ends.append(max(ends[-1] if ends else start_s, gathered) + unit.busy_s)
-    return (ends[-1] if ends else start_s), ends
 
 
 def _groups(setup: StepSetup, s: int, kind: str, all_stages: bool) -> tuple[tuple[str, ...], ...]:
@@ -267,18 +99,6 @@ def with_interference(cost: PassCost, gathers_s: Sequence[float], reduce_s: floa
         for u, x in zip(units, extra, strict=True)
     )
     return replace(cost, compute_s=cost.compute_s + sum(extra), units=new_units)
-
-
-def tail_gathers_s(setup: StepSetup, timer: CollectiveTimer, s: int) -> float:
-    """After the optimizer: ZeRO-1/2 parameter all-gathers (every TP rank's group at once)
-    and the tied-embedding sync."""
-    c, stage = stage_comm(setup, s), setup.stages[s]
-    t = timer.concurrent_time_s(stage.shard, "all_gather", c.dp_param_gather_bytes)
-    t += timer.concurrent_time_s(stage.edp, "all_gather", c.edp_param_gather_bytes)
-    if c.tied_embedding_bytes > 0:
-        pair = (setup.stages[0].gpus[0], setup.stages[-1].gpus[0])
-        t += timer.time_s(pair, "all_reduce", c.tied_embedding_bytes)
-    return t
 
 
 #: PyTorch FSDP writes each unit's gradients into its flat gradient: a zero-filled buffer

@@ -1,0 +1,313 @@
+"""Build the step's task graph: every framework semantic of the step lives here.
+
+One data-parallel replica stands for its identical peers (DP replica 0; its TP ranks run
+the same kernels, so a stage's compute is one stream), and every TP rank's data-parallel
+collectives are issued together (one task whose groups are the TP ranks' groups). Per
+pipeline stage ``s`` the streams are:
+
+- ``s{s}.compute``: the stage's passes in the pipeline schedule's order
+  (:mod:`sim.training.schedule.pipeline`). A pass is one task, or one task per unit when
+  its units wait for parameter gathers, or one per segment between gradient-bucket
+  releases;
+- ``s{s}.gather``: ZeRO-3/FSDP parameter all-gathers, one per unit, prefetched: unit
+  ``j``'s gather starts when gather ``j - 1`` has ended and unit ``j - 2`` has run (at
+  most two gathered units: FSDP's ``limit_all_gathers``); a pass's first gather starts
+  with the pass;
+- ``s{s}.dp``: gradient buckets (optional local kernels, then their collectives),
+  released as the backward produces them: in every micro-batch's backward (ZeRO-2/3) or
+  in the chunk's last one (ZeRO-0/1), after the stage's last pass without ``overlap_dp``;
+  then the tied-embedding all-reduce (first and last stage), the optimizer (or the
+  offloaded optimizer's copies and CPU step) and the parameter all-gathers after it
+  (ZeRO-1/2).
+
+Pipeline sends are transfer tasks without a stream (one transfer per TP rank), from the
+producing pass to the consuming one. :class:`Options` removes sends (``free_p2p``) and the
+data-parallel work (``with_dp=False``): the ideal pipeline, whose idle time is the bubble.
+
+Analytical contention (ZeRO-3/FSDP with reductions every micro-batch and ``overlap_dp``):
+a stage's gathers and gradient reductions cross the same NICs, so they share one NIC
+resource (``nic``), the reductions filling the gaps the gathers leave (``fill``), and every
+pipeline stage's groups are taken to run at once (``peers``). Executors that simulate the
+network ignore both and let the transfers share the links.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sim.training.compute.passes import CollectiveTimer, PassCost, Unit
+from sim.training.graph.buckets import (
+    Bucket,
+    bucket_release_units,
+    buckets_of,
+    reduces_after,
+    stage_comm,
+)
+from sim.training.graph.offload import optimizer_tasks
+from sim.training.graph.task import COLLECTIVE, COMPUTE, TRANSFER, Comm, PassInfo, StepGraph
+from sim.training.schedule.pipeline import make_schedule
+from sim.training.setup import StepSetup
+from sim.workload.techniques import techniques_of
+from sim.workload.zero import zero_semantics
+
+__all__ = ["Options", "build_step_graph", "p2p_latency_s"]
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the graph leaves out: ``free_p2p`` makes pipeline sends instantaneous and
+    ``with_dp=False`` drops the data-parallel work and the optimizer (together: the
+    pipeline's ideal bubble)."""
+
+    free_p2p: bool = False
+    with_dp: bool = True
+
+
+def p2p_latency_s(setup: StepSetup) -> float:
+    """Software latency of one pipeline send (NCCL send/recv, Simple protocol), seconds."""
+    return setup.profile.collectives.algorithm("direct").base_latency_s["simple"]
+
+
+class _Builder:
+    """State while building (private: :func:`build_step_graph` is the interface)."""
+
+    def __init__(
+        self, setup: StepSetup, costs: dict[tuple[int, str], PassCost], options: Options
+    ) -> None:
+        self.setup, self.costs, self.opt = setup, costs, options
+        plan = setup.plan
+        self.p, self.v, self.m = plan.pp, plan.virtual_stages, plan.num_microbatches
+        self.nvs = self.p * self.v
+        self.g = StepGraph()
+        sem = zero_semantics(plan)
+        self.buckets = [buckets_of(setup, s) if options.with_dp else [] for s in range(self.p)]
+        every_mb = sem.reduce_every_microbatch and plan.dp_cp > 1
+        self.shared = every_mb and plan.zero >= 3 and plan.overlap_dp and any(self.buckets)
+        self.pass_end: dict[tuple[str, int, int], int] = {}  # (kind, vstage, mb) -> last task
+        self.pass_first: dict[tuple[str, int, int], list[int]] = {}  # tasks waiting for input
+        self.last_compute = [-1] * self.p
+        self.released: list[list[tuple[int, Bucket]]] = [[] for _ in range(self.p)]
+        self._comms: dict[tuple[object, ...], tuple[Comm, ...]] = {}  # equal parts: one tuple
+        # local SGD synchronises every H steps: a step's byte counters carry 1 / H of it
+        self.sync_copies = 1.0 / techniques_of(setup.scenario.parallel).sync_every
+        self.all_groups = {
+            kind: tuple(g for st in setup.stages for g in st.group(kind))
+            for kind in ("dp", "edp", "shard", "replica")
+        }
+
+    # -- passes ---------------------------------------------------------------------------
+    def stage_passes(self, s: int) -> None:
+        """Every pass of stage ``s`` in schedule order, with its gathers and releases."""
+        order = make_schedule(self.setup.plan.schedule, self.p, self.m, self.v)[s]
+        last_b = {c: max(st.mb for st in order if st.kind == "B" and st.chunk == c)
+                  for c in range(self.v)}  # fmt: skip
+        g = self.g
+        compute = g.stream(f"s{s}.compute")
+        for st in order:
+            vs = st.chunk * self.p + s
+            cost = self.costs[(vs, st.kind)]
+            pid = g.add_pass(PassInfo(s, st.kind, st.mb, st.chunk, vs))
+            release = self.opt.with_dp and reduces_after(self.setup, st.kind, st.mb, last_b[st.chunk])
+            buckets = self.buckets[s] if release else []
+            prev = self.last_compute[s]
+            if cost.gathers:
+                first, ends = self._gathered(s, cost, pid, compute, prev)
+            else:
+                first, ends = self._segments(s, cost, pid, compute, len(buckets))
+            self.pass_first[(st.kind, vs, st.mb)] = first
+            self.pass_end[(st.kind, vs, st.mb)] = ends[-1]
+            self.last_compute[s] = ends[-1]
+            if buckets:
+                at = bucket_release_units(len(ends), len(buckets))
+                self.released[s] += [(ends[u], b) for b, u in zip(buckets, at, strict=True)]
+
+    def _segments(
+        self, s: int, cost: PassCost, pid: int, compute: int, releases: int
+    ) -> tuple[list[int], list[int]]:
+        """A pass without gathers: one task, or one per segment between the units after
+        which gradient buckets are released. Returns (first task, the task each unit ends
+        in: release points end a segment)."""
+        g = self.g
+        if not releases or len(cost.units) <= 1:
+            t = g.add(COMPUTE, compute, (), duration_s=cost.busy_s, label="pass", stage=s,
+                      pass_of=pid)  # fmt: skip
+            return [t], [t] * max(1, len(cost.units))
+        cuts = set(bucket_release_units(len(cost.units), releases))
+        cuts.add(len(cost.units) - 1)
+        tasks: list[int] = []
+        seg_of: list[int] = []  # segment number of each unit
+        pending = 0.0
+        for j, unit in enumerate(cost.units):
+            pending += unit.busy_s
+            seg_of.append(len(tasks))
+            if j in cuts:
+                tasks.append(g.add(COMPUTE, compute, (), duration_s=pending, label="pass",
+                                   stage=s, pass_of=pid))  # fmt: skip
+                pending = 0.0
+        return [tasks[0]], [tasks[k] for k in seg_of]
+
+    def _gathered(
+        self, s: int, cost: PassCost, pid: int, compute: int, prev: int
+    ) -> tuple[list[int], list[int]]:
+        """A pass whose units wait for their parameter gathers (ZeRO-3/FSDP)."""
+        g, stage = self.g, self.setup.stages[s]
+        gather = g.stream(f"s{s}.gather")
+        units: list[int] = []
+        first: list[int] = []
+        for j, unit in enumerate(cost.units):
+            deps = [units[j - 2]] if j >= 2 else ([prev] if prev >= 0 and j == 0 else [])
+            key = ("gather", s, unit.gather_bytes, unit.expert_gather_bytes)
+            parts = self._comms.get(key)
+            if parts is None:
+                parts = self._comms[key] = self._gather_parts(
+                    stage.group("shard"), stage.group("edp"), unit
+                )
+            gt = g.add(COLLECTIVE, gather, deps, comm=parts, label="zero_all_gather", stage=s,
+                       pass_of=pid, nic=s if self.shared else -1)  # fmt: skip
+            ut = g.add(COMPUTE, compute, (gt,), duration_s=unit.busy_s, label="pass", stage=s,
+                       pass_of=pid)  # fmt: skip
+            if j == 0:
+                first = [gt, ut]
+            units.append(ut)
+        return first, units
+
+    def _gather_parts(
+        self, shard: Sequence[tuple[str, ...]], edp: Sequence[tuple[str, ...]], unit: Unit
+    ) -> tuple[Comm, ...]:
+        out = []
+        for kind, groups, nbytes in (("shard", shard, unit.gather_bytes),
+                                     ("edp", edp, unit.expert_gather_bytes)):  # fmt: skip
+            if nbytes > 0:
+                peers = self.all_groups[kind] if self.shared else ()
+                out.append(Comm("all_gather", nbytes, tuple(groups), peers,
+                                tag=f"zero3 {kind} all_gather"))  # fmt: skip
+        return tuple(out)
+
+    # -- pipeline sends -------------------------------------------------------------------
+    def sends(self) -> None:
+        """Each pass's input: a pipeline send from the pass that produced it (or the
+        producing pass itself where nothing moves between stages)."""
+        for (kind, vs, mb), first in self.pass_first.items():
+            if kind == "F" and vs == 0:
+                continue
+            if kind == "F":
+                src_key = ("F", vs - 1, mb)
+            elif vs == self.nvs - 1:
+                src_key = ("F", vs, mb)  # the loss: backward follows the last forward
+            else:
+                src_key = ("B", vs + 1, mb)
+            dep = self._send(src_key, vs % self.p)
+            for t in first:
+                self.g.deps[t].append(dep if dep >= 0 else self.pass_end[src_key])
+
+    def _send(self, src_key: tuple[str, int, int], dst: int) -> int:
+        """A transfer task from the producing pass to stage ``dst``; -1 when no bytes move
+        (same stage, free sends, nothing to send, or the loss: B after the last F)."""
+        kind, vs, _ = src_key
+        src = vs % self.p
+        if kind == "F" and vs == self.nvs - 1:
+            return -1
+        nbytes = stage_comm(self.setup, src).pp_send_bytes
+        if self.opt.free_p2p or src == dst or nbytes <= 0:
+            return -1
+        parts = self._comms.get(("send", src, dst))
+        if parts is None:
+            pairs = tuple(zip(self.setup.stages[src].gpus, self.setup.stages[dst].gpus, strict=True))
+            comm = Comm("send", nbytes, pairs, latency_s=p2p_latency_s(self.setup), tag="pp send",
+                        copies=self.setup.plan.dp_cp)  # fmt: skip
+            parts = self._comms[("send", src, dst)] = (comm,)
+        return self.g.add(TRANSFER, -1, (self.pass_end[src_key],), comm=parts, label="pp_send",
+                          stage=src)  # fmt: skip
+
+    # -- data-parallel work ---------------------------------------------------------------
+    def stage_dp(self, s: int) -> int:
+        """Stage ``s``'s gradient buckets on its DP stream; the last task (or -1)."""
+        g, plan, stage = self.g, self.setup.plan, self.setup.stages[s]
+        dp = g.stream(f"s{s}.dp")
+        last = -1
+        for at, bucket in self.released[s]:
+            dep = at if plan.overlap_dp else self.last_compute[s]
+            nic = s if self.shared else -1
+            if bucket.local_s > 0:
+                last = g.add(COMPUTE, dp, (dep,), duration_s=bucket.local_s, label=bucket.label,
+                             stage=s, nic=nic, fill=self.shared)  # fmt: skip
+                dep = last
+            for kind, op, nbytes in bucket.steps:
+                parts = self._comms.get(("dp", s, kind, op, nbytes))
+                if parts is None:
+                    peers = self.all_groups[kind] if self.shared else ()
+                    comm = Comm(op, nbytes, stage.group(kind), peers, tag=f"{kind} {op}",
+                                copies=self.sync_copies)  # fmt: skip
+                    parts = self._comms[("dp", s, kind, op, nbytes)] = (comm,)
+                last = g.add(COLLECTIVE, dp, (dep,), comm=parts, label=bucket.label, stage=s,
+                             nic=nic, fill=self.shared)  # fmt: skip
+                dep = last
+        return last
+
+    def finish(self) -> None:
+        """The data-parallel streams, the tied-embedding sync, the optimizer and the
+        parameter all-gathers after it."""
+        dp_done = [self.stage_dp(s) for s in range(self.p)] if self.opt.with_dp else []
+        if not self.opt.with_dp:
+            return
+        g, setup = self.g, self.setup
+        ready = [[t for t in (self.last_compute[s], dp_done[s]) if t >= 0] for s in range(self.p)]
+        tied = stage_comm(setup, 0).tied_embedding_bytes
+        if tied > 0 and self.p > 1:
+            pair = (setup.stages[0].gpus[0], setup.stages[-1].gpus[0])
+            comm = Comm("all_reduce", tied, (pair,), tag="tied embedding all_reduce",
+                        copies=setup.plan.tp * setup.plan.dp_cp)  # fmt: skip
+            t = g.add(COLLECTIVE, g.stream("s0.dp"), ready[0] + ready[-1], comm=(comm,),
+                      label="tied_all_reduce", stage=0)  # fmt: skip
+            ready[0], ready[-1] = [t], [t]
+        for s in range(self.p):
+            self.stage_tail(s, ready[s])
+
+    def stage_tail(self, s: int, ready: list[int]) -> None:
+        """Optimizer (or offloaded optimizer) and parameter all-gathers of stage ``s``."""
+        g, setup = self.g, self.setup
+        dp = g.stream(f"s{s}.dp")
+        last = optimizer_tasks(g, setup, s, ready)
+        c, stage = stage_comm(setup, s), setup.stages[s]
+        parts = tuple(
+            Comm("all_gather", nbytes, groups, tag=f"{kind} param all_gather")
+            for kind, groups, nbytes in (("shard", stage.shard, c.dp_param_gather_bytes),
+                                         ("edp", stage.edp, c.edp_param_gather_bytes))
+            if nbytes > 0
+        )  # fmt: skip
+        if parts:
+            g.add(COLLECTIVE, dp, (last,), comm=parts, label="param_all_gather", stage=s)
+
+
+def build_step_graph(
+    setup: StepSetup,
+    timer: CollectiveTimer,
+    costs: dict[tuple[int, str], PassCost],
+    options: Options | None = None,
+) -> StepGraph:
+    """The task graph of one training step of ``setup`` (see the module docstring).
+
+    Parameters
+    ----------
+    setup : StepSetup
+        The resolved scenario.
+    timer : CollectiveTimer
+        Not used to time anything here (executors do); kept so that graph and executor
+        see the same collective parameters.
+    costs : dict
+        :class:`PassCost` of every (virtual stage, ``"F"``/``"B"``).
+    options : Options, optional
+        What to leave out (the ideal pipeline); default: nothing.
+
+    Returns
+    -------
+    StepGraph
+        Tasks, streams and dependencies.
+    """
+    b = _Builder(setup, costs, options or Options())
+    for s in range(b.p):
+        b.stage_passes(s)
+    b.sends()
+    b.finish()
+    return b.g

@@ -1,0 +1,144 @@
+"""Run a step's task graph on a network backend and read the stages' timelines from it.
+
+:func:`run_graph` builds the graph of a resolved step (:mod:`sim.training.graph.build`),
+then runs it with the executor its backend calls for: list scheduling where every
+duration is known when a task starts (a ``closed_form`` backend, the analytical network:
+:mod:`sim.training.graph.listsched`), SimPy on the simulated network otherwise
+(:mod:`sim.training.graph.simulate`). Both executors take the same graph and return the
+same thing: when every task started and ended. :func:`stage_timelines` turns that into
+what the result reports per pipeline stage (passes, exposed communication, when compute,
+the gradient reduction and the step end).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.network import backend
+from sim.network.base import Network
+from sim.training.compute.passes import CollectiveTimer, PassCost
+from sim.training.graph.build import Options, build_step_graph
+from sim.training.graph.costs import chunk_costs
+from sim.training.graph.listsched import list_schedule
+from sim.training.graph.simulate import Progress, simulate_graph
+from sim.training.graph.task import COMPUTE, StepGraph
+from sim.training.graph.timelines import PassRecord, StageTimeline
+from sim.training.setup import StepSetup
+
+__all__ = [
+    "OPTIMIZER_LABELS",
+    "TAIL_LABELS",
+    "StepRun",
+    "run_graph",
+    "stage_timelines",
+]
+
+#: Tasks of the optimizer step (on the GPU, or offloaded: copies, CPU step, NVMe).
+OPTIMIZER_LABELS = frozenset(
+    {"optimizer", "offload_down", "cpu_optimizer", "offload_up", "nvme"}
+)
+#: Tasks on a stage's data-parallel stream after its gradient reduction.
+TAIL_LABELS = frozenset({"tied_all_reduce", "param_all_gather"})
+
+
+@dataclass
+class StepRun:
+    """One executed step graph: the graph, every task's (start, end) in seconds, the
+    network it ran on (None for the closed-form executor), the stages' timelines and the
+    pass costs."""
+
+    graph: StepGraph
+    start: list[float]
+    end: list[float]
+    network: Network | None
+    lines: list[StageTimeline]
+    costs: dict[tuple[int, str], PassCost]
+    timer: CollectiveTimer
+
+
+def run_graph(
+    setup: StepSetup,
+    timer: CollectiveTimer,
+    options: Options | None = None,
+    *,
+    record: bool = False,
+    progress: Progress | None = None,
+    costs: dict[tuple[int, str], PassCost] | None = None,
+) -> StepRun:
+    """Build and run the step graph of ``setup`` on its network backend.
+
+    Parameters
+    ----------
+    setup : StepSetup
+        The resolved scenario (its ``network`` names the backend).
+    timer : CollectiveTimer
+        Times and plans the collectives.
+    options : Options, optional
+        What the graph leaves out (the ideal pipeline: free sends, no DP work).
+    record : bool
+        Keep the simulated network's per-link records (trace counters, peak utilisation).
+    progress : callable, optional
+        Called now and then during a simulated run (see :mod:`.simulate`).
+    costs : dict, optional
+        The pass costs, when the caller has them already.
+    """
+    costs = costs if costs is not None else chunk_costs(setup, timer)
+    graph = build_step_graph(setup, timer, costs, options)
+    net: Network | None = None
+    if backend(setup.network).closed_form:
+        start, end = list_schedule(graph, timer)
+    else:
+        start, end, net = simulate_graph(graph, timer, setup.network, record=record,
+                                         progress=progress)  # fmt: skip
+    lines = stage_timelines(graph, start, end, costs, setup.plan.pp)
+    return StepRun(graph, start, end, net, lines, costs, timer)
+
+
+def stage_timelines(
+    graph: StepGraph,
+    start: list[float],
+    end: list[float],
+    costs: dict[tuple[int, str], PassCost],
+    stages: int,
+) -> list[StageTimeline]:
+    """Per pipeline stage: its passes (from the first to the last task of each), the
+    compute of their costs, what parameter gathers left exposed, when compute ended, when
+    the gradient reduction ended, the optimizer's exposed seconds and the rest of the tail
+    (tied-embedding sync, parameter all-gathers), and the stage's end."""
+    lines = [StageTimeline() for _ in range(stages)]
+    first = [float("inf")] * len(graph.passes)
+    last = [0.0] * len(graph.passes)
+    for i, pid in enumerate(graph.pass_of):
+        if pid < 0:
+            continue
+        first[pid] = min(first[pid], start[i])
+        if graph.kind[i] == COMPUTE:
+            last[pid] = max(last[pid], end[i])
+    for pid, info in enumerate(graph.passes):
+        rec = PassRecord(info.stage, info.kind, info.mb, info.chunk, first[pid], last[pid])
+        lines[info.stage].add_pass(costs[(info.vstage, info.kind)], rec)
+    for line in lines:
+        line.compute_end_s = max((r.end_s for r in line.passes), default=0.0)
+    ends = [line.compute_end_s for line in lines]
+    dp_end = list(ends)
+    for i, s in enumerate(graph.stage):
+        label = graph.label[i]
+        if s < 0 or label == "pass":
+            continue
+        if label != "pp_send":  # a stage's outgoing sends end on the stage they feed
+            ends[s] = max(ends[s], end[i])
+        if label not in OPTIMIZER_LABELS:
+            lines[s].comm.append((label, start[i], end[i]))
+        if label.startswith("dp_"):
+            dp_end[s] = max(dp_end[s], end[i])
+    optimizer = [0.0] * stages
+    for i, s in enumerate(graph.stage):
+        if s >= 0 and graph.label[i] in OPTIMIZER_LABELS:
+            optimizer[s] += max(0.0, end[i] - max(start[i], dp_end[s]))
+    for s, line in enumerate(lines):
+        line.dp_end_s = dp_end[s]
+        line.end_s = ends[s]
+        tail = line.end_s - line.dp_end_s
+        line.optimizer_s = min(tail, optimizer[s])
+        line.param_gather_s = tail - line.optimizer_s
+    return lines

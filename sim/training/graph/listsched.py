@@ -1,0 +1,140 @@
+"""The closed-form executor: list scheduling of a step's task graph, every duration known.
+
+On a backend whose transfers' times are fixed when they start (``closed_form``: the
+analytical network), the step is a longest-path problem over the graph: a task starts when
+its dependencies and the task before it on its stream have ended, and lasts
+
+- ``COMPUTE``: its ``duration_s``;
+- ``COLLECTIVE``: for each part, the tuner's closed form of the operation on every group
+  at once (:meth:`sim.training.compute.passes.CollectiveTimer.concurrent_time_s`: the
+  slowest group alone plus the extra load of the most loaded link), over ``peers`` where
+  the builder names them; parts one after the other;
+- ``TRANSFER``: the analytical network's time of its transfers started together
+  (:func:`sim.network.analytical.batch_times_s`), plus the software latency.
+
+This runs in O(tasks + dependencies), which is what makes sweeps of thousands of
+configurations cheap. One contention rule beyond those closed forms (an approximation,
+stated): tasks that share a NIC resource (``nic``) and ``fill`` (gradient reductions under
+ZeRO-3/FSDP) use only the gaps the others (parameter gathers) leave on it
+(:func:`fill_gaps`): the gathers go first, and a stage's total network work is what a
+NIC-bound stage takes. The simulated network shares the bandwidth instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+
+from sim.network.analytical import batch_times_s
+from sim.training.compute.passes import CollectiveTimer
+from sim.training.graph.task import COLLECTIVE, COMPUTE, Comm, StepGraph
+
+__all__ = ["comm_time_s", "fill_gaps", "list_schedule"]
+
+
+def fill_gaps(start_s: float, work_s: float, windows: Sequence[tuple[float, float]]) -> float:
+    """When ``work_s`` seconds of network work begun at ``start_s`` end if it yields to
+    ``windows`` (sorted, disjoint busy intervals of higher priority).
+
+    >>> fill_gaps(0.0, 2.0, [(1.0, 3.0)])
+    4.0
+    >>> fill_gaps(0.0, 1.0, [(1.0, 3.0)])
+    1.0
+    """
+    t, work = start_s, work_s
+    for a, b in windows:
+        if b <= t:
+            continue
+        if a >= t + work:
+            break
+        work -= max(0.0, a - t)
+        t = max(t, b)
+    return t + work
+
+
+def comm_time_s(timer: CollectiveTimer, kind: int, parts: tuple[Comm, ...]) -> float:
+    """Closed-form seconds of a communication task (see the module docstring)."""
+    if kind == COLLECTIVE:
+        return sum(
+            timer.concurrent_time_s(c.peers or c.groups, c.op, c.nbytes) for c in parts
+        )
+    total = 0.0
+    topo = timer.topology
+    for c in parts:
+        if c.nbytes <= 0 or not c.groups:
+            continue
+        paths = [topo.path(x, y) for x, y in c.groups if x != y]
+        if not paths:
+            continue
+        n = len(paths)
+        times, _ = batch_times_s(topo, paths, np.full(n, c.nbytes), np.full(n, c.rate_cap_Bps))
+        total += float(max(times)) + c.latency_s
+    return total
+
+
+def _durations(graph: StepGraph, timer: CollectiveTimer) -> list[float]:
+    """Every task's duration; a communication task's parts are costed once per content."""
+    out = list(graph.duration_s)
+    seen: dict[int, float] = {}  # id of the parts tuple (the builder shares equal ones)
+    for i, kind in enumerate(graph.kind):
+        if kind == COMPUTE:
+            continue
+        parts = graph.comm[i]
+        t = seen.get(id(parts))
+        if t is None:
+            t = seen[id(parts)] = comm_time_s(timer, kind, parts)
+        out[i] = t
+    return out
+
+
+def list_schedule(
+    graph: StepGraph, timer: CollectiveTimer
+) -> tuple[list[float], list[float]]:
+    """(start, end) of every task of ``graph`` in seconds (see the module docstring).
+
+    Tasks become ready when their predecessors (dependencies and the task before on the
+    stream) have ended; ready tasks that do not fill gaps are taken first, so every
+    window a gap-filling task must yield to is known when it is placed (no gather waits
+    for a reduction).
+    """
+    n = len(graph)
+    dur = _durations(graph, timer)
+    preds = graph.predecessors()
+    succs: list[list[int]] = [[] for _ in range(n)]
+    indeg = [0] * n
+    for i, ps in enumerate(preds):
+        indeg[i] = len(ps)
+        for p in ps:
+            succs[p].append(i)
+    fill, nic = graph.fill, graph.nic
+    windows: dict[int, list[tuple[float, float]]] = {}
+    start, end = [0.0] * n, [0.0] * n
+    normal = deque(i for i in range(n) if not indeg[i] and not fill[i])
+    filling = deque(i for i in range(n) if not indeg[i] and fill[i])
+    done = 0
+    while normal or filling:
+        i = normal.popleft() if normal else filling.popleft()
+        t0 = 0.0
+        for p in preds[i]:
+            e = end[p]
+            if e > t0:
+                t0 = e
+        start[i] = t0
+        if fill[i]:
+            end[i] = fill_gaps(t0, dur[i], windows.get(nic[i], ()))
+        else:
+            end[i] = t0 + dur[i]
+            if nic[i] >= 0:
+                windows.setdefault(nic[i], []).append((t0, end[i]))
+        done += 1
+        for s in succs[i]:
+            indeg[s] -= 1
+            if not indeg[s]:
+                (filling if fill[s] else normal).append(s)
+    if done != n:
+        raise AssertionError(f"task graph has a cycle: {n - done} of {n} tasks never ran")
+    assert all(math.isfinite(e) for e in end)
+    return start, end

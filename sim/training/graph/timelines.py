@@ -1,0 +1,51 @@
+"""What each pipeline stage did during an executed step: its passes and their costs,
+communication spans, and when compute, the gradient reduction and the step ended."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sim.training.compute.passes import PassCost
+
+__all__ = ["PassRecord", "StageTimeline"]
+
+
+@dataclass
+class PassRecord:
+    """One executed pass (for traces)."""
+
+    stage: int
+    kind: str
+    mb: int
+    chunk: int
+    start_s: float
+    end_s: float
+
+
+@dataclass
+class StageTimeline:
+    """What one pipeline stage did during the step (seconds)."""
+
+    compute_s: float = 0.0
+    tp_exposed_s: float = 0.0
+    ep_s: float = 0.0
+    cp_exposed_s: float = 0.0
+    zero3_exposed_s: float = 0.0
+    compute_end_s: float = 0.0
+    dp_end_s: float = 0.0
+    end_s: float = 0.0
+    optimizer_s: float = 0.0
+    param_gather_s: float = 0.0
+    passes: list[PassRecord] = field(default_factory=list)
+    comm: list[tuple[str, float, float]] = field(default_factory=list)  # (name, start, end)
+
+    def add_pass(self, cost: PassCost, rec: PassRecord) -> None:
+        """Account one pass that ran from ``rec.start_s`` to ``rec.end_s``."""
+        self.compute_s += cost.compute_s
+        self.tp_exposed_s += cost.tp_exposed_s
+        self.ep_s += cost.ep_s
+        self.cp_exposed_s += cost.cp_exposed_s
+        waited = rec.end_s - rec.start_s - cost.busy_s
+        if waited > 1e-9 * max(cost.busy_s, 1e-12):  # not rounding: gathers left exposed
+            self.zero3_exposed_s += waited
+        self.passes.append(rec)

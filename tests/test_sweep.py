@@ -128,7 +128,9 @@ def test_rows_keep_the_breakdowns_bytes_and_profile(rows: list[dict]) -> None:
         assert sum(parts) == pytest.approx(r["step_time_s"], rel=1e-9)
         mem = [v for k, v in r.items() if k.startswith("memory_breakdown.")]
         assert sum(mem) == pytest.approx(r["memory_per_gpu_bytes"], rel=1e-9)
-        assert r["link_bytes_by_scope.net"] > 0 if r["gpus"] > 8 else r["link_bytes_by_scope.net"] == 0
+        assert (
+            r["link_bytes_by_scope.net"] > 0 if r["gpus"] > 8 else r["link_bytes_by_scope.net"] == 0
+        )
         assert r["link_bytes_by_scope.nvlink"] > 0
         assert r["gpu"] == "H100-SXM" and r["hbm_bytes"] == 80e9  # the catalog: 80 GB
         assert r["profile"] == "defaults" and r["throughput_unit"] == "tokens/s"

@@ -224,14 +224,14 @@ def scaling_series(rows: Sequence[SweepRow], prefix: str = "") -> list[ScalingSe
         if r.ok:
             groups.setdefault(label, []).append(r)
     if all(len({r.gpus for r in g}) < 2 for g in groups.values()):
-        named = any(groups) and any(label for label in groups)
-        groups = {"best per GPU count" if named else "": [r for r in rows if r.ok]}
+        named = any(label for label in groups)
+        best = "best per GPU count" if named else ""
+        return [_series(_join(prefix, best), [r for r in rows if r.ok])]
     key = facet_key(list(groups))
     out = []
     for label, g in groups.items():
         facet = split_label(label).get(key, "") if key else ""
-        shown = short_label(label, key) if key else label
-        out.append(_series(_join(prefix, shown), g, facet))
+        out.append(_series(_join(prefix, short_label(label, key)), g, facet))
     return out
 
 

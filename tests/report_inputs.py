@@ -27,7 +27,7 @@ from sim import (
     sweep_sizes,
 )
 from sim.catalog import link_spec
-from sim.report.records import SWEEP_METRICS
+from sim.report.records import SWEEP_METRICS, SWEEP_PARTS
 
 SWEEP_NODES = (1, 2, 3, 4, 8, 16)
 SWEEP_FABRICS = ("h100-ib-ndr", "h100-tcp-100g")
@@ -96,8 +96,12 @@ def sweep_rows() -> tuple[dict[str, Any], ...]:
 
 
 def _sweep_metrics(r: dict[str, Any]) -> dict[str, Any]:
-    """The sweep columns a run record has (all but scaling_efficiency and reason)."""
-    return {k: r[k] for k in SWEEP_METRICS if k in r}
+    """The sweep columns a run record has (all but the scaling ones and reason), its
+    breakdowns flattened as a sweep writes them (``breakdown.compute``...)."""
+    out = {k: r[k] for k in SWEEP_METRICS if k in r}
+    for field in SWEEP_PARTS:
+        out.update({f"{field}.{k}": v for k, v in r[field].items()})
+    return out
 
 
 @cache

@@ -109,11 +109,13 @@ def test_one_gpu_answers_whether_one_gpu_is_enough() -> None:
         return subprocess.run([sys.executable, "-m", "sim", "plan", *args], capture_output=True,
                               text=True, check=False, cwd=REPO)  # fmt: skip
 
-    no = cli("llama3-8b-dgx", "--gpus", "1")
+    no = cli("llama3-8b-dgx", "--gpus", "1", "--finetune", "full", "--offload", "none")
     assert no.returncode == 0, no.stderr
-    assert "one GPU is not enough" in no.stdout and "LoRA" in no.stdout
+    assert "one GPU is not enough for any recipe searched (full adamw)" in no.stdout
     yes = cli("gpt2-1gpu", "--gpus", "1")
     assert "one GPU is enough" in yes.stdout
+    lora = cli("llama3-8b-dgx", "--gpus", "1")  # every fine-tuning and offload by default
+    assert "one GPU is enough: lora adamw" in lora.stdout
 
 
 def test_json_is_a_list_best_first_with_parallel_and_run_fields() -> None:

@@ -69,6 +69,8 @@ def test_report_renders_without_errors(report_file: Path, tmp_path: Path) -> Non
         "breakdown",
         "memory",
         "scaling",
+        "breakdown",
+        "memory",
         "busbw",
     ]
     assert _broken(figures) == []

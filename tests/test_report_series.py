@@ -35,9 +35,9 @@ def test_nodes_moves_along_a_curve_topology_splits_curves() -> None:
     assert scale_keys([r for r in rows if r.ok]) == ["nodes"]
     labels = [s.label for s in scaling_series(rows)]
     assert labels == [
-        "topology=h100-ib-ndr, parallel.zero=3",
-        "topology=h100-tcp-100g, parallel.zero=3",
-        "topology=dgx-h100, parallel.zero=0",
+        "topology=h100-ib-ndr, zero=3",
+        "topology=h100-tcp-100g, zero=3",
+        "topology=dgx-h100, zero=0",
     ]
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from sim.errors import ConfigError
 from sim.report import load_results
-from sim.studies.efficiency import gpu_count_keys, scaling_efficiency
+from sim.studies.efficiency import gpu_count_keys, scaling_columns, scaling_efficiency
 from sim.studies.grid import parse_grid, sweep_spec
 from sim.studies.points import METRICS
 from sim.studies.runner import run_sweep
@@ -86,13 +86,54 @@ def test_scaling_efficiency_is_per_gpu_throughput_over_the_smallest_count(rows: 
 
 
 def test_a_key_swept_at_one_gpu_count_does_not_set_the_count() -> None:
-    """Micro-batch sizes at 8 GPUs each: no scale key, every row its own reference."""
+    """Micro-batch sizes at 8 GPUs each: no scale key, and no scaling to measure (None),
+    where every row used to be its own 100% reference."""
     rows = [
         {"mb": m, "gpus": 8, "tokens_per_s": 100.0 * m, "fits": True, "reason": None}
         for m in (1, 2)
     ]
     assert gpu_count_keys(rows, ["mb"]) == []
-    assert scaling_efficiency(rows, ["mb"]) == [1.0, 1.0]
+    assert scaling_efficiency(rows, ["mb"]) == [None, None]
+    assert [c["scaling_series"] for c in scaling_columns(rows, ["mb"])] == ["mb=1", "mb=2"]
+
+
+def test_rows_on_other_gpu_models_are_not_compared_as_scaling() -> None:
+    """Cases that change the GPU model with the count (8 H100 vs 16 A100) are two series of
+    one count each: no efficiency, where the old rule gave the A100 rows 44%."""
+    rows = [
+        {"point": 0, "case": "h100", "gpus": 8, "gpu": "H100-SXM", "tokens_per_s": 800.0, "fits": True},
+        {"point": 1, "case": "a100", "gpus": 16, "gpu": "A100-80GB", "tokens_per_s": 700.0, "fits": True},
+    ]  # fmt: skip
+    cols = scaling_columns(rows, ["case"], ["case"])
+    assert [c["scaling_efficiency"] for c in cols] == [None, None]
+    assert [c["scaling_series"] for c in cols] == ["gpu=H100-SXM", "gpu=A100-80GB"]
+
+
+def test_each_row_names_its_series_and_reference(rows: list[dict]) -> None:
+    by = {(r["cluster.topology"], r["cluster.nodes"]): r for r in rows}
+    for fabric in ("h100-ib-ndr", "h100-tcp-100g"):
+        base = by[(fabric, 1)]
+        for n in (1, 2, 4):
+            r = by[(fabric, n)]
+            assert r["scaling_series"] == f"cluster.topology={fabric}"
+            assert r["scaling_reference_point"] == base["point"]
+    assert all(r["scaling_series"] is None for r in rows if r["reason"])
+
+
+def test_rows_keep_the_breakdowns_bytes_and_profile(rows: list[dict]) -> None:
+    """Every simulated row: the breakdown sums to the step time, the memory parts to the
+    memory per GPU, bytes per link scope, the GPU's capacity and the profile used."""
+    for r in (r for r in rows if not r["reason"]):
+        parts = [v for k, v in r.items() if k.startswith("breakdown.")]
+        assert sum(parts) == pytest.approx(r["step_time_s"], rel=1e-9)
+        mem = [v for k, v in r.items() if k.startswith("memory_breakdown.")]
+        assert sum(mem) == pytest.approx(r["memory_per_gpu_bytes"], rel=1e-9)
+        assert (
+            r["link_bytes_by_scope.net"] > 0 if r["gpus"] > 8 else r["link_bytes_by_scope.net"] == 0
+        )
+        assert r["link_bytes_by_scope.nvlink"] > 0
+        assert r["gpu"] == "H100-SXM" and r["hbm_bytes"] == 80e9  # the catalog: 80 GB
+        assert r["profile"] == "defaults" and r["throughput_unit"] == "tokens/s"
 
 
 def test_results_do_not_depend_on_the_number_of_workers(tmp_path: Path) -> None:
@@ -176,7 +217,7 @@ def test_cli_prints_json_and_csv() -> None:
     assert len(json.loads(js.stdout)) == 8
     cs = sweep_cli(*common, "--csv")
     lines = cs.stdout.splitlines()
-    assert lines[0].startswith("point,cluster.topology,cluster.nodes,gpus,step_time_s")
+    assert lines[0].startswith("point,cluster.topology,cluster.nodes,gpus,gpu,step_time_s")
     assert len(lines) == 9
 
 

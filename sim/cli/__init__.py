@@ -26,13 +26,22 @@ from sim.errors import ClusterSimError
 __all__ = ["main"]
 
 COMMAND_GROUP = "clustersim.commands"
-BUILTIN_COMMANDS = ("collective", "topologies", "run", "sweep", "plan", "report", "schema")
+BUILTIN_COMMANDS = (
+    "collective",
+    "topologies",
+    "run",
+    "sweep",
+    "plan",
+    "report",
+    "explore",
+    "schema",
+)
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    from sim.cli import collective, plan, report, run, schema, sweep, topologies
+    from sim.cli import collective, explore, plan, report, run, schema, sweep, topologies
     from sim.version import __version__
 
     parser = argparse.ArgumentParser(
@@ -41,7 +50,7 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"clustersim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (collective, topologies, run, sweep, plan, report, schema):
+    for module in (collective, topologies, run, sweep, plan, report, explore, schema):
         module.register(sub)
     if not argv or argv[0] not in BUILTIN_COMMANDS:
         _register_plugins(sub)

@@ -14,10 +14,6 @@ if TYPE_CHECKING:
     from sim.studies.plan.search import PlanResult
 
 GIB = 2**30
-SINGLE_GPU_MISSING = (
-    "not modelled yet on one GPU: LoRA, QLoRA and optimizer/parameter offload "
-    "(only full fine-tuning with recompute is searched)"
-)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,8 +43,40 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N,N",
         help="context-parallel sizes to search, e.g. 1,2,4 (default 1: no context parallelism)",
     )
+    for key, what in (
+        ("finetune", "fine-tuning: full, lora, qlora"),
+        ("optimizer", "optimizers: adamw, adam, sgd, adafactor"),
+        ("offload", "optimizer offload: none, cpu, nvme"),
+    ):
+        p.add_argument(
+            f"--{key}",
+            metavar="A,B|all",
+            help=f"{what} to search every layout under (default: the scenario's; with --gpus 1 "
+            "every fine-tuning and offload)",
+        )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="compare the best configuration with the scenario's own, term by term",
+    )
     p.add_argument("--json", action="store_true", help="print the ranked layouts as a JSON list")
     p.set_defaults(handler=run)
+
+
+def _recipes(args: argparse.Namespace, scenario: Any) -> list[Any]:
+    """The training recipes to search: the options given, else the scenario's own; on one
+    GPU, every fine-tuning and offload (the question "is one GPU enough?")."""
+    from sim.studies.plan.recipes import ALL, parse_choices, recipes
+
+    t = scenario.training
+    one = args.gpus == 1
+    finetune = args.finetune or ("all" if one and not args.optimizer else None)
+    offload = args.offload or ("all" if one and not args.optimizer else None)
+    return recipes(
+        parse_choices("finetune", finetune, t.finetune) if finetune != "all" else ALL["finetune"],
+        parse_choices("optimizer", args.optimizer, t.optimizer),
+        parse_choices("offload", offload, t.offload),
+    )
 
 
 def _gpu_counts(scenario: Any, gpus: int | None, budget: float | None) -> list[int | None]:
@@ -106,8 +134,9 @@ def run(args: argparse.Namespace) -> int:
             "sweep parallel.micro_batch or the cluster instead"
         )
     cps = _cp_sizes(args.cp)
+    recipes = _recipes(args, scenario)
     results = [
-        plan(scenario, n, args.top, cps)
+        plan(scenario, n, args.top, cps, recipes)
         for n in _gpu_counts(scenario, args.gpus, args.max_usd_per_hour)
     ]
     result = merge(results, args.top)
@@ -117,37 +146,45 @@ def run(args: argparse.Namespace) -> int:
         print(dumps_json([c.record() for c in result.ranked], indent=1, sort_keys=True))
         return 0
     print(render(scenario.name, result, args.gpus == 1))
+    if args.explain and result.ranked:
+        from sim.studies.plan.explain import explain, render_explanation
+
+        print(render_explanation(explain(scenario, result.ranked[0]), scenario.name))
     return 0
 
 
 def render(name: str, result: PlanResult, single_gpu: bool = False) -> str:
-    """The plan as text: counts, the ranking, the best rejected layouts, notes."""
+    """The plan as text: counts, the ranking, per recipe its best or why none fits, the
+    cheapest that fits, the best rejected layouts, notes."""
+    several = len(result.recipes) > 1
     lines = [
         f"plan for {name} on {result.gpus} GPU(s): {result.layouts} layouts in "
         f"{result.seconds:.1f} s; {result.simulated} steps simulated, {result.pruned} cut by "
         f"the step-time bound, {len(result.rejected)} rejected, "
         f"{sum(result.skipped.counts.values())} not dividing",
     ]
+    width = 64 if several else 44
     if result.ranked:
         lines.append(
-            f"{'#':>3}  {'layout':<44} {'GPUs':>5} {'step(s)':>9} {'tokens/s':>11} {'MFU':>6} "
+            f"{'#':>3}  {'layout':<{width}} {'GPUs':>5} {'step(s)':>9} {'tokens/s':>11} {'MFU':>6} "
             f"{'mem GiB':>8} {'$/step':>8}"
         )
         for i, c in enumerate(result.ranked, 1):
-            r = c.result
-            cost = "-" if r.cost_per_step_usd is None else f"{r.cost_per_step_usd:.4f}"
-            lines.append(
-                f"{i:>3}  {c.layout.label():<44} {r.gpus:>5} {r.step_time_s:>9.4g} "
-                f"{r.tokens_per_s:>11,.0f} {r.mfu:>6.1%} {r.memory_per_gpu_bytes / GIB:>8.1f} {cost:>8}"
-            )
+            lines.append(f"{i:>3}  {c.label(several):<{width}} " + _numbers(c.result))
     else:
         lines.append("no layout fits")
+    if several:
+        lines += _recipe_lines(result)
+    cheapest = result.cheapest
+    if cheapest is not None:
+        lines.append(f"cheapest that fits: {_verdict(cheapest, several)}")
     if single_gpu:
-        lines.append(_single_gpu_verdict(result))
+        lines.append(_single_gpu_verdict(result, several))
     if result.rejected:
         lines.append("most promising rejected layouts (lowest step-time bound first):")
         for rej in result.rejected[:5]:
-            lines.append(f"  {rej.layout.label()}: {rej.reason}")
+            tag = f"{rej.recipe.label()}: " if several else ""
+            lines.append(f"  {tag}{rej.layout.label()}: {rej.reason}")
     if result.skipped.counts:
         lines.append("not dividing evenly (count: reason):")
         for reason, count in sorted(result.skipped.counts.items(), key=lambda x: (-x[1], x[0]))[:5]:
@@ -156,14 +193,46 @@ def render(name: str, result: PlanResult, single_gpu: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _single_gpu_verdict(result: PlanResult) -> str:
-    if result.ranked:
-        best = result.ranked[0]
-        return (
-            f"one GPU is enough: {best.layout.label()} needs "
-            f"{best.result.memory_per_gpu_bytes / GIB:.1f} GiB, {best.result.step_time_s:.4g} s per step; "
-            + SINGLE_GPU_MISSING
-        )
+def _numbers(r: Any) -> str:
+    cost = "-" if r.cost_per_step_usd is None else f"{r.cost_per_step_usd:.4f}"
+    return (
+        f"{r.gpus:>5} {r.step_time_s:>9.4g} {r.tokens_per_s:>11,.0f} {r.mfu:>6.1%} "
+        f"{r.memory_per_gpu_bytes / GIB:>8.1f} {cost:>8}"
+    )
+
+
+def _verdict(c: Any, several: bool) -> str:
+    r = c.result
+    cost = "" if r.cost_per_step_usd is None else f", ${r.cost_per_step_usd:.4f} per step"
+    return (
+        f"{c.label(several)} on {r.gpus} GPU(s): {r.memory_per_gpu_bytes / GIB:.1f} of "
+        f"{_hbm_gib(r):.1f} GiB, {r.step_time_s:.4g} s per step{cost}"
+    )
+
+
+def _hbm_gib(r: Any) -> float:
+    from sim.catalog import gpu_spec
+
+    return gpu_spec(r.gpu).hbm_bytes / GIB
+
+
+def _recipe_lines(result: PlanResult) -> list[str]:
+    """Per training recipe: its best configuration, or why none fits."""
+    lines = [
+        "per training recipe (fine-tuning, optimizer, offload): the best that fits, or why none does:"
+    ]
+    for o in result.recipes:
+        if o.best is not None:
+            lines.append(f"  {o.recipe.label():<28} fits: {_verdict(o.best, False)}")
+        else:
+            lines.append(f"  {o.recipe.label():<28} does not fit: {o.reason}")
+    return lines
+
+
+def _single_gpu_verdict(result: PlanResult, several: bool) -> str:
+    best = result.cheapest
+    if best is not None:
+        return f"one GPU is enough: {_verdict(best, several)}"
     least = min(
         (r for r in result.rejected if r.memory_bytes is not None),
         key=lambda r: r.memory_bytes or 0.0,
@@ -172,5 +241,6 @@ def _single_gpu_verdict(result: PlanResult) -> str:
     need = ""
     if least is not None:
         need_gib, hbm_gib = (least.memory_bytes or 0.0) / GIB, (least.hbm_bytes or 0.0) / GIB
-        need = f" (the smallest layout needs {need_gib:.1f} GiB of {hbm_gib:.1f})"
-    return f"one GPU is not enough for full fine-tuning{need}; " + SINGLE_GPU_MISSING
+        need = f" (the smallest configuration needs {need_gib:.1f} GiB of {hbm_gib:.1f})"
+    searched = ", ".join(o.recipe.label() for o in result.recipes)
+    return f"one GPU is not enough for any recipe searched ({searched}){need}"

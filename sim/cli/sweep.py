@@ -115,4 +115,9 @@ def table(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> str:
         lines.append(
             "  ".join(c.rjust(w) for c, w in zip(b[:-1], widths, strict=True)) + "  " + b[-1]
         )
+    if any(r.get("scaling_efficiency") is not None for r in rows):
+        lines.append(
+            "scaling: throughput per GPU over that of the smallest point of the same series "
+            "(rows that differ only in GPU count); '-' where a series has one GPU count"
+        )
     return "\n".join(line.rstrip() for line in lines)

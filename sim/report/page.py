@@ -7,16 +7,26 @@ Same inputs and the same matplotlib give a byte-identical file (no dates, fixed 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from html import escape
 from pathlib import Path
+from typing import Any
 
 from sim.errors import ConfigError
 from sim.files import write_atomic
 from sim.report.backend import figure_svg, import_matplotlib
+from sim.report.captions import (
+    StudyPoint,
+    breakdown_sentence,
+    memory_sentence,
+    scaling_sentence,
+)
 from sim.report.figures import MAX_PLAN_BARS, bars, figure_for
+from sim.report.glossary import glossary_html
 from sim.report.loaders import ResultSet
 from sim.report.records import RunRecord
+from sim.report.series import scaling_series
+from sim.report.study import memory_points_figure, scaling_panels_figure, share_figure, study_points
 from sim.report.tables import (
     breakdown_table,
     collective_table,
@@ -41,6 +51,8 @@ h1 { font-size: 26px; margin: 0 0 4px; } h2 { font-size: 20px; margin: 40px 0 8p
 nav a { margin-right: 14px; } .meta { color: #5b6570; margin: 0 0 12px; }
 figure { margin: 18px 0 22px; } figure svg { display: block; max-width: 100%; height: auto; }
 figcaption { color: #5b6570; font-size: 13px; margin-top: 4px; }
+p.finding { color: #1d2329; font-size: 14px; font-weight: 600; margin: 2px 0 4px; }
+dl.glossary dt { font-weight: 600; margin-top: 8px; } dl.glossary dd { margin: 2px 0 0 18px; }
 .note { background: #fff7e0; border-left: 4px solid #e0a800; padding: 8px 12px; margin: 8px 0; }
 .table-wrap { overflow-x: auto; margin: 8px 0 18px; }
 table.data { border-collapse: collapse; font-size: 12.5px; font-variant-numeric: tabular-nums; }
@@ -66,8 +78,20 @@ class _Page:
 
     def figure(self, sets: Sequence[ResultSet], kind: str, caption: str, absent: str) -> None:
         """The figure, or a visible note saying why it is not there."""
+        self.drawn(kind, lambda: figure_for(sets, kind), caption, absent)
+
+    def drawn(
+        self,
+        kind: str,
+        build: Callable[[], Any],
+        caption: str,
+        absent: str,
+        sentence: str = "",
+    ) -> None:
+        """The figure ``build`` draws, its caption and the sentence read from its numbers;
+        a visible note instead when it raises ConfigError (nothing to draw)."""
         try:
-            fig = figure_for(sets, kind)
+            fig = build()
         except ConfigError as e:
             self.add(
                 f'<figure class="figure skipped" data-figure="{kind}">'
@@ -77,9 +101,10 @@ class _Page:
         self.figures += 1
         svg = figure_svg(fig, f"f{self.figures}")
         svg = svg.replace("<svg ", f'<svg role="img" aria-label="{escape(caption)}" ', 1)
+        said = f'<p class="finding">{escape(sentence)}</p>' if sentence else ""
         self.add(
             f'<figure class="figure" data-figure="{kind}" id="fig{self.figures}">\n{svg}\n'
-            f"<figcaption>{escape(caption)}</figcaption></figure>"
+            f"<figcaption>{said}{escape(caption)}</figcaption></figure>"
         )
 
 
@@ -155,24 +180,64 @@ def _plans_section(page: _Page, rs: ResultSet, index: int) -> None:
 
 def _sweeps_section(page: _Page, sets: Sequence[ResultSet]) -> None:
     page.add('<section id="sweeps"><h2>Sweeps</h2>')
-    page.figure(
-        sets,
-        "scaling",
-        "Throughput and step time against GPUs (log scales). Solid: best fitting point per GPU "
-        "count; dashed: ideal linear scaling from each series' smallest point.",
-        "Scaling curves",
-    )
     for rs in sets:
-        failed = sum(1 for r in rs.records if not r.ok)
-        if failed:
-            _notes(
-                page,
-                [
-                    f"{rs.source}: {failed} of {len(rs.records)} points failed (see 'failed because')."
-                ],
-            )
-        page.add(table_html(sweep_table(rs)))
+        _study(page, rs)
     page.add("</section>")
+
+
+def _study(page: _Page, rs: ResultSet) -> None:
+    """One sweep file: scaling per panel, where the time goes, memory, then its table."""
+    rows = rs.records
+    series = scaling_series(rows)
+    points = study_points(rows)
+    page.add(f"<h3>{escape(rs.source)}</h3>")
+
+    def scaling() -> Any:
+        if not any(len(s.gpus) > 1 for s in series):
+            raise ConfigError("no series has two GPU counts that fit: there is no scaling here")
+        return scaling_panels_figure(series)
+
+    page.drawn(
+        "scaling",
+        scaling,
+        "Top: throughput against GPUs (log scales); dashed: ideal linear scaling from each "
+        "series' smallest point. Bottom: scaling efficiency, the throughput per GPU over that "
+        "of the series' smallest point (100%: linear). A series is the points that differ "
+        "only in GPU count; one panel per model.",
+        "Scaling curves",
+        scaling_sentence(series),
+    )
+    with_parts = [p for p in points if p.breakdown]
+
+    def parts(build: Callable[[Sequence[StudyPoint]], Any]) -> Callable[[], Any]:
+        def draw() -> Any:
+            if not with_parts:
+                raise ConfigError("these rows carry no breakdown (written by an older clustersim)")
+            return build(with_parts)
+
+        return draw
+
+    page.drawn(
+        "breakdown",
+        parts(share_figure),
+        "Where each point's step time goes, as shares of the step (the parts sum to it); "
+        "the step time is written at the end of each bar.",
+        "Breakdown per point",
+        breakdown_sentence(with_parts) if with_parts else "",
+    )
+    page.drawn(
+        "memory",
+        parts(memory_points_figure),
+        "Memory of the fullest GPU of each point by kind; dashed: the GPU's capacity.",
+        "Memory per point",
+        memory_sentence(with_parts) if with_parts else "",
+    )
+    failed = sum(1 for r in rows if not r.ok)
+    if failed:
+        _notes(
+            page, [f"{rs.source}: {failed} of {len(rows)} points failed (see 'failed because')."]
+        )
+    page.add(table_html(sweep_table(rs)))
 
 
 def _collectives_section(page: _Page, sets: Sequence[ResultSet]) -> None:
@@ -218,6 +283,7 @@ def report_html(inputs: Sequence[ResultSet], title: str = "clustersim report") -
         _sweeps_section(page, by_kind["sweep"])
     if by_kind["collective"]:
         _collectives_section(page, by_kind["collective"])
+    page.add(glossary_html())
     sources = "".join(
         f"<tr><td>{escape(s.source)}</td><td>{s.kind}</td><td class='num'>{len(s.records)}</td></tr>"
         for s in inputs
@@ -243,6 +309,7 @@ def _nav(by_kind: dict[str, list[ResultSet]]) -> str:
     links += [(f"plans-{i}", f"Plans: {rs.source}") for i, rs in enumerate(by_kind["plan"], 1)]
     links += [("sweeps", "Sweeps")] if by_kind["sweep"] else []
     links += [("collectives", "Collectives")] if by_kind["collective"] else []
+    links += [("glossary", "Glossary")]
     return "<nav>" + "".join(f'<a href="#{a}">{escape(t)}</a>' for a, t in links) + "</nav>\n"
 
 

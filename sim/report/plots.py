@@ -22,14 +22,23 @@ from sim.report.series import (
     hbm_capacity_bytes,
 )
 
-__all__ = ["breakdown_figure", "busbw_figure", "links_figure", "memory_figure", "scaling_figure"]
+__all__ = [
+    "breakdown_figure",
+    "busbw_figure",
+    "component_colors",
+    "line_handle",
+    "links_figure",
+    "memory_figure",
+    "palette",
+    "scaling_figure",
+]
 
 GIB = 2.0**30
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p")
 _HBM_COLOR = "#c0392b"
 
 
-def _palette(n: int) -> list[Any]:
+def palette(n: int) -> list[Any]:
     """``n`` distinct colours, the same ones for the same positions in every figure."""
     from matplotlib import colormaps
 
@@ -37,10 +46,10 @@ def _palette(n: int) -> list[Any]:
     return [cmap(i % cmap.N) for i in range(n)]
 
 
-def _component_colors(names: Sequence[str], preferred: Sequence[str]) -> dict[str, Any]:
+def component_colors(names: Sequence[str], preferred: Sequence[str]) -> dict[str, Any]:
     """A fixed colour per component: the known ones keep theirs whatever else is shown."""
     order = list(preferred) + sorted(set(names) - set(preferred))
-    colors = _palette(len(order))
+    colors = palette(len(order))
     return {n: colors[order.index(n)] for n in names}
 
 
@@ -55,7 +64,7 @@ def scaling_figure(series: Sequence[ScalingSeries]) -> Any:
     with styled() as figure:
         fig = figure(figsize=(10.0, 4.2), layout="constrained")
         ax_t, ax_s = fig.subplots(1, 2)
-        colors = _palette(len(series))
+        colors = palette(len(series))
         gpus = sorted({g for s in series for g in (*s.gpus, *s.unfit_gpus)})
         for s, c in zip(series, colors, strict=True):
             for ax, y, ideal, unfit in (
@@ -86,14 +95,14 @@ def scaling_figure(series: Sequence[ScalingSeries]) -> Any:
             ax.yaxis.set_minor_formatter(NullFormatter())
         handles = ax_t.get_legend_handles_labels()[0]
         handles += [
-            _line_handle("--", "grey", "ideal linear scaling (dashed)"),
-            _line_handle("none", "grey", "does not fit in memory", marker="o", mfc="none"),
+            line_handle("--", "grey", "ideal linear scaling (dashed)"),
+            line_handle("none", "grey", "does not fit in memory", marker="o", mfc="none"),
         ]
         fig.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)))
     return fig
 
 
-def _line_handle(style: Any, color: str, label: str, **kw: Any) -> Any:
+def line_handle(style: Any, color: str, label: str, **kw: Any) -> Any:
     """A legend entry that is not drawn in the axes."""
     from matplotlib.lines import Line2D
 
@@ -109,7 +118,7 @@ def _stacked_bars(
 ) -> None:
     """Horizontal bars, one per label, stacked by component (values divided by ``scale``)."""
     names = components(parts, preferred)
-    colors = _component_colors(names, preferred)
+    colors = component_colors(names, preferred)
     y = list(range(len(labels)))
     left = [0.0] * len(labels)
     for name in names:
@@ -182,10 +191,13 @@ def memory_figure(bars: Sequence[tuple[str, RunRecord]]) -> Any:
 
 
 def links_figure(matrix: LinkMatrix) -> Any:
-    """Heatmap of link utilisation: the busiest links (rows) in each run (columns)."""
+    """Heatmap of link utilisation: the busiest links (rows) in each run (columns); for a
+    single run, bars (a one-column heatmap of small shares reads as one colour)."""
     import numpy as np
 
     rows, cols = len(matrix.links), len(matrix.runs)
+    if cols == 1:
+        return _link_bars(matrix)
     with styled() as figure:
         fig = figure(figsize=(max(6.0, 3.5 + 1.8 * cols), 1.4 + 0.24 * rows), layout="constrained")
         ax = fig.subplots()
@@ -216,6 +228,38 @@ def links_figure(matrix: LinkMatrix) -> Any:
     return fig
 
 
+def _link_bars(matrix: LinkMatrix) -> Any:
+    """The busiest links of one run as horizontal bars of utilisation, coloured by kind."""
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import PercentFormatter
+
+    kinds = list(dict.fromkeys(matrix.kinds))
+    colors = dict(zip(kinds, palette(len(kinds)), strict=True))
+    util = [row[0] for row in matrix.utilisation]
+    with styled() as figure:
+        fig = figure(figsize=(9.0, 1.4 + 0.22 * len(util)), layout="constrained")
+        ax = fig.subplots()
+        y = list(range(len(util)))
+        ax.barh(y, util, color=[colors[k] for k in matrix.kinds], height=0.7)
+        for i, u in enumerate(util):
+            ax.annotate(f" {_percent(u)}", (u, i), va="center", fontsize=7)
+        ax.set_yticks(y, labels=list(matrix.links))
+        ax.set_ylim(len(util) - 0.5, -0.5)
+        ax.set_xlim(0.0, max(1.0, max(util, default=0.0)) * 1.08)
+        ax.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+        ax.set_xlabel("utilisation (busy fraction of the step)")
+        ax.grid(axis="y", visible=False)
+        shown = (
+            f"busiest {len(util)} of {matrix.total_links}"
+            if len(util) < matrix.total_links
+            else "all"
+        )
+        ax.set_title(f"Link utilisation, {matrix.runs[0]} ({shown} links)")
+        handles = [Patch(color=colors[k], label=k) for k in kinds]
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(5, len(handles)))
+    return fig
+
+
 def _percent(u: float) -> str:
     """Utilisation as a whole percent; a small non-zero share reads '<1%', not '0%'."""
     return "<1%" if 0 < u < 0.005 else f"{u:.0%}"
@@ -238,7 +282,7 @@ def busbw_figure(series: Sequence[CollectiveSeries]) -> Any:
     with styled() as figure:
         fig = figure(figsize=(9.0, 4.6), layout="constrained")
         ax = fig.subplots()
-        for s, c in zip(series, _palette(len(series)), strict=True):
+        for s, c in zip(series, palette(len(series)), strict=True):
             ax.plot(s.size_bytes, s.busbw_GBps, "-", color=c, label=s.label)
             for a in algos:
                 pts = [
@@ -264,6 +308,6 @@ def busbw_figure(series: Sequence[CollectiveSeries]) -> Any:
         ax.set_ylim(bottom=0.0)
         first = ax.legend(loc="upper left")
         ax.add_artist(first)
-        handles = [_line_handle("none", "grey", a, marker=marker[a]) for a in algos]
+        handles = [line_handle("none", "grey", a, marker=marker[a]) for a in algos]
         ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), title="algorithm")
     return fig

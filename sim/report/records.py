@@ -25,7 +25,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
+    "SWEEP_BREAKDOWN",
+    "SWEEP_MEMORY",
     "SWEEP_METRICS",
+    "SWEEP_PARTS",
+    "SWEEP_SCOPES",
     "CollectiveRecord",
     "LinkRecord",
     "PlanRecord",
@@ -134,17 +138,67 @@ class PlanRecord(RunRecord):
     parallel: dict[str, Any]
 
 
+SWEEP_BREAKDOWN = (
+    "compute",
+    "tp_comm_exposed",
+    "cp_comm_exposed",
+    "ep_comm",
+    "zero3_gather_exposed",
+    "pipeline_bubble",
+    "pp_comm_exposed",
+    "dp_comm_exposed",
+    "optimizer",
+    "outer_optimizer",
+    "param_gather",
+    "other",
+)
+"""Step-time components a sweep row carries (``breakdown.NAME`` columns, seconds); a
+component the simulator adds later is summed into ``other``, so the parts still sum to
+the step time."""
+
+SWEEP_MEMORY = (
+    "weights",
+    "grads",
+    "optimizer",
+    "activations",
+    "workspace",
+    "fragmentation",
+    "error_feedback",
+    "powersgd_pq",
+    "outer_optimizer",
+    "other",
+)
+"""Memory components of the fullest GPU a sweep row carries (``memory_breakdown.NAME``
+columns, bytes); unknown ones are summed into ``other``."""
+
+SWEEP_SCOPES = ("nvlink", "pcie", "net")
+"""Link scopes of the ``link_bytes_by_scope.SCOPE`` columns (bytes on the wire per step)."""
+
+SWEEP_PARTS = {
+    "breakdown": SWEEP_BREAKDOWN,
+    "memory_breakdown": SWEEP_MEMORY,
+    "link_bytes_by_scope": SWEEP_SCOPES,
+}
+"""Each nested field of a sweep row and its flat column names (``FIELD.NAME``)."""
+
 SWEEP_METRICS = (
     "point",
     "gpus",
+    "gpu",
     "step_time_s",
     "tokens_per_s",
+    "throughput_unit",
     "tflops_per_gpu",
     "mfu",
     "memory_per_gpu_bytes",
+    "hbm_bytes",
     "fits",
     "cost_per_step_usd",
+    "profile",
     "scaling_efficiency",
+    "scaling_series",
+    "scaling_reference_point",
+    *(f"{field}.{name}" for field, names in SWEEP_PARTS.items() for name in names),
     "reason",
 )
 """The fixed columns of a sweep row; every other column is a grid key."""
@@ -157,6 +211,7 @@ class SweepRow(BaseModel):
     ``model_extra``, in file order). A failed point has a ``reason`` and no metrics;
     any other point needs all of ``step_time_s``, ``tokens_per_s``, ``tflops_per_gpu``,
     ``mfu``, ``memory_per_gpu_bytes`` and ``fits``. Non-finite numbers read as missing.
+    Files written before rows carried their breakdowns read with empty dicts there.
 
     Attributes
     ----------
@@ -164,14 +219,31 @@ class SweepRow(BaseModel):
         The point's index in the sweep (its order in the grid), when the file has it.
     gpus : int
         GPUs of the point (0 for a failed point whose cluster could not be built).
+    gpu : str or None
+        GPU model (catalog name), e.g. ``"H100-SXM"``.
     step_time_s, tokens_per_s, tflops_per_gpu, mfu, memory_per_gpu_bytes : float or None
         As in :class:`RunRecord`.
+    throughput_unit : str or None
+        What ``tokens_per_s`` counts: ``"tokens/s"``, or ``"images/s"`` for CNNs.
+    hbm_bytes : float or None
+        HBM capacity of one GPU, bytes.
     fits : bool or None
         Whether it fits in memory.
     cost_per_step_usd : float or None
         Cost of one step in US dollars, when the scenario has a price.
+    profile : str or None
+        The parameter profile the point was simulated with (``defaults``: shipped ones).
     scaling_efficiency : float or None
-        Throughput per GPU relative to the sweep's reference point, a fraction.
+        Throughput per GPU over that of the smallest point of the same series, a fraction
+        (:mod:`sim.studies.efficiency`); None where the series has one GPU count only.
+    scaling_series : str or None
+        The series the point belongs to: the values of the keys that do not set the GPU
+        count, and the GPU model (``""`` when the whole sweep is one series).
+    scaling_reference_point : int or None
+        The ``point`` the efficiency is measured against.
+    breakdown, memory_breakdown, link_bytes_by_scope : dict[str, float]
+        From the ``breakdown.*``, ``memory_breakdown.*`` and ``link_bytes_by_scope.*``
+        columns (seconds, bytes, bytes): as in :class:`RunRecord`.
     reason : str or None
         Why the point could not be simulated.
     """
@@ -180,15 +252,44 @@ class SweepRow(BaseModel):
 
     point: int | None = Field(default=None, ge=0)
     gpus: int = Field(default=0, ge=0)
+    gpu: str | None = None
     step_time_s: float | None = Field(default=None, gt=0.0)
     tokens_per_s: float | None = Field(default=None, ge=0.0)
+    throughput_unit: str | None = None
     tflops_per_gpu: float | None = Field(default=None, ge=0.0)
     mfu: float | None = Field(default=None, ge=0.0)
     memory_per_gpu_bytes: float | None = Field(default=None, ge=0.0)
+    hbm_bytes: float | None = None
     fits: bool | None = None
     cost_per_step_usd: float | None = None
+    profile: str | None = None
     scaling_efficiency: float | None = None
+    scaling_series: str | None = None
+    scaling_reference_point: int | None = None
+    breakdown: dict[str, float] = Field(default_factory=dict)
+    memory_breakdown: dict[str, float] = Field(default_factory=dict)
+    link_bytes_by_scope: dict[str, float] = Field(default_factory=dict)
     reason: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_parts(cls, data: Any) -> Any:
+        """``breakdown.compute`` -> ``breakdown["compute"]`` (flat files to nested fields)."""
+        if not isinstance(data, dict):
+            return data
+        out: dict[str, Any] = {}
+        parts: dict[str, dict[str, float]] = {f: {} for f in SWEEP_PARTS}
+        for key, value in data.items():
+            field, dot, name = str(key).partition(".")
+            if dot and field in SWEEP_PARTS:
+                if isinstance(value, (int, float)) and math.isfinite(value):
+                    parts[field][name] = float(value)
+            else:
+                out[key] = value
+        for field, values in parts.items():
+            if values and not isinstance(out.get(field), dict):
+                out[field] = values
+        return out
 
     @field_validator(
         "step_time_s",
@@ -196,6 +297,7 @@ class SweepRow(BaseModel):
         "tflops_per_gpu",
         "mfu",
         "memory_per_gpu_bytes",
+        "hbm_bytes",
         "cost_per_step_usd",
         "scaling_efficiency",
         mode="before",
@@ -208,6 +310,12 @@ class SweepRow(BaseModel):
     @classmethod
     def _unknown_gpus(cls, v: Any) -> Any:
         return 0 if v is None else v
+
+    @field_validator("scaling_series", "gpu", "profile", "throughput_unit", mode="before")
+    @classmethod
+    def _text(cls, v: Any) -> Any:
+        """CSV reads an empty cell as None and a number-like label as a number."""
+        return None if v is None else str(v)
 
     @model_validator(mode="after")
     def _metrics_or_reason(self) -> SweepRow:

@@ -23,12 +23,17 @@ __all__ = [
     "ScalingSeries",
     "collective_series",
     "components",
+    "facet_key",
     "hbm_capacity_bytes",
     "link_matrix",
     "plan_labels",
     "run_labels",
     "scale_keys",
     "scaling_series",
+    "series_labels",
+    "short_label",
+    "split_label",
+    "throughput_unit",
 ]
 
 BREAKDOWN_ORDER = (
@@ -82,7 +87,7 @@ class ScalingSeries:
     Attributes
     ----------
     label : str
-        The series' grid values, e.g. ``"topology=h100-ib-ndr"`` (empty for a single series).
+        The series' key values, e.g. ``"topology=h100-ib-ndr"`` (empty for a single series).
     gpus : tuple of int
         GPU counts, ascending.
     tokens_per_s, step_time_s : tuple of float
@@ -92,6 +97,11 @@ class ScalingSeries:
         time ``tokens_per_step(g) / (T0 * g / g0)``, so weak and strong scaling both read right.
     unfit_gpus, unfit_tokens_per_s, unfit_step_time_s : tuple
         Simulated points that do not fit in memory (drawn hollow, not joined).
+    facet : str
+        The value of the key the report draws one panel per value of (the model, say),
+        ``""`` when one panel holds every series.
+    unit : str
+        What the throughput counts: ``"tokens/s"`` or ``"images/s"``.
     """
 
     label: str
@@ -103,6 +113,14 @@ class ScalingSeries:
     unfit_gpus: tuple[int, ...] = ()
     unfit_tokens_per_s: tuple[float, ...] = ()
     unfit_step_time_s: tuple[float, ...] = ()
+    facet: str = ""
+    unit: str = "tokens/s"
+
+    @property
+    def efficiency(self) -> tuple[float, ...]:
+        """Throughput per GPU over that of the series' smallest point, per GPU count."""
+        return tuple(t / i if i > 0 else math.nan
+                     for t, i in zip(self.tokens_per_s, self.ideal_tokens_per_s, strict=True))  # fmt: skip
 
 
 def scale_keys(rows: Sequence[SweepRow]) -> list[str]:
@@ -119,19 +137,75 @@ def scale_keys(rows: Sequence[SweepRow]) -> list[str]:
     >>> scale_keys(rows)
     ['nodes']
     """
-    keys = _grid_keys(rows)
-    out = []
-    for key in keys:
-        counts: dict[str, set[int]] = {}
-        for r in rows:
-            counts.setdefault(repr(r.grid.get(key)), set()).add(r.gpus)
-        if len(counts) > 1 and all(len(c) == 1 for c in counts.values()):
-            out.append(key)
+    from sim.studies.efficiency import gpu_count_keys
+
+    return gpu_count_keys([_as_dict(r) for r in rows], _grid_keys(rows))
+
+
+def _as_dict(r: SweepRow) -> dict[str, Any]:
+    """What :mod:`sim.studies.efficiency` reads of a row."""
+    return {**r.grid, "gpus": r.gpus, "gpu": r.gpu, "tokens_per_s": r.tokens_per_s,
+            "fits": r.fits, "reason": r.reason}  # fmt: skip
+
+
+def series_labels(rows: Sequence[SweepRow]) -> list[str]:
+    """The series of each row: the file's ``scaling_series`` column, or, for files written
+    before rows carried it, the same rule (:mod:`sim.studies.efficiency`) applied to the
+    grid keys (without the study's ``cases``, which such a file does not record)."""
+    if any(r.scaling_series is not None for r in rows if r.ok):
+        return [r.scaling_series or "" for r in rows]
+    from sim.studies.efficiency import scaling_columns
+
+    cols = scaling_columns([_as_dict(r) for r in rows], _grid_keys(rows))
+    return [c["scaling_series"] or "" for c in cols]
+
+
+def split_label(label: str) -> dict[str, str]:
+    """``"a.b=1, c=x"`` -> ``{"a.b": "1", "c": "x"}``.
+
+    >>> split_label("model.preset=vgg16, parallel.overlap_dp=true")
+    {'model.preset': 'vgg16', 'parallel.overlap_dp': 'true'}
+    """
+    out = {}
+    for part in label.split(", ") if label else []:
+        key, _, value = part.partition("=")
+        out[key] = value
     return out
 
 
+FACET_KEYS = ("model.preset", "gpu", "cluster.topology")
+"""Keys the report draws one panel per value of, first present first (when series vary in it)."""
+MAX_SERIES_PER_AXIS = 6
+
+
+def facet_key(labels: Sequence[str]) -> str | None:
+    """The series key that gets one panel per value: the model where it varies (its
+    throughputs differ by orders of magnitude), else the GPU model or fabric when one
+    axis would hold more than :data:`MAX_SERIES_PER_AXIS` series; None: one panel."""
+    keys: dict[str, set[str]] = {}
+    for label in set(labels):
+        for k, v in split_label(label).items():
+            keys.setdefault(k, set()).add(v)
+    varying = [k for k, vs in keys.items() if len(vs) > 1]
+    if "model.preset" in varying:
+        return "model.preset"
+    if len(set(labels)) <= MAX_SERIES_PER_AXIS:
+        return None
+    return next((k for k in (*FACET_KEYS, *varying) if k in varying), None)
+
+
+def short_label(label: str, drop: str | None) -> str:
+    """A series label for a legend: the facet's key left out, keys by their last part.
+
+    >>> short_label("model.preset=vgg16, parallel.overlap_dp=true", "model.preset")
+    'overlap_dp=true'
+    """
+    parts = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in split_label(label).items() if k != drop]
+    return ", ".join(parts)
+
+
 def scaling_series(rows: Sequence[SweepRow], prefix: str = "") -> list[ScalingSeries]:
-    """Group sweep points into scaling curves (one per value of the non-scale grid keys).
+    """Group sweep points into scaling curves (one per series, :func:`series_labels`).
 
     Failed points are left out. Where grouping leaves every curve with a single GPU
     count (the grid varied the plan at each size, not a separate scale key), the curve is
@@ -144,23 +218,28 @@ def scaling_series(rows: Sequence[SweepRow], prefix: str = "") -> list[ScalingSe
     prefix : str
         Put before every label (the source file when several sweeps share a figure).
     """
-    ok = [r for r in rows if r.ok]
-    scale = set(scale_keys(ok))
-    series_keys = [k for k in _grid_keys(ok) if k not in scale]
+    labels = series_labels(rows)
     groups: dict[str, list[SweepRow]] = {}
-    for r in ok:
-        label = ", ".join(f"{k}={r.grid.get(k)}" for k in series_keys)
-        groups.setdefault(label, []).append(r)
+    for r, label in zip(rows, labels, strict=True):
+        if r.ok:
+            groups.setdefault(label, []).append(r)
     if all(len({r.gpus for r in g}) < 2 for g in groups.values()):
-        groups = {"best per GPU count" if series_keys else "": ok}
-    return [_series(_join(prefix, label), g) for label, g in groups.items()]
+        named = any(label for label in groups)
+        best = "best per GPU count" if named else ""
+        return [_series(_join(prefix, best), [r for r in rows if r.ok])]
+    key = facet_key(list(groups))
+    out = []
+    for label, g in groups.items():
+        facet = split_label(label).get(key, "") if key else ""
+        out.append(_series(_join(prefix, short_label(label, key)), g, facet))
+    return out
 
 
 def _join(prefix: str, label: str) -> str:
     return ": ".join(p for p in (prefix, label) if p)
 
 
-def _series(label: str, rows: list[SweepRow]) -> ScalingSeries:
+def _series(label: str, rows: list[SweepRow], facet: str = "") -> ScalingSeries:
     """Best fitting point per GPU count; the ideal line from the smallest of them."""
     best: dict[int, SweepRow] = {}
     for r in rows:
@@ -189,7 +268,15 @@ def _series(label: str, rows: list[SweepRow]) -> ScalingSeries:
         unfit_gpus=tuple(r.gpus for r in unfit),
         unfit_tokens_per_s=tuple(_tps(r) for r in unfit),
         unfit_step_time_s=tuple(float(r.step_time_s or 0.0) for r in unfit),
+        facet=facet,
+        unit=throughput_unit(rows),
     )
+
+
+def throughput_unit(rows: Iterable[SweepRow]) -> str:
+    """``images/s`` when the rows say their throughput counts images, else ``tokens/s``."""
+    units = {r.throughput_unit for r in rows if r.throughput_unit}
+    return units.pop() if len(units) == 1 else "tokens/s"
 
 
 def _tps(r: SweepRow) -> float:

@@ -4,6 +4,12 @@ The point runs through the simulator's entry points only (a scenario of either k
 :func:`sim.training.layers.simulate_any`, a StepResult out), as a user would. A point whose scenario is invalid (a
 plan that does not divide, an unknown preset) becomes a row with a ``reason``; a plan
 that does not fit in memory is simulated and flagged ``fits = False``.
+
+A row keeps the story of its step: the step-time breakdown (``breakdown.*``, seconds),
+the fullest GPU's memory by kind (``memory_breakdown.*``, bytes) and its HBM capacity,
+bytes on the wire per link scope (``link_bytes_by_scope.*``), the GPU model, what the
+throughput counts (tokens or images) and the parameter profile the step used (resolved as
+every entry point resolves it: :func:`sim.training.setup.prepare_step`).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ClusterSimError
-from sim.report.records import SWEEP_METRICS
+from sim.report.records import SWEEP_METRICS, SWEEP_PARTS
 from sim.result import StepResult
 from sim.scenario.load import apply_overrides
 from sim.studies.grid import override_items
@@ -21,15 +27,45 @@ from sim.studies.grid import override_items
 __all__ = ["METRICS", "evaluate_point", "metrics_of"]
 
 METRICS = tuple(k for k in SWEEP_METRICS if k != "point")
-"""The columns after the grid keys, in order (``scaling_efficiency`` is filled at the end)."""
+"""The columns after the grid keys, in order (the ``scaling_*`` ones are filled at the end)."""
 
 
-def metrics_of(result: StepResult) -> dict[str, Any]:
-    """The sweep columns of one simulated step (``scaling_efficiency`` left empty)."""
+def _parts(field: str, values: Mapping[str, float]) -> dict[str, float]:
+    """``FIELD.NAME`` columns of one nested field; names not listed are summed into other."""
+    names = SWEEP_PARTS[field]
+    out = dict.fromkeys((f"{field}.{n}" for n in names), 0.0)
+    for name, value in values.items():
+        column = f"{field}.{name}" if name in names else f"{field}.other"
+        out[column] += float(value)
+    return out
+
+
+def _hbm_bytes(gpu: str) -> float | None:
+    from sim.catalog import gpu_spec
+
+    try:
+        return float(gpu_spec(gpu).hbm_bytes)
+    except ClusterSimError:
+        return None
+
+
+def metrics_of(result: StepResult, scenario: Any = None) -> dict[str, Any]:
+    """The sweep columns of one simulated step (the ``scaling_*`` columns left empty).
+
+    ``scenario`` (the one simulated) gives what throughput counts: images per second for a
+    layer-list model (a CNN), tokens otherwise.
+    """
+    from sim.scenario.layer_list import LayerScenario
+
     rec = result.to_dict()
-    out = {k: rec[k] for k in METRICS if k in rec}
-    out["scaling_efficiency"] = None
-    out["reason"] = None
+    out: dict[str, Any] = dict.fromkeys(METRICS)
+    out.update({k: rec[k] for k in METRICS if k in rec})
+    for field in SWEEP_PARTS:
+        out.update(_parts(field, rec[field]))
+    out["hbm_bytes"] = _hbm_bytes(result.gpu)
+    images = isinstance(scenario, LayerScenario)
+    out["throughput_unit"] = "images/s" if images else "tokens/s"
+    out["profile"] = result.profile.get("name")
     return out
 
 
@@ -93,4 +129,4 @@ def evaluate_point(
     except ClusterSimError as e:
         empty = dict.fromkeys(METRICS)
         return {**row, **empty, "gpus": _gpus_of(scenario_raw), "reason": str(e)}
-    return {**row, **metrics_of(result)}
+    return {**row, **metrics_of(result, scenario)}

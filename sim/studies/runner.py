@@ -2,7 +2,7 @@
 
 Backends yield ``(point index, row)`` as points finish; :func:`run_sweep` appends each
 row to the result file at once, shows progress with an ETA on stderr, and at the end
-fills ``scaling_efficiency`` and rewrites the file in point order. Every point is
+fills the ``scaling_*`` columns and rewrites the file in point order. Every point is
 simulated on its own from the same inputs, so the rows do not depend on the backend,
 the number of workers or the order in which points finished.
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 from sim.errors import ConfigError
 from sim.report.backend import MissingExtraError
-from sim.studies.efficiency import scaling_efficiency
+from sim.studies.efficiency import scaling_columns
 from sim.studies.files import RowFile, cell
 from sim.studies.grid import SweepSpec
 from sim.studies.points import METRICS, evaluate_point
@@ -189,8 +189,8 @@ def run_sweep(
         if sink is not None:
             sink.close()
     rows = [done[i] for i in range(len(points))]
-    for row, eff in zip(rows, scaling_efficiency(rows, spec.keys, spec.case_keys), strict=True):
-        row["scaling_efficiency"] = eff
+    for row, scaling in zip(rows, scaling_columns(rows, spec.keys, spec.case_keys), strict=True):
+        row.update(scaling)
     if sink is not None:
         sink.finish(rows)
     return rows

@@ -13,6 +13,10 @@ the analytical network, and prunes three ways before simulating:
 The finalists are then run with each overlap switch off too (the search assumes overlap
 never slows a step; the finalists check it). Ties break on cost per step, then on the
 layout's fields, so the ranking is deterministic.
+
+Every layout is searched under each training *recipe* asked for (fine-tuning, optimizer,
+offload: :mod:`.recipes`; default the scenario's own), and :attr:`PlanResult.recipes`
+says, per recipe, its best fitting configuration or why none fits.
 """
 
 from __future__ import annotations
@@ -30,25 +34,35 @@ from sim.result import StepResult
 from sim.scenario.load import ClusterSection, Scenario
 from sim.studies.plan.bounds import ShapeTimes, lower_bound_s, shape_of
 from sim.studies.plan.memory import estimate_memory, least_memory
+from sim.studies.plan.recipes import FULL, Recipe, own_recipe
 from sim.studies.plan.space import RECOMPUTE_ORDER, Layout, Skipped, layouts
 from sim.workload.models import ModelSpec
 
-__all__ = ["Candidate", "PlanResult", "Rejected", "merge", "plan"]
+__all__ = ["Candidate", "PlanResult", "RecipeOutcome", "Rejected", "merge", "plan"]
 
 FINALISTS = 3
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """A simulated layout and its step."""
+    """A simulated layout, the training recipe it ran with, and its step."""
 
     layout: Layout
     result: StepResult
+    recipe: Recipe = FULL
+
+    def label(self, with_recipe: bool = False) -> str:
+        """The layout's label, with the recipe's first when several were searched."""
+        return (
+            f"{self.recipe.label()}: {self.layout.label()}" if with_recipe else self.layout.label()
+        )
 
     def record(self) -> dict[str, Any]:
-        """``run --json``'s fields plus ``parallel`` (the settings) and ``layout`` (a label)."""
+        """``run --json``'s fields plus ``parallel`` and ``training`` (the settings) and
+        ``layout`` (a label)."""
         return {
             "parallel": self.layout.settings(),
+            "training": self.recipe.settings(),
             "layout": self.layout.label(),
             **self.result.to_dict(),
         }
@@ -63,6 +77,26 @@ class Rejected:
     memory_bytes: float | None = None
     hbm_bytes: float | None = None
     bound_s: float = math.inf
+    recipe: Recipe = FULL
+
+
+@dataclass(frozen=True)
+class RecipeOutcome:
+    """What one training recipe gave: its best fitting candidate, or why none fits.
+
+    Attributes
+    ----------
+    recipe : Recipe
+        Fine-tuning, optimizer and offload.
+    best : Candidate or None
+        Its fastest fitting configuration (cheapest on ties).
+    reason : str or None
+        Why no layout fits under it (the rejected layout that came closest in memory).
+    """
+
+    recipe: Recipe
+    best: Candidate | None
+    reason: str | None = None
 
 
 @dataclass
@@ -96,6 +130,18 @@ class PlanResult:
     pruned: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    recipes: list[RecipeOutcome] = field(default_factory=list)
+
+    @property
+    def cheapest(self) -> Candidate | None:
+        """The fitting candidate with the lowest cost per step (GPU-seconds without a price)."""
+        return min(self.ranked, key=_cost_key, default=None)
+
+
+def _cost_key(c: Candidate) -> tuple[float, float, Layout, Recipe]:
+    r = c.result
+    cost = r.cost_per_step_usd if r.cost_per_step_usd is not None else r.gpus * r.step_time_s
+    return (cost, r.step_time_s, c.layout, c.recipe)
 
 
 def _with(scenario: Scenario, layout: Layout, cluster: ClusterSection) -> Scenario:
@@ -103,8 +149,8 @@ def _with(scenario: Scenario, layout: Layout, cluster: ClusterSection) -> Scenar
     return dataclasses.replace(scenario, parallel=par, cluster=cluster)
 
 
-def _rank_key(c: Candidate) -> tuple[float, float, Layout]:
-    return (c.result.step_time_s, c.result.cost_per_step_usd or 0.0, c.layout)
+def _rank_key(c: Candidate) -> tuple[float, float, Layout, Recipe]:
+    return (c.result.step_time_s, c.result.cost_per_step_usd or 0.0, c.layout, c.recipe)
 
 
 class _Search:
@@ -237,7 +283,11 @@ class _Search:
 
 
 def plan(
-    scenario: Scenario, gpus: int | None = None, top: int = 10, cps: Sequence[int] = (1,)
+    scenario: Scenario,
+    gpus: int | None = None,
+    top: int = 10,
+    cps: Sequence[int] = (1,),
+    recipes: Sequence[Recipe] | None = None,
 ) -> PlanResult:
     """Search the layouts of ``scenario``'s job on its cluster (or on ``gpus`` GPUs).
 
@@ -253,11 +303,15 @@ def plan(
     cps : sequence of int
         Context-parallel sizes to search (default ``(1,)``: no context parallelism, and
         the search costs what it did before CP existed).
+    recipes : sequence of Recipe, optional
+        Training recipes (fine-tuning, optimizer, offload) to search every layout under
+        (:mod:`sim.studies.plan.recipes`); default the scenario's own.
 
     Returns
     -------
     PlanResult
-        The ranking, the rejected layouts and the search's counts.
+        The ranking, the rejected layouts, the search's counts, and per recipe its best
+        configuration or why none fits.
 
     Examples
     --------
@@ -272,22 +326,40 @@ def plan(
         raise ConfigError(f"--top {top}: expected an integer >= 1")
     if not cps or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in cps):
         raise ConfigError(f"--cp {','.join(map(str, cps))}: expected integers >= 1, e.g. 1,2,4")
+    if not isinstance(scenario.model, ModelSpec):
+        raise ConfigError("plan: layouts are searched for transformer models only")
     start = time.perf_counter()
     with cluster_for(scenario, gpus) as (cluster, topo, notes):
-        search = _Search(scenario, cluster, topo, top)
-        model = scenario.model
-        assert isinstance(model, ModelSpec)
-        found_layouts, skipped = layouts(
-            model, search.gpus, search.per_node, scenario.training.global_batch,
-            sorted(set(cps)), scenario.training.seq_len,
-        )  # fmt: skip
-        found, pruned = search.run(found_layouts)
-        ranked = search.refine(found)[:top]
-    rejected = sorted(search.rejected, key=lambda r: (r.bound_s, r.layout))
+        parts = [_plan_recipe(scenario, r, cluster, topo, top, cps)
+                 for r in (recipes or [own_recipe(scenario)])]  # fmt: skip
     notes.append(
         "GPipe is not searched (1F1B has its bubble and holds fewer activations); TP stays "
         "inside a server; steps are simulated on the analytical network."
     )
+    if any(r.finetune != "full" for r in (recipes or ())):
+        notes.append("LoRA and QLoRA train adapters on a frozen base model, not every weight.")
+    result = merge([dataclasses.replace(p, notes=notes) for p in parts], top)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _plan_recipe(
+    scenario: Scenario, recipe: Recipe, cluster: ClusterSection, topo: Any, top: int,
+    cps: Sequence[int],
+) -> PlanResult:  # fmt: skip
+    """The search of one training recipe (layouts, memory, bound, simulation)."""
+    sc = recipe.applied(scenario)
+    search = _Search(sc, cluster, topo, top)
+    model = sc.model
+    assert isinstance(model, ModelSpec)
+    found_layouts, skipped = layouts(
+        model, search.gpus, search.per_node, sc.training.global_batch,
+        sorted(set(cps)), sc.training.seq_len,
+    )  # fmt: skip
+    found, pruned = search.run(found_layouts)
+    ranked = [dataclasses.replace(c, recipe=recipe) for c in search.refine(found)[:top]]
+    rejected = sorted((dataclasses.replace(r, recipe=recipe) for r in search.rejected),
+                      key=lambda r: (r.bound_s, r.layout))  # fmt: skip
     return PlanResult(
         ranked=ranked,
         rejected=rejected,
@@ -296,9 +368,18 @@ def plan(
         layouts=len(found_layouts),
         simulated=search.simulated + search.shapes.simulated,
         pruned=pruned,
-        seconds=time.perf_counter() - start,
-        notes=notes,
+        recipes=[_outcome(recipe, ranked, rejected)],
     )
+
+
+def _outcome(recipe: Recipe, ranked: list[Candidate], rejected: list[Rejected]) -> RecipeOutcome:
+    """The recipe's best candidate, or the reason of the rejected layout closest to fitting."""
+    if ranked:
+        return RecipeOutcome(recipe, ranked[0])
+    closest = min(rejected, key=lambda r: (r.memory_bytes is None, r.memory_bytes or 0.0),
+                  default=None)  # fmt: skip
+    reason = f"{closest.layout.label()}: {closest.reason}" if closest else "no layout divides"
+    return RecipeOutcome(recipe, None, reason)
 
 
 def merge(results: Sequence[PlanResult], top: int) -> PlanResult:
@@ -327,4 +408,21 @@ def merge(results: Sequence[PlanResult], top: int) -> PlanResult:
         pruned=sum(r.pruned for r in results),
         seconds=sum(r.seconds for r in results),
         notes=notes,
+        recipes=_merged_outcomes(results),
     )
+
+
+def _merged_outcomes(results: Sequence[PlanResult]) -> list[RecipeOutcome]:
+    """Per recipe (first-seen order), the cheapest best over the GPU counts searched."""
+    by: dict[Recipe, list[RecipeOutcome]] = {}
+    for r in results:
+        for o in r.recipes:
+            by.setdefault(o.recipe, []).append(o)
+    out = []
+    for recipe, outs in by.items():
+        fitting = [o.best for o in outs if o.best is not None]
+        if fitting:
+            out.append(RecipeOutcome(recipe, min(fitting, key=_cost_key)))
+        else:
+            out.append(RecipeOutcome(recipe, None, "; ".join(o.reason or "" for o in outs)))
+    return out

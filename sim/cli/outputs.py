@@ -10,7 +10,15 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["add_set_option", "busiest_text", "link_rows", "link_table", "plot"]
+__all__ = [
+    "add_profile_options",
+    "add_set_option",
+    "busiest_text",
+    "link_rows",
+    "link_table",
+    "plot",
+    "scenario_sets",
+]
 
 
 def link_rows(topology: Any, network: Any, step_time_s: float) -> list[dict[str, Any]]:
@@ -80,3 +88,29 @@ def add_set_option(p: argparse.ArgumentParser, what: str = "override a scenario 
         metavar="KEY=VALUE",
         help=f"{what}, e.g. parallel.tp=4 (repeatable)",
     )
+
+
+def add_profile_options(p: argparse.ArgumentParser) -> None:
+    """``--profile`` and ``--force-profile``: every command that simulates a scenario takes
+    them, and they mean what the scenario keys ``profile`` and ``force_profile`` mean."""
+    p.add_argument(
+        "--profile",
+        help="calibrated profile (name or YAML file), overriding the scenario's; default: the "
+        "shipped profile measured on the topology's hardware; none: the shipped defaults",
+    )
+    p.add_argument(
+        "--force-profile",
+        action="store_true",
+        help="use the profile even if measured on other hardware",
+    )
+
+
+def scenario_sets(args: argparse.Namespace) -> list[str]:
+    """The command's ``--set`` items, then its ``--profile`` and ``--force-profile`` as the
+    scenario keys they stand for (one resolution path: :func:`sim.training.setup.prepare_step`)."""
+    sets = list(getattr(args, "sets", []))
+    if getattr(args, "profile", None) is not None:
+        sets.append(f"profile={args.profile}")
+    if getattr(args, "force_profile", False):
+        sets.append("force_profile=true")
+    return sets

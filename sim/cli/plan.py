@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from sim.cli.outputs import add_set_option
+from sim.cli.outputs import add_profile_options, add_set_option, scenario_sets
 
 if TYPE_CHECKING:
     from sim.studies.plan.search import PlanResult
@@ -29,6 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "scenario", help="scenario preset or YAML file (its parallel section is replaced)"
     )
     add_set_option(p, "override a scenario field first")
+    add_profile_options(p)
     p.add_argument("--gpus", type=int, help="plan for N GPUs of the scenario's topology")
     p.add_argument(
         "--max-usd-per-hour",
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     from sim.scenario.layer_list import LayerScenario, load_any_scenario
     from sim.studies.plan.search import merge, plan
 
-    scenario = load_any_scenario(args.scenario, args.sets)
+    scenario = load_any_scenario(args.scenario, scenario_sets(args))
     if isinstance(scenario, LayerScenario):
         raise ConfigError(
             f"plan: {scenario.model.name} is a layer-list model, which runs data-parallel only: "

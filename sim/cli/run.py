@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from sim.cli import variability
-from sim.cli.outputs import add_set_option
+from sim.cli.outputs import add_profile_options, add_set_option
 from sim.errors import ConfigError
 
 
@@ -18,23 +18,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="simulate one training step of a scenario")
     p.add_argument("scenario", help="scenario preset name or YAML file")
     add_set_option(p)
-    p.add_argument("--network", choices=None, help="network backend: flow or analytical (default: the scenario's)")
+    p.add_argument(
+        "--network",
+        choices=None,
+        help="network backend: flow or analytical (default: the scenario's)",
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument(
         "--json", action="store_true", help="print the result as JSON (with per-link rows on flow)"
     )
     out.add_argument("--csv", action="store_true", help="print the result as one flat CSV row")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the step")
-    p.add_argument(
-        "--profile",
-        help="calibrated profile (name or YAML file), overriding the scenario's; default: the "
-        "shipped profile measured on the topology's hardware; none: the shipped defaults",
-    )
-    p.add_argument(
-        "--force-profile",
-        action="store_true",
-        help="use the profile even if measured on other hardware",
-    )
+    add_profile_options(p)
     p.add_argument(
         "--plot", metavar="FILE", help="draw the step-time breakdown (.png or .svg; [plot] extra)"
     )
@@ -73,15 +68,13 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             "--links: per-link counters come from the flow network; add --network flow"
         )
-    chosen = {"profile": args.profile, "force_profile": args.force_profile}
     if isinstance(scenario, LayerScenario):
         if args.trace is not None:
             raise ConfigError("--trace: not available for layer-list models (no per-pass timeline)")
-        result = simulate_layer_step(scenario, args.network, **chosen)
+        result = simulate_layer_step(scenario, args.network)
         record = result.to_dict()
     else:
-        result, pipeline, setup = run_step(scenario, args.network, record=bool(args.trace),
-                                           **chosen)  # fmt: skip
+        result, pipeline, setup = run_step(scenario, args.network, record=bool(args.trace))
         if args.trace:
             write_atomic(args.trace, trace_json(setup, pipeline), "--trace")
         record = result.to_dict()

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sim.cli.outputs import add_set_option
+from sim.cli.outputs import add_profile_options, add_set_option, scenario_sets
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a scenario key and its values, e.g. cluster.nodes=1,2,4 (repeatable)",
     )
     add_set_option(p, "override a scenario field for every point")
+    add_profile_options(p)
     p.add_argument("--jobs", "-j", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--backend", default="local", help="local (process pool) or ray")
     p.add_argument("--out", metavar="FILE", help="append rows to FILE (.csv, .jsonl, .parquet)")
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         from sim.network import backend
 
         backend(args.network, "--network")
-    spec = sweep_spec(args.scenario, args.grid, args.sets)
+    spec = sweep_spec(args.scenario, args.grid, scenario_sets(args))
     rows = run_sweep(
         spec,
         args.out,

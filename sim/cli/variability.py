@@ -27,8 +27,12 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 
 def seed_override(args: argparse.Namespace) -> list[str]:
-    """``--set`` items with ``--seed`` appended (it wins over the file and ``--set seed=``)."""
-    return [*args.sets, f"seed={args.seed}"] if args.seed is not None else list(args.sets)
+    """``--set`` items (with ``--profile``/``--force-profile``) and ``--seed`` appended (it
+    wins over the file and ``--set seed=``)."""
+    from sim.cli.outputs import scenario_sets
+
+    sets = scenario_sets(args)
+    return [*sets, f"seed={args.seed}"] if args.seed is not None else sets
 
 
 def check(args: argparse.Namespace, scenario: Any) -> None:

@@ -68,6 +68,7 @@ class LayerScenario:
     price: PriceSection
     network: str = "flow"
     profile: str | None = None
+    force_profile: bool = False
     seed: int = 0
     variability: VariabilityConfig | None = None
     reliability: ReliabilityConfig | None = None
@@ -120,6 +121,7 @@ def _layer_scenario(raw: Mapping[str, Any], name: str, folder: Path | None) -> L
         price=checked.price,
         network=checked.network,
         profile=checked.profile,
+        force_profile=checked.force_profile,
         seed=checked.seed,
         variability=checked.variability,
         reliability=checked.reliability,

@@ -81,7 +81,8 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     **{name: tuple(model.model_fields) for name, model in SECTION_MODELS.items() if name},
     **{name: tuple(model.model_fields) for name, model in OPT_IN_MODELS.items()},
 }
-TOP_KEYS = (*SECTION_KEYS, "network", "profile", "seed")
+SCALARS = ("network", "profile", "force_profile", "seed")
+TOP_KEYS = (*SECTION_KEYS, *SCALARS)
 
 
 def _section(raw: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -120,7 +121,7 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
     _require(cluster, "cluster", "topology")
     _require(training, "training", "global_batch")
     _require(training, "training", "seq_len")
-    scalars = read_section("", {k: raw[k] for k in ("network", "profile", "seed") if k in raw})
+    scalars = read_section("", {k: raw[k] for k in SCALARS if k in raw})
     model = _model(raw)
     check_seq_len(model.max_seq, training["seq_len"], raw["model"])
     price = PriceSection(**_section(raw, "price"))

@@ -197,11 +197,13 @@ class PriceKeys(_Section):
 
 
 class ScalarKeys(_Section):
-    """The top-level scalars: ``network``, ``profile`` (a calibration file) and ``seed``."""
+    """The top-level scalars: ``network``, ``profile`` (a calibration file), ``force_profile``
+    (use it on hardware it was not measured on) and ``seed``."""
 
     model_config = ConfigDict(title="")
     network: Choice = "flow"
     profile: Annotated[str, Field(min_length=1)] | None = None
+    force_profile: bool = False
     seed: int = _count(0, "seed", 0)
 
 

@@ -168,6 +168,7 @@ class Scenario:
     price: PriceSection = PriceSection()
     network: str = "flow"
     profile: str | None = None
+    force_profile: bool = False
     seed: int = 0
     variability: VariabilityConfig | None = None  # opt-in: clustersim run --samples
     reliability: ReliabilityConfig | None = None

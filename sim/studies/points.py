@@ -87,8 +87,6 @@ def evaluate_point(
     point: Mapping[str, Any],
     network: str | None = None,
     folder: Path | None = None,
-    profile: str | None = None,
-    force_profile: bool = False,
 ) -> dict[str, Any]:
     """Simulate ``raw`` with ``point``'s overrides; return its row (point keys, then metrics).
 
@@ -104,11 +102,6 @@ def evaluate_point(
         Network backend for every point (default: the scenario's).
     folder : Path, optional
         Where files the scenario names relatively (a layer list) are found.
-    profile : str, optional
-        A parameter profile for the point (else the scenario's, else the one measured on
-        its hardware: the resolution every entry point shares).
-    force_profile : bool
-        Use ``profile`` on hardware it was not measured on.
 
     Examples
     --------
@@ -125,7 +118,7 @@ def evaluate_point(
     scenario_raw = apply_overrides(raw, override_items(point))
     try:
         scenario = any_scenario_from_dict(scenario_raw, name, folder)
-        result = simulate_any(scenario, network, profile=profile, force_profile=force_profile)
+        result = simulate_any(scenario, network)
     except ClusterSimError as e:
         empty = dict.fromkeys(METRICS)
         return {**row, **empty, "gpus": _gpus_of(scenario_raw), "reason": str(e)}

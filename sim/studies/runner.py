@@ -73,9 +73,7 @@ def _ray(spec: SweepSpec, todo: Sequence[int], jobs: int, evaluate: Evaluate) ->
             ray.init(num_cpus=max(1, jobs), **options)
     try:
         remote = ray.remote(evaluate)
-        refs = {
-            remote.remote(spec.raw, spec.name, points[i], folder=spec.folder): i for i in todo
-        }
+        refs = {remote.remote(spec.raw, spec.name, points[i], folder=spec.folder): i for i in todo}
         while refs:
             ready, _ = ray.wait(list(refs), num_returns=1)
             for ref in ready:
@@ -131,8 +129,6 @@ def run_sweep(
     resume: bool = False,
     network: str | None = None,
     progress: bool = True,
-    profile: str | None = None,
-    force_profile: bool = False,
 ) -> list[dict[str, Any]]:
     """Simulate every point of ``spec``; return the rows in point order.
 
@@ -152,11 +148,6 @@ def run_sweep(
         Continue the sweep that wrote ``out``: its finished points are kept, not rerun.
     network : str, optional
         ``flow`` or ``analytical`` for every point (default: the scenario's).
-    profile : str, optional
-        A parameter profile for every point (name, path or ``none``); default: the
-        scenario's, else the one measured on each point's hardware, as ``clustersim run``.
-    force_profile : bool
-        Use ``profile`` on hardware it was not measured on.
     progress : bool
         Show a progress bar with an ETA on stderr.
 
@@ -177,8 +168,7 @@ def run_sweep(
     todo = [i for i in range(len(points)) if i not in done]
     bar = _progress(len(points), len(done), progress)
     try:
-        evaluate = partial(evaluate_point, network=network, profile=profile,
-                           force_profile=force_profile)  # fmt: skip
+        evaluate = partial(evaluate_point, network=network)
         for i, row in _BACKENDS[backend](spec, todo, jobs, evaluate):
             done[i] = {"point": i, **row}
             if sink is not None:

@@ -182,9 +182,10 @@ def resolve_step_profile(
     ``profile`` argument (``--profile``) when given, else the scenario's ``profile`` key,
     else the shipped profile measured on this hardware (``none``: the shipped defaults);
     one measured on other hardware is refused unless ``force_profile``
-    (:func:`sim.profile_select.resolve_profile`). Cached per (request, topology)."""
+    (:func:`sim.profile_select.resolve_profile`) unless ``force_profile`` or the
+    scenario's ``force_profile`` key. Cached per (request, topology)."""
     request = profile if profile is not None else scenario.profile
-    return _resolved(request, topology, force_profile)[0]
+    return _resolved(request, topology, force_profile or scenario.force_profile)[0]
 
 
 def prepare_step(
@@ -207,7 +208,7 @@ def prepare_step(
         A profile overriding the scenario's (name, path or ``none``); see
         :func:`resolve_step_profile` for the order.
     force_profile : bool
-        Use a profile measured on other hardware.
+        Use a profile measured on other hardware (as the scenario's ``force_profile``).
 
     Returns
     -------
@@ -218,7 +219,7 @@ def prepare_step(
     net = backend(network or scenario.network, "network").name
     topo = _topology(scenario.cluster.topology, scenario.cluster.nodes, scenario.seed)
     request = profile if profile is not None else scenario.profile
-    resolved, info = _resolved(request, topo, force_profile)
+    resolved, info = _resolved(request, topo, force_profile or scenario.force_profile)
     plan = techniques_plan(scenario, resolve_plan(scenario, topo.num_gpus, topo.gpus_per_node))
     compute = compute_params(topo.gpu.name, resolved.profile.compute)
     member = membership(plan, topo.gpus)

@@ -56,9 +56,7 @@ def _span(
     }
 
 
-def _pass_events(
-    setup: StepSetup, run: StepRun, pid: int, r: PassRecord
-) -> list[dict[str, Any]]:
+def _pass_events(setup: StepSetup, run: StepRun, pid: int, r: PassRecord) -> list[dict[str, Any]]:
     """Compute, TP/EP and ZeRO-3 prefetch spans of one pass."""
     plan = setup.plan
     cost = run.costs[(r.chunk * plan.pp + r.stage, r.kind)]

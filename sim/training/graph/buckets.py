@@ -105,5 +105,3 @@ def bucket_release_units(units: int, buckets: int) -> list[int]:
     ([1, 3, 5, 7], [0, 0, 0])
     """
     return [max(0, -(-(i + 1) * units // buckets) - 1) for i in range(buckets)]
-
-

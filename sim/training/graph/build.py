@@ -108,7 +108,9 @@ class _Builder:
             vs = st.chunk * self.p + s
             cost = self.costs[(vs, st.kind)]
             pid = g.add_pass(PassInfo(s, st.kind, st.mb, st.chunk, vs))
-            release = self.opt.with_dp and reduces_after(self.setup, st.kind, st.mb, last_b[st.chunk])
+            release = self.opt.with_dp and reduces_after(
+                self.setup, st.kind, st.mb, last_b[st.chunk]
+            )
             buckets = self.buckets[s] if release else []
             prev = self.last_compute[s]
             if cost.gathers:
@@ -213,7 +215,9 @@ class _Builder:
             return -1
         parts = self._comms.get(("send", src, dst))
         if parts is None:
-            pairs = tuple(zip(self.setup.stages[src].gpus, self.setup.stages[dst].gpus, strict=True))
+            pairs = tuple(
+                zip(self.setup.stages[src].gpus, self.setup.stages[dst].gpus, strict=True)
+            )
             comm = Comm("send", nbytes, pairs, latency_s=p2p_latency_s(self.setup), tag="pp send",
                         copies=self.setup.plan.dp_cp)  # fmt: skip
             parts = self._comms[("send", src, dst)] = (comm,)

@@ -34,9 +34,7 @@ __all__ = [
 ]
 
 #: Tasks of the optimizer step (on the GPU, or offloaded: copies, CPU step, NVMe).
-OPTIMIZER_LABELS = frozenset(
-    {"optimizer", "offload_down", "cpu_optimizer", "offload_up", "nvme"}
-)
+OPTIMIZER_LABELS = frozenset({"optimizer", "offload_down", "cpu_optimizer", "offload_up", "nvme"})
 #: Tasks on a stage's data-parallel stream after its gradient reduction.
 TAIL_LABELS = frozenset({"tied_all_reduce", "param_all_gather"})
 

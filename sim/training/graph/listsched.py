@@ -58,9 +58,7 @@ def fill_gaps(start_s: float, work_s: float, windows: Sequence[tuple[float, floa
 def comm_time_s(timer: CollectiveTimer, kind: int, parts: tuple[Comm, ...]) -> float:
     """Closed-form seconds of a communication task (see the module docstring)."""
     if kind == COLLECTIVE:
-        return sum(
-            timer.concurrent_time_s(c.peers or c.groups, c.op, c.nbytes) for c in parts
-        )
+        return sum(timer.concurrent_time_s(c.peers or c.groups, c.op, c.nbytes) for c in parts)
     total = 0.0
     topo = timer.topology
     for c in parts:
@@ -90,9 +88,7 @@ def _durations(graph: StepGraph, timer: CollectiveTimer) -> list[float]:
     return out
 
 
-def list_schedule(
-    graph: StepGraph, timer: CollectiveTimer
-) -> tuple[list[float], list[float]]:
+def list_schedule(graph: StepGraph, timer: CollectiveTimer) -> tuple[list[float], list[float]]:
     """(start, end) of every task of ``graph`` in seconds (see the module docstring).
 
     Tasks become ready when their predecessors (dependencies and the task before on the

@@ -184,7 +184,9 @@ def simulate_layer_step(
     el = ELEMENT_BYTES[sc.training.precision]
     optimizer = OPTIMIZER_ACCESSES * el * sc.model.params / (topo.gpu.hbm_Bps * params.mem_eff)
     step = comm_end + optimizer
-    result = _result(sc, topo, net, dp, m, step, compute_end, comm_end - compute_end, optimizer, wire)
+    result = _result(
+        sc, topo, net, dp, m, step, compute_end, comm_end - compute_end, optimizer, wire
+    )
     return replace(result, profile=describe(resolved, topo))
 
 

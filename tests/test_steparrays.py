@@ -18,10 +18,17 @@ from hypothesis import strategies as st
 from sim.collectives.engine import RouteCache, schedule_link_bytes, step_cost
 from sim.collectives.schedule import Schedule, Transfer
 from sim.collectives.simulate import CollectiveSetup
-from sim.network.base import batch_capacity
+from sim.topology.congestion import effective_capacity
 from sim.topology.model import Topology
 from sim.topology.paths import merge
 from sim.topology.presets import load_topology
+
+
+def batch_capacity(topology: Topology, flat_links: np.ndarray) -> np.ndarray:
+    """Every link's capacity less the incast loss of lossy links crossed by several of the
+    batch's transfers (the reference formula, over all links)."""
+    flows = np.bincount(flat_links, minlength=len(topology.capacity_Bps))
+    return effective_capacity(topology.capacity_Bps, topology.link_loss, flows)
 
 
 def _reference_cost(

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from sim.beyond import has_run_sections, whole_run, whole_run_text
     from sim.cli.outputs import busiest_text, link_rows, plot
     from sim.files import check_output_path, dumps_json, write_atomic
-    from sim.network import backend
+    from sim.network import BACKENDS, backend
     from sim.profile_select import text_lines
     from sim.scenario.layer_list import LayerScenario, load_any_scenario
     from sim.training.layers import simulate_layer_step
@@ -64,9 +64,10 @@ def run(args: argparse.Namespace) -> int:
             check_output_path(path, option)  # before the simulation, not after it
     scenario = load_any_scenario(args.scenario, variability.seed_override(args))
     variability.check(args, scenario)
-    if args.links and (args.network or getattr(scenario, "network", "flow")) != "flow":
+    if args.links and backend(args.network or scenario.network).closed_form:
+        simulated = [n for n, b in BACKENDS.items() if not b.closed_form]
         raise ConfigError(
-            "--links: per-link counters come from the flow network; add --network flow"
+            f"--links: per-link counters come from a simulated network; add --network {simulated[0]}"
         )
     if isinstance(scenario, LayerScenario):
         if args.trace is not None:

@@ -27,6 +27,8 @@ from sim.training.setup import StepSetup
 
 __all__ = [
     "OPTIMIZER_LABELS",
+    "Execution",
+    "execute",
     "TAIL_LABELS",
     "StepRun",
     "run_graph",
@@ -37,6 +39,52 @@ __all__ = [
 OPTIMIZER_LABELS = frozenset({"optimizer", "offload_down", "cpu_optimizer", "offload_up", "nvme"})
 #: Tasks on a stage's data-parallel stream after its gradient reduction.
 TAIL_LABELS = frozenset({"tied_all_reduce", "param_all_gather"})
+
+
+@dataclass
+class Execution:
+    """When every task of a graph started and ended (seconds), and the network it ran on
+    (None for the closed-form executor, which needs none)."""
+
+    start: list[float]
+    end: list[float]
+    network: Network | None
+
+    @property
+    def time_s(self) -> float:
+        """When the last task ended: the simulated time of the whole graph."""
+        return max(self.end, default=0.0)
+
+
+def execute(
+    graph: StepGraph,
+    timer: CollectiveTimer,
+    network: str,
+    *,
+    record: bool = False,
+    progress: Progress | None = None,
+) -> Execution:
+    """Run ``graph`` with the executor the ``network`` backend calls for (see the module
+    docstring); ``record`` and ``progress`` concern a simulated network only.
+
+    Parameters
+    ----------
+    graph : StepGraph
+        The tasks (a training step's, or an imported trace's).
+    timer : CollectiveTimer
+        Plans and times the collectives on the topology they run on.
+    network : str
+        A backend of :data:`sim.network.BACKENDS`.
+    record : bool
+        Keep the simulated network's per-link records.
+    progress : callable, optional
+        Called now and then during a simulated run.
+    """
+    if backend(network).closed_form:
+        start, end = list_schedule(graph, timer)
+        return Execution(start, end, None)
+    start, end, net = simulate_graph(graph, timer, network, record=record, progress=progress)
+    return Execution(start, end, net)
 
 
 @dataclass
@@ -82,14 +130,9 @@ def run_graph(
     """
     costs = costs if costs is not None else chunk_costs(setup, timer)
     graph = build_step_graph(setup, timer, costs, options)
-    net: Network | None = None
-    if backend(setup.network).closed_form:
-        start, end = list_schedule(graph, timer)
-    else:
-        start, end, net = simulate_graph(graph, timer, setup.network, record=record,
-                                         progress=progress)  # fmt: skip
-    lines = stage_timelines(graph, start, end, costs, setup.plan.pp)
-    return StepRun(graph, start, end, net, lines, costs, timer)
+    done = execute(graph, timer, setup.network, record=record, progress=progress)
+    lines = stage_timelines(graph, done.start, done.end, costs, setup.plan.pp)
+    return StepRun(graph, done.start, done.end, done.network, lines, costs, timer)
 
 
 def stage_timelines(

@@ -193,6 +193,11 @@ def decode_trace(data: bytes, where: str) -> Trace:
         protobuf is not installed.
     """
     messages = message_classes()
+    if data[:1] == b"{" and data[1:64].lstrip()[:1] == b'"':
+        raise ConfigError(
+            f"{where}: a JSON file, not a Chakra ET (a PyTorch execution trace is converted "
+            "first, with Chakra's chakra_converter)"
+        )
     frames = split_frames(data, where)
     if not frames:
         raise ConfigError(f"{where}: an empty file (a Chakra ET starts with a GlobalMetadata)")

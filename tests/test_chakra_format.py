@@ -41,9 +41,8 @@ from sim.errors import ClusterSimError, ConfigError, MissingExtraError
 pb = pytest.importorskip(
     "google.protobuf", reason="Chakra traces need protobuf: pip install 'clustersim[chakra]'"
 )
-from google.protobuf import proto  # noqa: E402  (after the skip)
-
 from sim.chakra.messages import message_classes  # noqa: E402
+from tests.chakra_protobuf import parse_length_prefixed, serialize_length_prefixed  # noqa: E402
 
 #: ASTRA-sim's all_reduce/8npus_1MB/all_reduce.3.et (see the module docstring).
 ASTRA_ALL_REDUCE_3 = bytes.fromhex(
@@ -102,7 +101,8 @@ def test_runtime_classes_follow_the_schema() -> None:
         f.name: f.number for f in load_schema().messages["Node"].fields
     }
     assert m.Node.DESCRIPTOR.full_name == "ChakraProtoMsg.Node"
-    assert fields["data_deps"].is_packed  # proto3 packs repeated scalars
+    # proto3 packs repeated scalars: field 5, length-delimited, 2 bytes, then 1 and 2.
+    assert m.Node(data_deps=[1, 2]).SerializeToString() == bytes([0x2A, 2, 1, 2])
 
 
 @pytest.mark.parametrize(
@@ -205,9 +205,9 @@ def test_bytes_are_protobufs_own_length_prefixed_encoding(trace: Trace) -> None:
     data = encode_trace(trace, "t.0.et")
     m = message_classes()
     stream, again = io.BytesIO(data), io.BytesIO()
-    proto.serialize_length_prefixed(proto.parse_length_prefixed(m.GlobalMetadata, stream), again)
+    serialize_length_prefixed(parse_length_prefixed(m.GlobalMetadata, stream), again)
     while stream.tell() < len(data):
-        proto.serialize_length_prefixed(proto.parse_length_prefixed(m.Node, stream), again)
+        serialize_length_prefixed(parse_length_prefixed(m.Node, stream), again)
     assert again.getvalue() == data
 
 
@@ -215,7 +215,7 @@ def test_bytes_match_protobufs_encoder_for_a_hand_built_message() -> None:
     """A node with every field, built directly with protobuf, is the same bytes as ours."""
     m = message_classes()
     ref = io.BytesIO()
-    proto.serialize_length_prefixed(m.GlobalMetadata(version="1.0.0"), ref)
+    serialize_length_prefixed(m.GlobalMetadata(version="1.0.0"), ref)
     msg = m.Node(id=7, name="grad", type=7, ctrl_deps=[5], data_deps=[2, 3])
     msg.start_time_micros, msg.duration_micros = 10, 250
     msg.inputs.values, msg.inputs.shapes, msg.inputs.types = "[1]", "[[4]]", "[Tensor(float)]"
@@ -226,9 +226,9 @@ def test_bytes_match_protobufs_encoder_for_a_hand_built_message() -> None:
     msg.attr.add(name="pg_name", string_val="3")
     msg.attr.add(name="involved_dim").bool_list.values.extend([True, False])
     msg.attr.add(name="stream", int64_val=7, doc_string="cuda stream")
-    proto.serialize_length_prefixed(msg, ref)
+    serialize_length_prefixed(msg, ref)
     for i in (2, 3, 5):
-        proto.serialize_length_prefixed(m.Node(id=i, type=4, duration_micros=i), ref)
+        serialize_length_prefixed(m.Node(id=i, type=4, duration_micros=i), ref)
     ours = Trace(
         Metadata("1.0.0"),
         (
@@ -286,13 +286,13 @@ def test_integer_attributes_of_any_integer_kind_are_read() -> None:
     """As ASTRA-sim's feeder: comm_size as uint64_val, is_cpu_op as an integer."""
     m = message_classes()
     ref = io.BytesIO()
-    proto.serialize_length_prefixed(m.GlobalMetadata(version="x"), ref)
+    serialize_length_prefixed(m.GlobalMetadata(version="x"), ref)
     msg = m.Node(id=1, type=7)
     msg.attr.add(name="comm_size", uint64_val=4096)
     msg.attr.add(name="comm_type", sfixed32_val=2)
     msg.attr.add(name="is_cpu_op", int32_val=0)
     msg.attr.add(name="comm_tag", fixed64_val=5)
-    proto.serialize_length_prefixed(msg, ref)
+    serialize_length_prefixed(msg, ref)
     (node,) = decode_trace(ref.getvalue(), "t.0.et").nodes
     assert (node.comm_bytes, node.comm_type, node.is_cpu_op, node.comm_tag) == (
         4096,
@@ -324,12 +324,12 @@ def test_varint_encoding_matches_protobufs() -> None:
 def _node_bytes(**fields: object) -> bytes:
     m = message_classes()
     buf = io.BytesIO()
-    proto.serialize_length_prefixed(m.GlobalMetadata(version="1"), buf)
+    serialize_length_prefixed(m.GlobalMetadata(version="1"), buf)
     attrs = fields.pop("attrs", [])
     msg = m.Node(**fields)
     for attr in attrs:  # type: ignore[attr-defined]
         msg.attr.add(**attr)
-    proto.serialize_length_prefixed(msg, buf)
+    serialize_length_prefixed(msg, buf)
     return buf.getvalue()
 
 

@@ -23,9 +23,8 @@ from sim.errors import ConfigError
 pytest.importorskip(
     "google.protobuf", reason="Chakra traces need protobuf: pip install 'clustersim[chakra]'"
 )
-from google.protobuf import proto
-
 from sim.chakra.messages import message_classes
+from tests.chakra_protobuf import serialize_length_prefixed
 
 
 def astra_microbenchmark(folder: Path, coll: str, npus: int, size_mb: int) -> Path:
@@ -38,12 +37,12 @@ def astra_microbenchmark(folder: Path, coll: str, npus: int, size_mb: int) -> Pa
     et_path.mkdir(parents=True)
     for npu in range(npus):
         buf = io.BytesIO()
-        proto.serialize_length_prefixed(m.GlobalMetadata(version="0.0.4"), buf)
+        serialize_length_prefixed(m.GlobalMetadata(version="0.0.4"), buf)
         node = m.Node(id=npu, name=f"{coll}_{npus}npus_{size_mb}MB", type=7)
         node.attr.add(name="is_cpu_op", bool_val=False)
         node.attr.add(name="comm_type", int64_val=COLLECTIVE_TYPES[coll.upper()])
         node.attr.add(name="comm_size", int64_val=size_mb * 1024 * 1024)
-        proto.serialize_length_prefixed(node, buf)
+        serialize_length_prefixed(node, buf)
         (et_path / f"{coll}.{npu}.et").write_bytes(buf.getvalue())
     return et_path
 

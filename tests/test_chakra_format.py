@@ -516,7 +516,9 @@ def test_a_corrupt_gzip_stream_is_refused(tmp_path: Path) -> None:
 
 def test_split_frames_accepts_empty_messages() -> None:
     """A zero-length frame is a message with every field at its default (not an end)."""
-    assert [(o, bytes(m)) for o, m in split_frames(b"\x00\x01a", "x")] == [(0, b""), (1, b"a")]
+    assert split_frames(b"\x00\x01a", "x") == [(0, 1, 1), (1, 2, 3)]
+    trace = decode_trace(bytes([0, 0]), "x")  # an empty GlobalMetadata, then an empty Node
+    assert trace.nodes == (Node(0, "", "INVALID_NODE"),)
 
 
 # -- the extra ---------------------------------------------------------------------------

@@ -52,22 +52,29 @@ def _choices(table: dict[str, int]) -> str:
 # -- reading ---------------------------------------------------------------------------
 
 
-def _parse(cls: Any, payload: memoryview, where: str, what: str) -> Any:
+def _parse(cls: Any, payload: bytes, where: str, what: str) -> Any:
+    """``payload`` parsed as ``cls``; refused if protobuf cannot or keeps unknown fields."""
     from google.protobuf.message import DecodeError
 
     message = cls()
     try:
-        message.ParseFromString(bytes(payload))
+        message.ParseFromString(payload)
     except (DecodeError, RuntimeWarning, ValueError) as e:
         raise ConfigError(f"{where}: not a Chakra ET {what} message ({e})") from None
-    unknown = sorted(set(_unknown_numbers(message)))
-    if unknown:
-        numbers = ", ".join(str(n) for n in unknown[:8])
+    if _has_unknown_fields(message):
+        numbers = ", ".join(str(n) for n in sorted(set(_unknown_numbers(message)))[:8])
         raise ConfigError(
             f"{where}: not a Chakra ET {what} message (field numbers {numbers} are not in "
             "the Chakra schema)"
         )
     return message
+
+
+def _has_unknown_fields(message: Any) -> bool:
+    """Whether ``message`` or any message under it holds fields the schema does not have."""
+    size = message.ByteSize()
+    message.DiscardUnknownFields()
+    return bool(message.ByteSize() != size)
 
 
 def _unknown_numbers(message: Any) -> list[int]:
@@ -88,6 +95,29 @@ def _unknown_numbers(message: Any) -> list[int]:
         for item in items:
             numbers.extend(_unknown_numbers(item))
     return numbers
+
+
+def _parse_nodes(data: bytes, frames: list[tuple[int, int, int]], where: str) -> Any:
+    """Every node frame of ``data`` parsed in one protobuf call (a ``NodeBatch``).
+
+    A frame is ``varint(len) + message``; with a ``0x0A`` byte before each, the frames are
+    the wire encoding of ``NodeBatch.nodes``. Only when that parse fails, or keeps unknown
+    fields, are the frames parsed one by one to name the bad one.
+    """
+    messages = message_classes()
+    chunks: list[bytes] = []
+    for offset, _, end in frames:
+        chunks += (b"\x0a", data[offset:end])
+    batch = messages.NodeBatch()
+    try:
+        batch.ParseFromString(b"".join(chunks))
+        if not _has_unknown_fields(batch):
+            return batch.nodes
+    except Exception:  # protobuf's DecodeError or ValueError: found and named below
+        pass
+    for offset, start, end in frames:
+        _parse(messages.Node, data[start:end], f"{where}: byte {offset}", "Node")
+    raise ConfigError(f"{where}: not a Chakra ET file (its nodes do not parse together)")
 
 
 def _attr(message: Any) -> Attr:
@@ -131,43 +161,63 @@ def _known_value(attr: Attr, where: str) -> object:
     return value
 
 
-def _node(message: Any, where: str) -> Node:
-    label = f"node {message.id}" + (f" {message.name[:60]!r}" if message.name else "")
-    here = f"{where}: {label}"
-    if message.type not in _NODE_TYPE_NAMES:
+def _here(message: Any, where: str) -> str:
+    return f"{where}: node {message.id}" + (f" {message.name[:60]!r}" if message.name else "")
+
+
+#: A decoded attribute: a known one's (Node field, value), or a kept :class:`Attr`.
+_Decoded = tuple[str, object] | Attr
+_FIELD_OF = {name: ("comm_bytes" if name == "comm_size" else name) for name in KNOWN_ATTRS}
+
+
+def _decode_attr(message: Any, cache: dict[bytes, _Decoded]) -> _Decoded:
+    """``message`` decoded once per distinct encoding (a step repeats the same few)."""
+    key = message.SerializeToString()
+    hit = cache.get(key)
+    if hit is None:
+        attr = _attr(message)
+        known = attr.name in KNOWN_ATTRS
+        hit = cache[key] = (_FIELD_OF[attr.name], _known_value(attr, "")) if known else attr
+    return hit
+
+
+def _node(message: Any, where: str, cache: dict[bytes, _Decoded]) -> Node:
+    type_name = _NODE_TYPE_NAMES.get(message.type)
+    if type_name is None:
         raise ConfigError(
-            f"{here}: type {message.type} is not a Chakra node type ({_choices(dict(NODE_TYPES))})"
+            f"{_here(message, where)}: type {message.type} is not a Chakra node type "
+            f"({_choices(dict(NODE_TYPES))})"
         )
     known: dict[str, object] = {}
     kept: list[Attr] = []
     for attr_message in message.attr:
-        attr = _attr(attr_message)
-        if attr.name not in KNOWN_ATTRS:
-            kept.append(attr)
-            continue
-        if attr.name in known:
-            raise ConfigError(f"{here}: attribute {attr.name} is given twice")
-        known[attr.name] = _known_value(attr, here)
-    fields = {("comm_bytes" if k == "comm_size" else k): v for k, v in known.items()}
+        try:
+            decoded = _decode_attr(attr_message, cache)
+        except ConfigError as e:
+            raise ConfigError(f"{_here(message, where)}{e}") from None
+        if isinstance(decoded, Attr):
+            kept.append(decoded)
+        elif decoded[0] in known:
+            name = next(k for k, v in _FIELD_OF.items() if v == decoded[0])
+            raise ConfigError(f"{_here(message, where)}: attribute {name} is given twice")
+        else:
+            known[decoded[0]] = decoded[1]
     return Node(
-        id=message.id,
-        name=message.name,
-        type=_NODE_TYPE_NAMES[message.type],
-        data_deps=tuple(message.data_deps),
-        ctrl_deps=tuple(message.ctrl_deps),
-        start_time_micros=message.start_time_micros,
-        duration_micros=message.duration_micros,
-        inputs=_io(message, "inputs"),
-        outputs=_io(message, "outputs"),
+        message.id,
+        message.name,
+        type_name,
+        tuple(message.data_deps),
+        tuple(message.ctrl_deps),
+        message.start_time_micros,
+        message.duration_micros,
+        _io(message.inputs) if message.HasField("inputs") else None,
+        _io(message.outputs) if message.HasField("outputs") else None,
         attrs=tuple(kept),
-        **fields,  # type: ignore[arg-type]
+        **known,  # type: ignore[arg-type]
     )
 
 
-def _io(message: Any, field: str) -> IOInfo | None:
-    if not message.HasField(field):
-        return None
-    io = getattr(message, field)
+def _io(io: Any) -> IOInfo:
     return IOInfo(io.values, io.shapes, io.types)
 
 
@@ -201,14 +251,13 @@ def decode_trace(data: bytes, where: str) -> Trace:
     frames = split_frames(data, where)
     if not frames:
         raise ConfigError(f"{where}: an empty file (a Chakra ET starts with a GlobalMetadata)")
-    offset, payload = frames[0]
-    meta = _parse(messages.GlobalMetadata, payload, f"{where}: byte {offset}", "GlobalMetadata")
+    offset, start, end = frames[0]
+    at = f"{where}: byte {offset}"
+    meta = _parse(messages.GlobalMetadata, data[start:end], at, "GlobalMetadata")
     metadata = Metadata(meta.version, tuple(_attr(a) for a in meta.attr))
-    nodes = []
-    for offset, payload in frames[1:]:
-        at = f"{where}: byte {offset}"
-        nodes.append(_node(_parse(messages.Node, payload, at, "Node"), where))
-    trace = Trace(metadata, tuple(nodes))
+    cache: dict[bytes, _Decoded] = {}
+    nodes = tuple(_node(m, where, cache) for m in _parse_nodes(data, frames[1:], where))
+    trace = Trace(metadata, nodes)
     check_trace(trace, where)
     return trace
 
@@ -230,7 +279,49 @@ def _set_attr(message: Any, attr: Attr) -> None:
         setattr(message, attr.kind, attr.value)
 
 
-def _node_message(messages: Any, node: Node) -> Any:
+def _fragment(messages: Any, attr: Attr, cache: dict[object, bytes]) -> bytes:
+    """The bytes of ``attr`` as one entry of ``Node.attr`` (tag, length, message), cached."""
+    # Equal floats may differ in bytes (0.0 and -0.0): key those by repr.
+    exact = attr.kind is None or ATTR_KINDS[attr.kind] not in ("double", "float")
+    key = (attr.name, attr.kind, attr.doc, attr.value if exact else repr(attr.value))
+    hit = cache.get(key)
+    if hit is None:
+        holder = messages.Node()
+        _set_attr(holder.attr.add(), attr)
+        hit = cache[key] = holder.SerializeToString()
+    return hit
+
+
+def _known_fragments(messages: Any, node: Node, cache: dict[object, bytes]) -> list[bytes]:
+    """The entries of ``node``'s known attributes (:data:`KNOWN_ATTRS` order), cached."""
+    values = (
+        node.is_cpu_op,
+        None if node.comm_type is None else COLLECTIVE_TYPES[node.comm_type],
+        node.comm_bytes,
+        node.comm_src,
+        node.comm_dst,
+        node.comm_tag,
+        node.pg_name,
+    )
+    out = []
+    for (name, kind), value in zip(KNOWN_ATTRS.items(), values, strict=True):
+        if value is None:
+            continue
+        key = (name, type(value), value)  # bool, int or str: equal values, equal bytes
+        hit = cache.get(key)
+        if hit is None:
+            hit = cache[key] = _fragment(messages, Attr(name, kind, value), cache)
+        out.append(hit)
+    return out
+
+
+def _node_bytes(messages: Any, node: Node, cache: dict[object, bytes]) -> bytes:
+    """``node``'s message bytes: protobuf's encoding of fields 1-9, then each attribute.
+
+    ``attr`` is field 10, the last, and a message's fields are written in field-number
+    order, so the fields 1-9 of the node followed by its attribute entries are the same
+    bytes as the whole message serialised at once (a test checks it against protobuf).
+    """
     message = messages.Node(
         id=node.id,
         name=node.name,
@@ -246,21 +337,9 @@ def _node_message(messages: Any, node: Node) -> Any:
             target = getattr(message, field)
             target.SetInParent()
             target.values, target.shapes, target.types = io.values, io.shapes, io.types
-    values = {
-        "is_cpu_op": node.is_cpu_op,
-        "comm_type": None if node.comm_type is None else COLLECTIVE_TYPES[node.comm_type],
-        "comm_size": node.comm_bytes,
-        "comm_src": node.comm_src,
-        "comm_dst": node.comm_dst,
-        "comm_tag": node.comm_tag,
-        "pg_name": node.pg_name,
-    }
-    for name, kind in KNOWN_ATTRS.items():
-        if values[name] is not None:
-            _set_attr(message.attr.add(), Attr(name, kind, values[name]))
-    for attr in node.attrs:
-        _set_attr(message.attr.add(), attr)
-    return message
+    parts = [message.SerializeToString(), *_known_fragments(messages, node, cache)]
+    parts.extend(_fragment(messages, attr, cache) for attr in node.attrs)
+    return b"".join(parts)
 
 
 def encode_trace(trace: Trace, where: str) -> bytes:
@@ -290,14 +369,14 @@ def encode_trace(trace: Trace, where: str) -> bytes:
     except (ValueError, TypeError) as e:
         raise ConfigError(f"{where}: GlobalMetadata: {e}") from None
     out = [frame(meta.SerializeToString(deterministic=True))]
+    cache: dict[object, bytes] = {}
     for node in trace.nodes:
         repeated = [a.name for a in node.attrs if a.name in KNOWN_ATTRS]
         label = f"{where}: node {node.id}"
         if repeated:
             raise ConfigError(f"{label}: attribute {repeated[0]} is a Node field; not an Attr")
         try:
-            message = _node_message(messages, node)
+            out.append(frame(_node_bytes(messages, node, cache)))
         except (ValueError, TypeError) as e:
             raise ConfigError(f"{label}: {e}") from None
-        out.append(frame(message.SerializeToString(deterministic=True)))
     return b"".join(out)

@@ -23,6 +23,8 @@ INSTALL_HINT = "Chakra execution traces need protobuf: pip install 'clustersim[c
 
 #: The ``.proto`` file name the descriptor is registered under.
 PROTO_NAME = "clustersim/chakra/et_def.proto"
+#: Package of clustersim's ``NodeBatch`` helper message.
+BATCH_PACKAGE = "clustersim.chakra"
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,10 @@ class Messages:
     IOInfo: Any
     #: ``DoubleList`` ... ``BytesList`` by name.
     lists: dict[str, Any]
+    #: clustersim's own ``NodeBatch { repeated ChakraProtoMsg.Node nodes = 1; }`` (not part of
+    #: the format): a file's node frames, each after a ``0x0A`` tag byte, parse as one of
+    #: these in a single protobuf call instead of one call per node.
+    NodeBatch: Any
 
 
 def _protobuf() -> tuple[Any, Any, Any]:
@@ -104,6 +110,7 @@ def message_classes() -> Messages:
     schema = load_schema()
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file_descriptor_proto(schema))
+    pool.Add(_batch_proto(schema))
 
     def cls(name: str) -> Any:
         return message_factory.GetMessageClass(
@@ -117,4 +124,29 @@ def message_classes() -> Messages:
         AttributeProto=cls("AttributeProto"),
         IOInfo=cls("IOInfo"),
         lists=lists,
+        NodeBatch=message_factory.GetMessageClass(
+            pool.FindMessageTypeByName(f"{BATCH_PACKAGE}.NodeBatch")
+        ),
     )
+
+
+def _batch_proto(schema: Schema) -> Any:
+    """``NodeBatch``: one repeated ``Node`` field numbered 1 (see :class:`Messages`)."""
+    descriptor_pb2, _, _ = _protobuf()
+    fdp = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(
+        name="clustersim/chakra/batch.proto",
+        package=BATCH_PACKAGE,
+        syntax="proto3",
+        dependency=[PROTO_NAME],
+    )
+    message = file.message_type.add(name="NodeBatch")
+    message.field.add(
+        name="nodes",
+        number=1,
+        json_name="nodes",
+        label=fdp.LABEL_REPEATED,
+        type=fdp.TYPE_MESSAGE,
+        type_name=f".{schema.package}.Node",
+    )
+    return file

@@ -178,8 +178,9 @@ def read_traces(source: str | os.PathLike[str], max_bytes: int = MAX_TRACE_BYTES
 def write_traces(prefix: str | os.PathLike[str], traces: Sequence[Trace]) -> TraceSet:
     """Write ``traces`` as ``PREFIX.0.et`` ... ``PREFIX.<n-1>.et``.
 
-    Every trace is encoded (and so checked) before the first file is written; each file
-    is written atomically.
+    Every trace is encoded (and so checked) before the first file is written, once per
+    distinct object (ranks given the same :class:`Trace` object share its bytes); each
+    file is written atomically.
 
     Raises
     ------
@@ -202,7 +203,14 @@ def write_traces(prefix: str | os.PathLike[str], traces: Sequence[Trace]) -> Tra
             f"{text}.{stale[0]}.et: already there from another set of traces ({len(stale)} "
             f"files with ranks >= {len(traces)}); remove them or write elsewhere"
         )
-    data = [encode_trace(t, f"{text}.{r}.et") for r, t in enumerate(traces)]
+    encoded: dict[
+        int, bytes
+    ] = {}  # by id(): a trace object given for several ranks is encoded once
+    data = []
+    for r, t in enumerate(traces):
+        if id(t) not in encoded:
+            encoded[id(t)] = encode_trace(t, f"{text}.{r}.et")
+        data.append(encoded[id(t)])
     for r, blob in enumerate(data):
         write_atomic(f"{text}.{r}.et", blob, "Chakra ET file")
     return TraceSet(text, tuple(traces))

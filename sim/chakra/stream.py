@@ -10,8 +10,8 @@ naming the file and the byte offset.
 
 >>> encode_varint(300).hex()
 'ac02'
->>> [bytes(m) for _, m in split_frames(frame(b"ab") + frame(b""), "x.et")]
-[b'ab', b'']
+>>> split_frames(frame(b"ab") + frame(b""), "x.et")
+[(0, 1, 3), (3, 4, 4)]
 >>> split_frames(b"\\x05ab", "x.et")
 Traceback (most recent call last):
 ...
@@ -87,25 +87,24 @@ def frame(message: bytes) -> bytes:
     return encode_varint(len(message)) + message
 
 
-def split_frames(data: bytes, where: str) -> list[tuple[int, memoryview]]:
-    """Every frame of ``data`` as (byte offset of its length, message bytes).
+def split_frames(data: bytes, where: str) -> list[tuple[int, int, int]]:
+    """Every frame of ``data`` as (offset of its length, start and end of its message).
 
     Raises
     ------
     ConfigError
         A truncated varint or a message longer than the bytes left.
     """
-    view = memoryview(data)
-    frames: list[tuple[int, memoryview]] = []
+    frames: list[tuple[int, int, int]] = []
     pos = 0
-    while pos < len(view):
-        size, start = decode_varint(view, pos, where)
-        if size > len(view) - start:
+    while pos < len(data):
+        size, start = decode_varint(data, pos, where)
+        if size > len(data) - start:
             raise ConfigError(
                 f"{where}: byte {pos}: a message of {size:,} bytes but only "
-                f"{len(view) - start:,} bytes are left (truncated file)"
+                f"{len(data) - start:,} bytes are left (truncated file)"
             )
-        frames.append((pos, view[start : start + size]))
+        frames.append((pos, start, start + size))
         pos = start + size
     return frames
 

@@ -16,12 +16,14 @@ from sim.chakra import (
     CHAKRA_TYPES,
     CLUSTERSIM_OPS,
     COLLECTIVE_TYPES,
+    IOInfo,
     Metadata,
     Node,
     Trace,
     TraceSet,
     comm_groups_json,
     comm_size,
+    groups_from_metadata,
     match_collectives,
     match_p2p,
     op_bytes,
@@ -358,3 +360,55 @@ def test_op_names_and_sizes_both_ways() -> None:
 def test_op_refusals(call: Callable[[], int], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         call()
+
+
+def pg_node(values: str, node_id: int = 0) -> Node:
+    """A METADATA_NODE as Chakra's PyTorch converter writes process groups (the record's
+    inputs are ``str()`` of PyTorch's one-string list)."""
+    return Node(node_id, "## process_group:init ##", "METADATA_NODE", inputs=IOInfo(values))
+
+
+PG = (
+    "['["
+    '{"pg_name": "0", "pg_desc": "default_pg", "ranks": [], "group_size": 4}, '
+    '{"pg_name": "1", "pg_desc": "tp", "ranks": [1, 0], "group_size": 2}, '
+    '{"pg_name": "2", "pg_desc": "tp", "ranks": [2, 3], "group_size": 2}'
+    "]']"
+)
+
+
+def test_groups_from_pytorch_process_group_records() -> None:
+    """As ASTRA-sim reads them: empty ranks is every rank (left out), members sorted."""
+    ts = traceset(*[(pg_node(PG), coll(1, pg="1" if r < 2 else "2")) for r in range(4)])
+    groups = groups_from_metadata(ts)
+    assert groups == {"1": (0, 1), "2": (2, 3)}
+    assert [(c.group, c.ranks) for c in match_collectives(ts, groups)] == [
+        ("1", (0, 1)),
+        ("2", (2, 3)),
+    ]
+
+
+@pytest.mark.parametrize(
+    "values, match",
+    [
+        (
+            '[\'{"pg_name": "1"}\']',
+            r"mem/w\.0\.et: node 0 '## process_group:init ##': not a process-group record",
+        ),
+        ("['[{\"ranks\": [0]}]']", r"not a process-group record \('pg_name'\)"),
+        ('[\'[{"pg_name": "1", "ranks": [-1]}]\']', r"ranks of '1' must be integers >= 0"),
+        ('[\'[{"pg_name": 1, "ranks": []}]\']', r"pg_name must be a string"),
+        ("not json", r"not a process-group record"),
+    ],
+)
+def test_process_group_records_that_do_not_parse(values: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        groups_from_metadata(traceset((pg_node(values),)))
+
+
+def test_a_group_defined_twice_differently_is_refused() -> None:
+    other = PG.replace("[1, 0]", "[1, 2]")
+    with pytest.raises(
+        ConfigError, match=r"mem/w\.1\.et: .*pg_name '1' has ranks \[1, 2\] here but \[0, 1\]"
+    ):
+        groups_from_metadata(traceset((pg_node(PG),), (pg_node(other),), (), ()))

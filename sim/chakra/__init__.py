@@ -15,7 +15,13 @@ to and from Chakra nodes.
 from __future__ import annotations
 
 from sim.chakra.codec import decode_trace, encode_trace
-from sim.chakra.groups import comm_groups_json, group_key, parse_comm_groups, read_comm_groups
+from sim.chakra.groups import (
+    comm_groups_json,
+    group_key,
+    groups_from_metadata,
+    parse_comm_groups,
+    read_comm_groups,
+)
 from sim.chakra.matching import Collective, PointToPoint, match_collectives, match_p2p
 from sim.chakra.ops import CHAKRA_TYPES, CLUSTERSIM_OPS, comm_size, op_bytes
 from sim.chakra.ranks import (
@@ -60,6 +66,7 @@ __all__ = [
     "decode_trace",
     "encode_trace",
     "group_key",
+    "groups_from_metadata",
     "match_collectives",
     "match_p2p",
     "op_bytes",

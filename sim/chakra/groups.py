@@ -3,7 +3,10 @@
 ASTRA-sim takes ``--comm-group-configuration FILE``: a JSON object whose keys are group
 ids (decimal integers, 1 or more; id 0 is the group of every rank) and whose values are
 the member ranks, e.g. ``{"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}``. A node's ``pg_name``
-attribute names the group (``""``, ``"0"`` or no attribute: every rank).
+attribute names the group (``""``, ``"0"`` or no attribute: every rank). Traces converted
+from PyTorch describe their process groups instead in a METADATA_NODE whose
+``inputs.values`` holds PyTorch's ``process_group:init`` record;
+:func:`groups_from_metadata` reads those as ASTRA-sim's ``issue_pytorch_pg_metadata`` does.
 
 >>> comm_groups_json({"2": (5, 4), "1": (0, 1)})
 '{"1": [0, 1], "2": [4, 5]}'
@@ -19,12 +22,15 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 
+from sim.chakra.ranks import TraceSet
+from sim.chakra.trace import node_label
 from sim.errors import ConfigError
 from sim.files import read_text
 
 __all__ = [
     "comm_groups_json",
     "group_key",
+    "groups_from_metadata",
     "parse_comm_groups",
     "read_comm_groups",
 ]
@@ -92,3 +98,55 @@ def comm_groups_json(groups: Mapping[str, Sequence[int]]) -> str:
     text = json.dumps({k: sorted(v) for k, v in ordered})
     parse_comm_groups(text, "communicator groups")
     return text
+
+
+def _pg_records(values: str, where: str) -> list[tuple[str, list[int]]]:
+    """(pg_name, ranks) of a process-group record: Python's repr of a one-string list,
+    ``['[{"pg_name": "1", "ranks": [0, 1], ...}]']``, read as ASTRA-sim reads it (two
+    characters off each end, then JSON)."""
+    try:
+        items = json.loads(values[2:-2])
+        if not isinstance(items, list):
+            raise ValueError("not a list")
+        out = []
+        for item in items:
+            name, ranks = item["pg_name"], item["ranks"]
+            if not isinstance(name, str) or not isinstance(ranks, list):
+                raise ValueError("pg_name must be a string and ranks a list")
+            if not all(type(r) is int and r >= 0 for r in ranks):
+                raise ValueError(f"ranks of {name!r} must be integers >= 0")
+            out.append((name, ranks))
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"{where}: not a process-group record ({e})") from None
+    return out
+
+
+def groups_from_metadata(traces: TraceSet) -> dict[str, tuple[int, ...]]:
+    """Communicator groups that the traces' METADATA_NODEs describe, by ``pg_name``.
+
+    A record with no ranks means every rank; the group of every rank (``"0"``) is left
+    out (it needs no entry). Nodes without ``inputs.values`` are skipped.
+
+    Raises
+    ------
+    ConfigError
+        A record that does not parse (file and node named), or one ``pg_name`` given two
+        different member lists.
+    """
+    n = traces.num_ranks
+    groups: dict[str, tuple[int, ...]] = {}
+    for rank, trace in enumerate(traces.traces):
+        for node in trace.nodes:
+            if node.type != "METADATA_NODE" or node.inputs is None or not node.inputs.values:
+                continue
+            where = f"{traces.path(rank)}: {node_label(node)}"
+            for name, ranks in _pg_records(node.inputs.values, where):
+                members = tuple(sorted(ranks)) if ranks else tuple(range(n))
+                if group_key(name) == "":
+                    continue
+                if groups.setdefault(name, members) != members:
+                    raise ConfigError(
+                        f"{where}: pg_name {name!r} has ranks {list(members)[:16]} here but "
+                        f"{list(groups[name])[:16]} in an earlier record"
+                    )
+    return groups

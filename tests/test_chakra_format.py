@@ -542,3 +542,14 @@ def test_missing_protobuf_is_one_line_and_exit_2(
     assert isinstance(e.value, ClusterSimError) and isinstance(e.value, ImportError)
     assert _fail(str(e.value)) == 2
     assert capsys.readouterr().err == f"clustersim: error: {e.value}\n"
+
+
+def test_the_schema_ships_as_package_data() -> None:
+    """et_def.proto is found through importlib.resources and is in the package data."""
+    from importlib import resources
+
+    assert resources.files("sim.chakra").joinpath("et_def.proto").is_file()
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from 3.11")
+    repo = Path(__file__).resolve().parents[1]
+    config = tomllib.loads((repo / "pyproject.toml").read_text())
+    assert "*.proto" in config["tool"]["setuptools"]["package-data"]["*"]

@@ -412,3 +412,40 @@ def test_a_group_defined_twice_differently_is_refused() -> None:
         ConfigError, match=r"mem/w\.1\.et: .*pg_name '1' has ranks \[1, 2\] here but \[0, 1\]"
     ):
         groups_from_metadata(traceset((pg_node(PG),), (pg_node(other),), (), ()))
+
+
+# -- the package's public names and its documentation -------------------------------------
+
+PINNED = [
+    "CHAKRA_TYPES", "CLUSTERSIM_OPS", "COLLECTIVE_TYPES", "KNOWN_ATTRS", "MAX_TRACE_BYTES",
+    "NODE_TYPES", "Attr", "Collective", "IOInfo", "Metadata", "Node", "PointToPoint", "Trace",
+    "TraceSet", "check_trace", "comm_groups_json", "comm_size", "decode_trace", "encode_trace",
+    "group_key", "groups_from_metadata", "match_collectives", "match_p2p", "op_bytes",
+    "parse_comm_groups", "rank_files", "read_comm_groups", "read_trace", "read_traces",
+    "topological_order", "write_trace", "write_traces",
+]  # fmt: skip
+
+
+def test_public_names_are_pinned() -> None:
+    import sim.chakra
+
+    assert sorted(sim.chakra.__all__) == sorted(PINNED)
+    assert all(hasattr(sim.chakra, name) for name in PINNED)
+
+
+def test_the_doc_names_only_what_exists() -> None:
+    """docs/chakra.md: every sim.chakra name and repository path it quotes exists."""
+    import re
+
+    import sim.chakra
+
+    repo = Path(__file__).resolve().parents[1]
+    doc = (repo / "docs" / "chakra.md").read_text()
+    quoted = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_.]*)`", doc))
+    ours = {q.removeprefix("sim.chakra.") for q in quoted if q.startswith("sim.chakra.")}
+    for name in ours | {q for q in quoted if q in PINNED}:
+        assert hasattr(sim.chakra, name), name
+    ours_paths = r"`((?:sim/|benchmarks/|docs/|tests/test_chakra)[\w/.]*\.(?:py|proto|md))`"
+    for path in re.findall(ours_paths, doc):
+        assert (repo / path).is_file(), path
+    assert {"read_traces", "match_collectives", "groups_from_metadata", "op_bytes"} <= quoted | ours

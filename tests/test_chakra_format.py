@@ -374,6 +374,10 @@ def test_bad_bytes_are_refused(data: bytes, match: str) -> None:
             r"node 4: comm_tag 1099511627776 is larger than 2147483647",
         ),
         (
+            {"id": 4, "type": 7, "attrs": [{"name": "comm_size", "uint64_val": 2**63}]},
+            r"node 4: comm_size 9223372036854775808 is larger than 9223372036854775807 \(int64\)",
+        ),
+        (
             {"id": 4, "type": 7, "attrs": [{"name": "comm_size", "double_val": 1.0}]},
             r"node 4: attribute comm_size is double_val; expected an integer kind",
         ),

@@ -43,6 +43,7 @@ INTEGER_KINDS = tuple(k for k, t in ATTR_KINDS.items() if k.endswith("_val") and
 _NODE_TYPE_NAMES = {number: name for name, number in NODE_TYPES.items()}
 _COLLECTIVE_NAMES = {number: name for name, number in COLLECTIVE_TYPES.items()}
 _INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
 
 
 def _choices(table: dict[str, int]) -> str:
@@ -59,7 +60,7 @@ def _parse(cls: Any, payload: bytes, where: str, what: str) -> Any:
     message = cls()
     try:
         message.ParseFromString(payload)
-    except (DecodeError, RuntimeWarning, ValueError) as e:
+    except (DecodeError, ValueError) as e:
         raise ConfigError(f"{where}: not a Chakra ET {what} message ({e})") from None
     if _has_unknown_fields(message):
         numbers = ", ".join(str(n) for n in sorted(set(_unknown_numbers(message)))[:8])
@@ -104,6 +105,8 @@ def _parse_nodes(data: bytes, frames: list[tuple[int, int, int]], where: str) ->
     the wire encoding of ``NodeBatch.nodes``. Only when that parse fails, or keeps unknown
     fields, are the frames parsed one by one to name the bad one.
     """
+    from google.protobuf.message import DecodeError
+
     messages = message_classes()
     chunks: list[bytes] = []
     for offset, _, end in frames:
@@ -113,7 +116,7 @@ def _parse_nodes(data: bytes, frames: list[tuple[int, int, int]], where: str) ->
         batch.ParseFromString(b"".join(chunks))
         if not _has_unknown_fields(batch):
             return batch.nodes
-    except Exception:  # protobuf's DecodeError or ValueError: found and named below
+    except (DecodeError, ValueError):  # the bad frame is found and named below
         pass
     for offset, start, end in frames:
         _parse(messages.Node, data[start:end], f"{where}: byte {offset}", "Node")
@@ -156,8 +159,10 @@ def _known_value(attr: Attr, where: str) -> object:
         return _COLLECTIVE_NAMES[value]
     if value < 0:
         raise ConfigError(f"{where}: {name} {value} is negative")
-    if name != "comm_size" and value > _INT32_MAX:
-        raise ConfigError(f"{where}: {name} {value} is larger than {_INT32_MAX} (int32)")
+    limit = _INT64_MAX if name == "comm_size" else _INT32_MAX
+    if value > limit:
+        kind_written = "int64" if name == "comm_size" else "int32"
+        raise ConfigError(f"{where}: {name} {value} is larger than {limit} ({kind_written})")
     return value
 
 

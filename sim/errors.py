@@ -12,6 +12,7 @@ __all__ = [
     "CalibrationError",
     "ClusterSimError",
     "ConfigError",
+    "MissingExtraError",
     "TopologyError",
     "UnsupportedCollectiveError",
 ]
@@ -31,6 +32,10 @@ class TopologyError(ClusterSimError, ValueError):
 
 class CalibrationError(ClusterSimError, ValueError):
     """Measurements that cannot be parsed, fitted or run."""
+
+
+class MissingExtraError(ClusterSimError, ImportError):
+    """An optional dependency (an install extra such as ``[plot]`` or ``[chakra]``) is missing."""
 
 
 class UnsupportedCollectiveError(ConfigError):

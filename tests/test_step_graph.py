@@ -14,8 +14,8 @@ from sim.network import BACKENDS
 from sim.scenario.load import load_scenario
 from sim.studies.grid import sweep_spec
 from sim.studies.runner import run_sweep
-from sim.training.graph.build import Options, build_step_graph
 from sim.training.graph.buckets import buckets_of
+from sim.training.graph.build import Options, build_step_graph
 from sim.training.graph.costs import chunk_costs
 from sim.training.graph.execute import run_graph
 from sim.training.graph.listsched import fill_gaps, list_schedule
@@ -47,7 +47,11 @@ def _order(graph: StepGraph, stage: int) -> list[tuple[str, int, int]]:
 
 @pytest.mark.parametrize(
     "sets",
-    [(), ("parallel.schedule=gpipe",), ("parallel.schedule=interleaved", "parallel.virtual_stages=2")],
+    [
+        (),
+        ("parallel.schedule=gpipe",),
+        ("parallel.schedule=interleaved", "parallel.virtual_stages=2"),
+    ],
 )
 def test_each_stage_runs_its_schedule_once_in_order(sets: tuple[str, ...]) -> None:
     """The compute stream of every stage holds every pass of the pipeline schedule once, in
@@ -208,7 +212,9 @@ def test_byte_counters_do_not_depend_on_the_network() -> None:
 @pytest.mark.parametrize("name", ["llama2-70b-256-ib", "gpt3-175b-1024", "llama3-8b-dgx"])
 @pytest.mark.parametrize("zero3", [False, True])
 @pytest.mark.parametrize("profile", [None, "none"])
-def test_entry_points_give_byte_identical_steps(name: str, zero3: bool, profile: str | None) -> None:
+def test_entry_points_give_byte_identical_steps(
+    name: str, zero3: bool, profile: str | None
+) -> None:
     """``simulate_step``, the same point in a sweep and ``clustersim run --json`` give the
     same step time to the last bit, with and without an explicit profile."""
     sets = ["parallel.zero=3"] if zero3 else []

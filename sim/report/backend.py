@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
-from sim.errors import ClusterSimError
+from sim.errors import MissingExtraError
 
 __all__ = ["RC", "MissingExtraError", "figure_bytes", "figure_svg", "import_matplotlib", "styled"]
 
@@ -41,10 +41,6 @@ RC: dict[str, Any] = {
 _SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
 _PNG_METADATA = {"Software": None}
 _PNG_DPI = 150
-
-
-class MissingExtraError(ClusterSimError, ImportError):
-    """An optional dependency (an install extra) is not installed."""
 
 
 def import_matplotlib() -> ModuleType:

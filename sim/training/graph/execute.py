@@ -27,10 +27,10 @@ from sim.training.setup import StepSetup
 
 __all__ = [
     "OPTIMIZER_LABELS",
-    "Execution",
-    "execute",
     "TAIL_LABELS",
+    "Execution",
     "StepRun",
+    "execute",
     "run_graph",
     "stage_timelines",
 ]

@@ -1,0 +1,387 @@
+"""ET file bytes <-> :class:`~sim.chakra.trace.Trace`: protobuf messages in, plain dataclasses out.
+
+:func:`decode_trace` splits the frames (:mod:`sim.chakra.stream`), parses the first as
+``GlobalMetadata`` and the rest as ``Node`` with the run-time message classes
+(:mod:`sim.chakra.messages`), refuses what is not a Chakra ET (bytes protobuf cannot parse,
+field numbers the schema does not have, a node type or collective type outside the enums,
+a known attribute of the wrong kind, twice, or negative) and then checks the graph
+(:func:`sim.chakra.trace.check_trace`). :func:`encode_trace` is its inverse: the known
+attributes are written first, in :data:`~sim.chakra.trace.KNOWN_ATTRS` order and kinds
+(what both of Chakra's feeders read), then the kept ones as they were. Reading what
+:func:`encode_trace` wrote gives the same :class:`Trace` back.
+
+Integer attributes are read from any integer kind (``int32_val`` ... ``sfixed64_val``), as
+the feeder ASTRA-sim uses does; ``is_cpu_op`` from ``bool_val`` or an integer kind; and
+``pg_name`` only from ``string_val``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sim.chakra.messages import message_classes
+from sim.chakra.schema import ATTR_KINDS, COLLECTIVE_TYPES, NODE_TYPES
+from sim.chakra.stream import frame, split_frames
+from sim.chakra.trace import (
+    KNOWN_ATTRS,
+    Attr,
+    AttrValue,
+    IOInfo,
+    Metadata,
+    Node,
+    Trace,
+    check_trace,
+)
+from sim.errors import ConfigError
+
+__all__ = ["decode_trace", "encode_trace"]
+
+_INT_TYPES = {"int32", "int64", "uint32", "uint64", "sint32", "sint64"}
+_INT_TYPES |= {"fixed32", "fixed64", "sfixed32", "sfixed64"}
+#: Attribute kinds holding one integer.
+INTEGER_KINDS = tuple(k for k, t in ATTR_KINDS.items() if k.endswith("_val") and t in _INT_TYPES)
+_NODE_TYPE_NAMES = {number: name for name, number in NODE_TYPES.items()}
+_COLLECTIVE_NAMES = {number: name for name, number in COLLECTIVE_TYPES.items()}
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+
+def _choices(table: dict[str, int]) -> str:
+    return ", ".join(f"{number} {name}" for name, number in table.items())
+
+
+# -- reading ---------------------------------------------------------------------------
+
+
+def _parse(cls: Any, payload: bytes, where: str, what: str) -> Any:
+    """``payload`` parsed as ``cls``; refused if protobuf cannot or keeps unknown fields."""
+    from google.protobuf.message import DecodeError
+
+    message = cls()
+    try:
+        message.ParseFromString(payload)
+    except (DecodeError, ValueError) as e:
+        raise ConfigError(f"{where}: not a Chakra ET {what} message ({e})") from None
+    if _has_unknown_fields(message):
+        numbers = ", ".join(str(n) for n in sorted(set(_unknown_numbers(message)))[:8])
+        raise ConfigError(
+            f"{where}: not a Chakra ET {what} message (field numbers {numbers} are not in "
+            "the Chakra schema)"
+        )
+    return message
+
+
+def _has_unknown_fields(message: Any) -> bool:
+    """Whether ``message`` or any message under it holds fields the schema does not have."""
+    size = message.ByteSize()
+    message.DiscardUnknownFields()
+    return bool(message.ByteSize() != size)
+
+
+def _unknown_numbers(message: Any) -> list[int]:
+    """Field numbers protobuf kept as unknown in ``message`` and every message under it."""
+    try:
+        from google.protobuf.unknown_fields import UnknownFieldSet
+
+        numbers = [f.field_number for f in UnknownFieldSet(message)]
+    except ImportError:  # protobuf < 4.22
+        numbers = [tag for tag, _ in message.UnknownFields()]
+    for descriptor, value in message.ListFields():
+        if descriptor.message_type is None:
+            continue
+        repeated = getattr(descriptor, "is_repeated", None)
+        if repeated is None:  # protobuf < 5.28 has only .label
+            repeated = descriptor.label == descriptor.LABEL_REPEATED
+        items = value if repeated else [value]
+        for item in items:
+            numbers.extend(_unknown_numbers(item))
+    return numbers
+
+
+def _parse_nodes(data: bytes, frames: list[tuple[int, int, int]], where: str) -> Any:
+    """Every node frame of ``data`` parsed in one protobuf call (a ``NodeBatch``).
+
+    A frame is ``varint(len) + message``; with a ``0x0A`` byte before each, the frames are
+    the wire encoding of ``NodeBatch.nodes``. Only when that parse fails, or keeps unknown
+    fields, are the frames parsed one by one to name the bad one.
+    """
+    from google.protobuf.message import DecodeError
+
+    messages = message_classes()
+    chunks: list[bytes] = []
+    for offset, _, end in frames:
+        chunks += (b"\x0a", data[offset:end])
+    batch = messages.NodeBatch()
+    try:
+        batch.ParseFromString(b"".join(chunks))
+        if not _has_unknown_fields(batch):
+            return batch.nodes
+    except (DecodeError, ValueError):  # the bad frame is found and named below
+        pass
+    for offset, start, end in frames:
+        _parse(messages.Node, data[start:end], f"{where}: byte {offset}", "Node")
+    raise ConfigError(f"{where}: not a Chakra ET file (its nodes do not parse together)")
+
+
+def _attr(message: Any) -> Attr:
+    kind = message.WhichOneof("value")
+    if kind is None:
+        return Attr(message.name, None, None, message.doc_string)
+    raw = getattr(message, kind)
+    value: AttrValue = tuple(raw.values) if kind.endswith("_list") else raw
+    return Attr(message.name, kind, value, message.doc_string)
+
+
+def _known_value(attr: Attr, where: str) -> object:
+    """The value of a known attribute, checked for kind and range."""
+    name, kind = attr.name, attr.kind
+    if name == "pg_name":
+        if kind != "string_val":
+            raise ConfigError(f"{where}: attribute pg_name is {kind}; expected string_val")
+        return attr.value
+    if name == "is_cpu_op" and kind == "bool_val":
+        return attr.value
+    if kind not in INTEGER_KINDS:
+        expected = "bool_val or an integer kind" if name == "is_cpu_op" else "an integer kind"
+        raise ConfigError(
+            f"{where}: attribute {name} is {kind}; expected {expected} ({', '.join(INTEGER_KINDS)})"
+        )
+    value = attr.value
+    assert isinstance(value, int)
+    if name == "is_cpu_op":
+        return bool(value)
+    if name == "comm_type":
+        if value not in _COLLECTIVE_NAMES:
+            raise ConfigError(
+                f"{where}: comm_type {value} is not a Chakra collective type "
+                f"({_choices(dict(COLLECTIVE_TYPES))})"
+            )
+        return _COLLECTIVE_NAMES[value]
+    if value < 0:
+        raise ConfigError(f"{where}: {name} {value} is negative")
+    limit = _INT64_MAX if name == "comm_size" else _INT32_MAX
+    if value > limit:
+        kind_written = "int64" if name == "comm_size" else "int32"
+        raise ConfigError(f"{where}: {name} {value} is larger than {limit} ({kind_written})")
+    return value
+
+
+def _here(message: Any, where: str) -> str:
+    return f"{where}: node {message.id}" + (f" {message.name[:60]!r}" if message.name else "")
+
+
+#: A decoded attribute: a known one's (Node field, value), or a kept :class:`Attr`.
+_Decoded = tuple[str, object] | Attr
+_FIELD_OF = {name: ("comm_bytes" if name == "comm_size" else name) for name in KNOWN_ATTRS}
+
+
+def _decode_attr(message: Any, cache: dict[bytes, _Decoded]) -> _Decoded:
+    """``message`` decoded once per distinct encoding (a step repeats the same few)."""
+    key = message.SerializeToString()
+    hit = cache.get(key)
+    if hit is None:
+        attr = _attr(message)
+        known = attr.name in KNOWN_ATTRS
+        hit = cache[key] = (_FIELD_OF[attr.name], _known_value(attr, "")) if known else attr
+    return hit
+
+
+def _node(message: Any, where: str, cache: dict[bytes, _Decoded]) -> Node:
+    type_name = _NODE_TYPE_NAMES.get(message.type)
+    if type_name is None:
+        raise ConfigError(
+            f"{_here(message, where)}: type {message.type} is not a Chakra node type "
+            f"({_choices(dict(NODE_TYPES))})"
+        )
+    known: dict[str, object] = {}
+    kept: list[Attr] = []
+    for attr_message in message.attr:
+        try:
+            decoded = _decode_attr(attr_message, cache)
+        except ConfigError as e:
+            raise ConfigError(f"{_here(message, where)}{e}") from None
+        if isinstance(decoded, Attr):
+            kept.append(decoded)
+        elif decoded[0] in known:
+            name = next(k for k, v in _FIELD_OF.items() if v == decoded[0])
+            raise ConfigError(f"{_here(message, where)}: attribute {name} is given twice")
+        else:
+            known[decoded[0]] = decoded[1]
+    return Node(
+        message.id,
+        message.name,
+        type_name,
+        tuple(message.data_deps),
+        tuple(message.ctrl_deps),
+        message.start_time_micros,
+        message.duration_micros,
+        _io(message.inputs) if message.HasField("inputs") else None,
+        _io(message.outputs) if message.HasField("outputs") else None,
+        attrs=tuple(kept),
+        **known,  # type: ignore[arg-type]
+    )
+
+
+def _io(io: Any) -> IOInfo:
+    return IOInfo(io.values, io.shapes, io.types)
+
+
+def decode_trace(data: bytes, where: str) -> Trace:
+    """Read one rank's ET file from its bytes.
+
+    Parameters
+    ----------
+    data : bytes
+        The file's contents (already inflated if it was gzip-compressed).
+    where : str
+        The file name, for messages.
+
+    Returns
+    -------
+    Trace
+
+    Raises
+    ------
+    ConfigError
+        One line naming ``where``, the byte offset or node, and the problem.
+    MissingExtraError
+        protobuf is not installed.
+    """
+    messages = message_classes()
+    if data[:1] == b"{" and data[1:64].lstrip()[:1] == b'"':
+        raise ConfigError(
+            f"{where}: a JSON file, not a Chakra ET (a PyTorch execution trace is converted "
+            "first, with Chakra's chakra_converter)"
+        )
+    frames = split_frames(data, where)
+    if not frames:
+        raise ConfigError(f"{where}: an empty file (a Chakra ET starts with a GlobalMetadata)")
+    offset, start, end = frames[0]
+    at = f"{where}: byte {offset}"
+    meta = _parse(messages.GlobalMetadata, data[start:end], at, "GlobalMetadata")
+    metadata = Metadata(meta.version, tuple(_attr(a) for a in meta.attr))
+    cache: dict[bytes, _Decoded] = {}
+    nodes = tuple(_node(m, where, cache) for m in _parse_nodes(data, frames[1:], where))
+    trace = Trace(metadata, nodes)
+    check_trace(trace, where)
+    return trace
+
+
+# -- writing ---------------------------------------------------------------------------
+
+
+def _set_attr(message: Any, attr: Attr) -> None:
+    message.name = attr.name
+    message.doc_string = attr.doc
+    if attr.kind is None:
+        return
+    if attr.kind.endswith("_list"):
+        values = getattr(message, attr.kind)
+        values.SetInParent()  # an empty list is still a value
+        assert isinstance(attr.value, tuple)
+        values.values.extend(attr.value)
+    else:
+        setattr(message, attr.kind, attr.value)
+
+
+def _fragment(messages: Any, attr: Attr, cache: dict[object, bytes]) -> bytes:
+    """The bytes of ``attr`` as one entry of ``Node.attr`` (tag, length, message), cached."""
+    # Equal floats may differ in bytes (0.0 and -0.0): key those by repr.
+    exact = attr.kind is None or ATTR_KINDS[attr.kind] not in ("double", "float")
+    key = (attr.name, attr.kind, attr.doc, attr.value if exact else repr(attr.value))
+    hit = cache.get(key)
+    if hit is None:
+        holder = messages.Node()
+        _set_attr(holder.attr.add(), attr)
+        hit = cache[key] = holder.SerializeToString()
+    return hit
+
+
+def _known_fragments(messages: Any, node: Node, cache: dict[object, bytes]) -> list[bytes]:
+    """The entries of ``node``'s known attributes (:data:`KNOWN_ATTRS` order), cached."""
+    values = (
+        node.is_cpu_op,
+        None if node.comm_type is None else COLLECTIVE_TYPES[node.comm_type],
+        node.comm_bytes,
+        node.comm_src,
+        node.comm_dst,
+        node.comm_tag,
+        node.pg_name,
+    )
+    out = []
+    for (name, kind), value in zip(KNOWN_ATTRS.items(), values, strict=True):
+        if value is None:
+            continue
+        key = (name, type(value), value)  # bool, int or str: equal values, equal bytes
+        hit = cache.get(key)
+        if hit is None:
+            hit = cache[key] = _fragment(messages, Attr(name, kind, value), cache)
+        out.append(hit)
+    return out
+
+
+def _node_bytes(messages: Any, node: Node, cache: dict[object, bytes]) -> bytes:
+    """``node``'s message bytes: protobuf's encoding of fields 1-9, then each attribute.
+
+    ``attr`` is field 10, the last, and a message's fields are written in field-number
+    order, so the fields 1-9 of the node followed by its attribute entries are the same
+    bytes as the whole message serialised at once (a test checks it against protobuf).
+    """
+    message = messages.Node(
+        id=node.id,
+        name=node.name,
+        type=NODE_TYPES[node.type],
+        ctrl_deps=node.ctrl_deps,
+        data_deps=node.data_deps,
+        start_time_micros=node.start_time_micros,
+        duration_micros=node.duration_micros,
+    )
+    for field in ("inputs", "outputs"):
+        io: IOInfo | None = getattr(node, field)
+        if io is not None:
+            target = getattr(message, field)
+            target.SetInParent()
+            target.values, target.shapes, target.types = io.values, io.shapes, io.types
+    parts = [message.SerializeToString(), *_known_fragments(messages, node, cache)]
+    parts.extend(_fragment(messages, attr, cache) for attr in node.attrs)
+    return b"".join(parts)
+
+
+def encode_trace(trace: Trace, where: str) -> bytes:
+    """The ET file bytes of ``trace``: the ``GlobalMetadata`` frame, then one per node.
+
+    Parameters
+    ----------
+    trace : Trace
+    where : str
+        The file name, for messages.
+
+    Raises
+    ------
+    ConfigError
+        The trace fails :func:`~sim.chakra.trace.check_trace`, a known attribute repeats
+        one in ``attrs``, or a value does not fit its protobuf type (a negative id, an
+        ``int32_val`` over 2**31 - 1, a ``float`` where an integer is due).
+    MissingExtraError
+        protobuf is not installed.
+    """
+    check_trace(trace, where)
+    messages = message_classes()
+    meta = messages.GlobalMetadata(version=trace.metadata.version)
+    try:
+        for attr in trace.metadata.attrs:
+            _set_attr(meta.attr.add(), attr)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{where}: GlobalMetadata: {e}") from None
+    out = [frame(meta.SerializeToString(deterministic=True))]
+    cache: dict[object, bytes] = {}
+    for node in trace.nodes:
+        repeated = [a.name for a in node.attrs if a.name in KNOWN_ATTRS]
+        label = f"{where}: node {node.id}"
+        if repeated:
+            raise ConfigError(f"{label}: attribute {repeated[0]} is a Node field; not an Attr")
+        try:
+            out.append(frame(_node_bytes(messages, node, cache)))
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"{label}: {e}") from None
+    return b"".join(out)

@@ -133,7 +133,7 @@ def test_executors_agree_exactly_without_contention() -> None:
     """With nothing contending (one pipeline replica's sends on their own rails, no
     data-parallel work), list scheduling on the closed-form network and SimPy on the flow
     network give the same times (DESIGN: both agree exactly where nothing contends)."""
-    setup, timer, costs, g = _graph(
+    _, timer, _, g = _graph(
         "llama2-70b-256-ib", "parallel.dp=1", "cluster.nodes=4", "training.global_batch=32"
     )
     _, end_a = list_schedule(g, timer)

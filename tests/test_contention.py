@@ -83,7 +83,11 @@ def test_the_timer_passes_its_restriction_to_the_tuner() -> None:
     assert setup.tune("all_reduce", 2**30, "tree")[1] == "tree"
 
 
-SMALL_ZERO3 = ["parallel.zero=3", "cluster.nodes=8", "parallel.dp=2", "training.global_batch=32"]
+# The shipped defaults (profile=none): the networks are compared, not the profiles. With the
+# 2-node InfiniBand profile the IB ZeRO-3 case is 10.2% apart (analytical gathers go first on
+# the NICs; the flow network shares them with the reductions and sends).
+SMALL_ZERO3 = ["parallel.zero=3", "cluster.nodes=8", "parallel.dp=2", "training.global_batch=32",
+               "profile=none"]  # fmt: skip
 
 
 @pytest.mark.parametrize(

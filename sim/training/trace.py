@@ -28,12 +28,26 @@ from sim.training.graph.execute import StepRun
 from sim.training.graph.timelines import PassRecord, StageTimeline
 from sim.training.setup import StepSetup
 
-__all__ = ["MAX_GPU_PROCESSES", "MAX_LINK_COUNTERS", "TRACKS", "chrome_trace", "trace_json"]
+__all__ = [
+    "MAX_GPU_PROCESSES",
+    "MAX_LINK_COUNTERS",
+    "SPAN_NAMES",
+    "TRACKS",
+    "chrome_trace",
+    "trace_json",
+]
 
 TRACKS = {"compute": 1, "tp/sp comm": 2, "dp/zero comm": 3, "pp send": 4}
 MAX_GPU_PROCESSES = 64
 MAX_LINK_COUNTERS = 32
 _NETWORK_PID = 0
+#: Span names of the step graph's communication tasks (by task label).
+SPAN_NAMES = {
+    "zero_all_gather": "zero3 gather",
+    "param_all_gather": "param all_gather",
+    "tied_all_reduce": "tied embedding all_reduce",
+    "pp_send": "pp send",
+}
 
 
 def _meta(pid: int, name: str, tid: int | None = None, thread: str | None = None) -> dict[str, Any]:
@@ -90,17 +104,12 @@ def _stage_events(
     out: list[dict[str, Any]] = []
     for r in line.passes:
         out += _pass_events(setup, run, pid, r)
-    for name, start, end in line.comm:
-        tid = TRACKS["pp send"] if name == "pp_send" else TRACKS["dp/zero comm"]
-        out.append(_span(pid, tid, name, start, end))
+    for label, start, end in line.comm:
+        tid = TRACKS["pp send"] if label == "pp_send" else TRACKS["dp/zero comm"]
+        out.append(_span(pid, tid, SPAN_NAMES.get(label, label), start, end))
     if line.optimizer_s:
-        t = line.dp_end_s
+        t = line.end_s - line.param_gather_s - line.optimizer_s
         out.append(_span(pid, TRACKS["compute"], "optimizer", t, t + line.optimizer_s))
-    if line.param_gather_s:
-        t = line.dp_end_s + line.optimizer_s
-        out.append(
-            _span(pid, TRACKS["dp/zero comm"], "param all_gather", t, t + line.param_gather_s)
-        )
     return out
 
 

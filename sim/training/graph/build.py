@@ -84,6 +84,8 @@ class _Builder:
         self.buckets = [buckets_of(setup, s) if options.with_dp else [] for s in range(self.p)]
         every_mb = sem.reduce_every_microbatch and plan.dp_cp > 1
         self.shared = every_mb and plan.zero >= 3 and plan.overlap_dp and any(self.buckets)
+        self.schedule = make_schedule(plan.schedule, self.p, self.m, self.v)
+        self.pp_bytes = [stage_comm(setup, s).pp_send_bytes for s in range(self.p)]
         self.pass_end: dict[tuple[str, int, int], int] = {}  # (kind, vstage, mb) -> last task
         self.pass_first: dict[tuple[str, int, int], list[int]] = {}  # tasks waiting for input
         self.last_compute = [-1] * self.p
@@ -99,7 +101,7 @@ class _Builder:
     # -- passes ---------------------------------------------------------------------------
     def stage_passes(self, s: int) -> None:
         """Every pass of stage ``s`` in schedule order, with its gathers and releases."""
-        order = make_schedule(self.setup.plan.schedule, self.p, self.m, self.v)[s]
+        order = self.schedule[s]
         last_b = {c: max(st.mb for st in order if st.kind == "B" and st.chunk == c)
                   for c in range(self.v)}  # fmt: skip
         g = self.g
@@ -210,7 +212,7 @@ class _Builder:
         src = vs % self.p
         if kind == "F" and vs == self.nvs - 1:
             return -1
-        nbytes = stage_comm(self.setup, src).pp_send_bytes
+        nbytes = self.pp_bytes[src]
         if self.opt.free_p2p or src == dst or nbytes <= 0:
             return -1
         parts = self._comms.get(("send", src, dst))

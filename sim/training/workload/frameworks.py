@@ -26,6 +26,7 @@ NeMo's ``scripts/performance`` reduces gradients in bf16); the source says which
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 __all__ = [
     "BEHAVIOURS",
@@ -83,9 +84,12 @@ class Semantics:
     reduce_per_model_chunk : bool
         Under interleaving, each model chunk's gradients are reduced as soon as that
         chunk's last backward finishes, not once after the whole pipeline flush.
-    ddp_bucket_copy : bool
-        Gradients live twice: in ``.grad`` and in the flat reduction buckets (PyTorch
-        DDP's ``gradient_as_bucket_view=False``).
+    grad_bucket_copy : str
+        Where reduction buckets live: ``none`` (views of the gradient buffer: Megatron),
+        ``all`` (a second copy of every gradient: PyTorch DDP's
+        ``gradient_as_bucket_view=False``) or ``bucket`` (gradients copied into one
+        bucket-sized staging buffer, two when the reduction overlaps the backward:
+        DeepSpeed's ``contiguous_gradients``).
     autocast_cache : bool
         bf16 casts of the fp32 weights are cached for the step (``torch.autocast``).
     overlap_param_gather : bool
@@ -118,9 +122,20 @@ class Semantics:
         What ``parallel.recompute: selective`` keeps: ``attention`` (Megatron: recompute
         core attention, Korthikanti et al. 2022) or ``op`` (torchtitan per-op SAC: save
         every other matmul output, attention outputs and reduce-scatter outputs).
+    tp_saves_gathered_input : bool
+        Under TP with sequence parallelism, a column-parallel matmul saves its all-gathered
+        (full-sequence) input for the backward (PyTorch DTensor), rather than its sharded
+        input gathered again in the backward (Megatron).
+    cpu_checkpointing : bool
+        Under full recomputation, the saved layer inputs are copied to host memory
+        (DeepSpeed's ``activation_checkpointing.cpu_checkpointing``).
     deallocate_pipeline_outputs : bool
         A stage frees the data of an output once sent to the next stage (it keeps only
         the autograd node); False keeps one output per in-flight micro-batch.
+    recv_buffers_per_microbatch : bool
+        The pipeline runtime allocates one activation and one gradient receive buffer per
+        micro-batch of the step up front (``torch.distributed.pipelining``), rather than
+        per micro-batch in flight.
     cross_entropy : str
         Default cross-entropy kernel: ``fp32`` (logits cast to fp32, softmax kept),
         ``fused`` (bf16 logits, gradient in place) or ``upcast`` (bf16 logits kept
@@ -140,7 +155,7 @@ class Semantics:
     grad_bucket_per_dp_rank: float
     grad_bucket_first_chunk_only: bool
     reduce_per_model_chunk: bool
-    ddp_bucket_copy: bool
+    grad_bucket_copy: str
     autocast_cache: bool
     overlap_param_gather: bool
     allgather_bucket_elements: float | None
@@ -154,7 +169,10 @@ class Semantics:
     tp_overlap_hidden: float
     tp_overlap_slowdown: float
     selective_recompute: str
+    tp_saves_gathered_input: bool
+    cpu_checkpointing: bool
     deallocate_pipeline_outputs: bool
+    recv_buffers_per_microbatch: bool
     cross_entropy: str
     expandable_segments: bool
 
@@ -168,6 +186,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "main_grad_dtype": ("fp32", "bf16", "fp16"),
     "grad_reduce_dtype": ("fp32", "bf16", "fp16"),
     "reshard_after_forward": ("default", "always", "never"),
+    "grad_bucket_copy": ("none", "all", "bucket"),
     "selective_recompute": ("attention", "op"),
     "cross_entropy": ("fp32", "fused", "upcast"),
 }
@@ -220,73 +239,53 @@ _UB_HIDDEN, _UB_SLOWDOWN = 0.875, 0.059
 # 29.90 - 29.90 / 1.09 gives s = 0.16 (Lee et al. measured 18.9% mean, 40% max).
 _ATP_HIDDEN, _ATP_SLOWDOWN = 0.875, 0.16
 
-_MEGATRON_FIELDS: dict[str, object] = dict(
-    model_params="bf16", main_grad_dtype="fp32", grad_reduce_dtype="fp32",
-    fp32_grad_copy=False, default_zero=1, overlap_grad_reduce=(0, 1, 2, 3),
-    grad_bucket_elements=40e6, grad_bucket_per_dp_rank=1e6,
-    grad_bucket_first_chunk_only=True, reduce_per_model_chunk=True, ddp_bucket_copy=False,
-    autocast_cache=False, overlap_param_gather=True, allgather_bucket_elements=None,
-    gathered_units=2, prefetch_elements=None, max_live_elements=None,
-    max_reuse_elements=None, reshard_after_forward="default", pp_gather_once=False,
-    tp_comm_overlap=True, tp_overlap_hidden=_UB_HIDDEN, tp_overlap_slowdown=_UB_SLOWDOWN,
-    selective_recompute="attention", deallocate_pipeline_outputs=True,
+# Every preset is this base with its own differences (docs/frameworks.md shows them all).
+_BASE: dict[str, Any] = dict(
+    model_params="fp32", main_grad_dtype="fp32", grad_reduce_dtype="fp32",
+    fp32_grad_copy=False, default_zero=0, overlap_grad_reduce=(0, 1, 2, 3),
+    grad_bucket_elements=None, grad_bucket_per_dp_rank=0.0,
+    grad_bucket_first_chunk_only=False, reduce_per_model_chunk=False,
+    grad_bucket_copy="none", autocast_cache=False, overlap_param_gather=False,
+    allgather_bucket_elements=None, gathered_units=2, prefetch_elements=None,
+    max_live_elements=None, max_reuse_elements=None, reshard_after_forward="default",
+    pp_gather_once=False, tp_comm_overlap=False, tp_overlap_hidden=0.0,
+    tp_overlap_slowdown=0.0, selective_recompute="attention",
+    tp_saves_gathered_input=False, cpu_checkpointing=False,
+    deallocate_pipeline_outputs=True, recv_buffers_per_microbatch=False,
     cross_entropy="fp32", expandable_segments=False,
 )  # fmt: skip
 
-PRESETS: dict[str, Semantics] = {
-    "megatron-core": Semantics("megatron-core", **_MEGATRON_FIELDS),  # type: ignore[arg-type]
-    "nemo": Semantics("nemo", **{**_MEGATRON_FIELDS, "main_grad_dtype": "bf16",  # type: ignore[arg-type]
-                      "grad_reduce_dtype": "bf16", "cross_entropy": "fused",
-                      "expandable_segments": True}),
-    "torchtitan": Semantics(
-        "torchtitan", model_params="fp32", main_grad_dtype="fp32", grad_reduce_dtype="fp32",
-        fp32_grad_copy=False, default_zero=3, overlap_grad_reduce=(0, 1, 2, 3),
-        grad_bucket_elements=None, grad_bucket_per_dp_rank=0.0,
-        grad_bucket_first_chunk_only=False, reduce_per_model_chunk=False,
-        ddp_bucket_copy=False, autocast_cache=False, overlap_param_gather=False,
-        allgather_bucket_elements=None, gathered_units=2, prefetch_elements=None,
-        max_live_elements=None, max_reuse_elements=None, reshard_after_forward="default",
-        pp_gather_once=True, tp_comm_overlap=False, tp_overlap_hidden=_ATP_HIDDEN,
+_MEGATRON_DIFF: dict[str, Any] = dict(
+    model_params="bf16", default_zero=1, grad_bucket_elements=40e6,
+    grad_bucket_per_dp_rank=1e6, grad_bucket_first_chunk_only=True,
+    reduce_per_model_chunk=True, overlap_param_gather=True, tp_comm_overlap=True,
+    tp_overlap_hidden=_UB_HIDDEN, tp_overlap_slowdown=_UB_SLOWDOWN,
+)  # fmt: skip
+
+_DIFFS: dict[str, dict[str, Any]] = {
+    "megatron-core": _MEGATRON_DIFF,
+    "nemo": {**_MEGATRON_DIFF, "main_grad_dtype": "bf16", "grad_reduce_dtype": "bf16",
+             "cross_entropy": "fused", "expandable_segments": True},
+    "torchtitan": dict(
+        default_zero=3, pp_gather_once=True, tp_overlap_hidden=_ATP_HIDDEN,
         tp_overlap_slowdown=_ATP_SLOWDOWN, selective_recompute="op",
-        deallocate_pipeline_outputs=False, cross_entropy="upcast", expandable_segments=True,
+        tp_saves_gathered_input=True, deallocate_pipeline_outputs=False,
+        recv_buffers_per_microbatch=True, cross_entropy="upcast", expandable_segments=True,
     ),
-    "deepspeed": Semantics(
-        "deepspeed", model_params="bf16", main_grad_dtype="bf16", grad_reduce_dtype="bf16",
-        fp32_grad_copy=True, default_zero=0, overlap_grad_reduce=(3,),
-        grad_bucket_elements=5e8, grad_bucket_per_dp_rank=0.0,
-        grad_bucket_first_chunk_only=False, reduce_per_model_chunk=False,
-        ddp_bucket_copy=False, autocast_cache=False, overlap_param_gather=False,
-        allgather_bucket_elements=5e8, gathered_units=1, prefetch_elements=5e7,
-        max_live_elements=1e9, max_reuse_elements=1e9, reshard_after_forward="always",
-        pp_gather_once=False, tp_comm_overlap=False, tp_overlap_hidden=0.0,
-        tp_overlap_slowdown=0.0, selective_recompute="attention",
-        deallocate_pipeline_outputs=False, cross_entropy="fp32", expandable_segments=False,
+    "deepspeed": dict(
+        model_params="bf16", main_grad_dtype="bf16", grad_reduce_dtype="bf16",
+        fp32_grad_copy=True, overlap_grad_reduce=(3,), grad_bucket_elements=5e8,
+        grad_bucket_copy="bucket", allgather_bucket_elements=5e8, gathered_units=1,
+        prefetch_elements=5e7, max_live_elements=1e9, max_reuse_elements=1e9,
+        reshard_after_forward="always", deallocate_pipeline_outputs=False,
     ),
-    "fsdp": Semantics(
-        "fsdp", model_params="fp32", main_grad_dtype="fp32", grad_reduce_dtype="fp32",
-        fp32_grad_copy=False, default_zero=3, overlap_grad_reduce=(0, 1, 2, 3),
-        grad_bucket_elements=None, grad_bucket_per_dp_rank=0.0,
-        grad_bucket_first_chunk_only=False, reduce_per_model_chunk=False,
-        ddp_bucket_copy=False, autocast_cache=False, overlap_param_gather=False,
-        allgather_bucket_elements=None, gathered_units=2, prefetch_elements=None,
-        max_live_elements=None, max_reuse_elements=None, reshard_after_forward="default",
-        pp_gather_once=False, tp_comm_overlap=False, tp_overlap_hidden=0.0,
-        tp_overlap_slowdown=0.0, selective_recompute="attention",
-        deallocate_pipeline_outputs=True, cross_entropy="fused", expandable_segments=False,
-    ),
-    "ddp": Semantics(
-        "ddp", model_params="fp32", main_grad_dtype="fp32", grad_reduce_dtype="fp32",
-        fp32_grad_copy=False, default_zero=0, overlap_grad_reduce=(0, 1, 2, 3),
-        grad_bucket_elements=25 * 2**20 / 4, grad_bucket_per_dp_rank=0.0,
-        grad_bucket_first_chunk_only=False, reduce_per_model_chunk=False,
-        ddp_bucket_copy=True, autocast_cache=True, overlap_param_gather=False,
-        allgather_bucket_elements=None, gathered_units=2, prefetch_elements=None,
-        max_live_elements=None, max_reuse_elements=None, reshard_after_forward="default",
-        pp_gather_once=False, tp_comm_overlap=False, tp_overlap_hidden=0.0,
-        tp_overlap_slowdown=0.0, selective_recompute="attention",
-        deallocate_pipeline_outputs=True, cross_entropy="fp32", expandable_segments=False,
-    ),
+    "fsdp": dict(default_zero=3, cross_entropy="fused"),
+    "ddp": dict(grad_bucket_elements=25 * 2**20 / 4, grad_bucket_copy="all", autocast_cache=True),
 }  # fmt: skip
+
+PRESETS: dict[str, Semantics] = {
+    name: Semantics(name, **{**_BASE, **diff}) for name, diff in _DIFFS.items()
+}
 
 #: Preset names, in table order.
 FRAMEWORKS: tuple[str, ...] = tuple(PRESETS)
@@ -314,7 +313,7 @@ def _megatron_sources() -> dict[str, str]:
         f"dist_utils.py: disable_bucketing for model_chunk_idx > 0; {ddp}: and pp_rank > 0",
         "reduce_per_model_chunk": f"{_MEGATRON} megatron/training/models/dist_utils.py: one "
         "DistributedDataParallel (grad buffer) per model chunk",
-        "ddp_bucket_copy": f"{_MEGATRON} megatron/core/distributed/param_and_grad_buffer.py"
+        "grad_bucket_copy": f"{_MEGATRON} megatron/core/distributed/param_and_grad_buffer.py"
         ": param.main_grad is a view of the contiguous grad buffer",
         "autocast_cache": f"{args}: bf16 params, no autocast",
         "overlap_param_gather": f"{bench}: --overlap-param-gather (default off)",
@@ -332,8 +331,14 @@ def _megatron_sources() -> dict[str, str]:
         f"{_NEMO} nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py",
         "selective_recompute": f"{args}: --recompute-granularity selective recomputes "
         "core attention (--recompute-modules core_attn); Korthikanti et al. 2022",
+        "tp_saves_gathered_input": f"{_MEGATRON} megatron/core/tensor_parallel/layers.py "
+        "LinearWithGradAccumulationAndAsyncCommunication: save_for_backward(input) "
+        "before the all-gather, gathered again in backward",
+        "cpu_checkpointing": _NA + "Megatron keeps checkpoints on the GPU",
         "deallocate_pipeline_outputs": f"{_MEGATRON} megatron/training/argument_utils.py: "
         "deallocate_pipeline_outputs = True; megatron/core/pipeline_parallel/schedules.py",
+        "recv_buffers_per_microbatch": f"{_MEGATRON} megatron/core/pipeline_parallel/schedules.py: receive tensors "
+        "allocated per communication step",
         "cross_entropy": f"{_MEGATRON} megatron/core/tensor_parallel/cross_entropy.py: "
         "logits .float(), exp in place, softmax saved (--cross-entropy-loss-fusion off)",
         "expandable_segments": f"{_MEGATRON} examples/gpt3/train_gpt3_175b_distributed.sh "
@@ -384,7 +389,7 @@ def _titan_sources() -> dict[str, str]:
         "grad_bucket_first_chunk_only": _NA + "FSDP units",
         "reduce_per_model_chunk": f"{_TORCH_STAGE}: with PP the reduce-scatter runs after "
         "the last backward (see pp_gather_once)",
-        "ddp_bucket_copy": _NA + "FSDP",
+        "grad_bucket_copy": _NA + "FSDP",
         "autocast_cache": _NA + "FSDP casts on gather",
         "overlap_param_gather": _NA + "ZeRO-3 gathers per layer before use",
         "allgather_bucket_elements": f"{fsdp}: per fully_shard unit",
@@ -403,8 +408,13 @@ def _titan_sources() -> dict[str, str]:
         "_torchtitan.md (70B bf16 1.09x); Lee et al. arXiv:2507.03114 bound it",
         "selective_recompute": f"{_TITAN} torchtitan/distributed/activation_checkpoint.py "
         "SelectiveAC (the trainer's default, torchtitan/trainer.py)",
+        "tp_saves_gathered_input": "PyTorch DTensor ColwiseParallel(input_layouts=Shard(1)) all-gathers the input "
+        "and aten.mm saves it (torchtitan/models/llama3/parallelize.py apply_tp)",
+        "cpu_checkpointing": _NA + "checkpoints stay on the GPU",
         "deallocate_pipeline_outputs": f"{_TORCH_STAGE}: forward_one_chunk keeps outputs in "
         "fwd_cache until the backward",
+        "recv_buffers_per_microbatch": f"{_TORCH_STAGE} _prepare_forward_infra / _prepare_backward_infra: one receive "
+        "buffer per micro-batch",
         "cross_entropy": f"{_TITAN} torchtitan/components/loss.py: cross_entropy over pred.float()",
         "expandable_segments": f"{_TITAN} run_train.sh: PYTORCH_ALLOC_CONF="
         "expandable_segments:True",
@@ -426,7 +436,7 @@ def _deepspeed_sources() -> dict[str, str]:
         "grad_bucket_per_dp_rank": _NA + "fixed bucket",
         "grad_bucket_first_chunk_only": _NA + "one bucket size",
         "reduce_per_model_chunk": _NA + "no interleaved schedule",
-        "ddp_bucket_copy": f"{zcfg}: contiguous_gradients = True (copied into one buffer)",
+        "grad_bucket_copy": f"{zcfg}: contiguous_gradients = True (copied into one buffer)",
         "autocast_cache": _NA + "bf16 module",
         "overlap_param_gather": f"{zcfg}: ZeRO-1/2 all-gather after the step "
         "(allgather_partitions)",
@@ -442,8 +452,13 @@ def _deepspeed_sources() -> dict[str, str]:
         "tp_overlap_hidden": "no overlap",
         "tp_overlap_slowdown": "no overlap",
         "selective_recompute": _NA + "DeepSpeed checkpoints whole layers",
+        "tp_saves_gathered_input": _NA + "no sequence parallelism",
+        "cpu_checkpointing": f"{_DEEPSPEED} docs/_pages/config-json.md: "
+        "activation_checkpointing.cpu_checkpointing false",
         "deallocate_pipeline_outputs": f"{_DEEPSPEED} deepspeed/runtime/pipe/engine.py: "
         "pipe_buffers['outputs'] kept until the backward",
+        "recv_buffers_per_microbatch": f"{_DEEPSPEED} deepspeed/runtime/pipe/engine.py: num_pipe_buffers = in-flight "
+        "micro-batches",
         "cross_entropy": "the user's model: eager fp32 assumed",
         "expandable_segments": "not set",
     }
@@ -465,7 +480,7 @@ def _fsdp_sources() -> dict[str, str]:
         "grad_bucket_per_dp_rank": _NA + "FSDP units",
         "grad_bucket_first_chunk_only": _NA + "FSDP units",
         "reduce_per_model_chunk": _NA + "no pipeline",
-        "ddp_bucket_copy": _NA + "FSDP",
+        "grad_bucket_copy": _NA + "FSDP",
         "autocast_cache": _NA + "FSDP casts on gather",
         "overlap_param_gather": _NA + "ZeRO-3 gathers per layer before use",
         "allgather_bucket_elements": "per FSDP unit",
@@ -479,7 +494,10 @@ def _fsdp_sources() -> dict[str, str]:
         "tp_overlap_hidden": "no overlap",
         "tp_overlap_slowdown": "no overlap",
         "selective_recompute": f"{par}: activation_checkpointing wraps whole blocks",
+        "tp_saves_gathered_input": _NA + "no tensor parallelism",
+        "cpu_checkpointing": f"{_COMPOSER} composer/utils/parallelism.py: activation_cpu_offload = False",
         "deallocate_pipeline_outputs": _NA + "no pipeline",
+        "recv_buffers_per_microbatch": _NA + "no pipeline",
         "cross_entropy": f"{_FOUNDRY} scripts/train/yamls/pretrain: loss_fn fused_crossentropy",
         "expandable_segments": "not set",
     }
@@ -497,7 +515,7 @@ def _ddp_sources() -> dict[str, str]:
         "grad_bucket_per_dp_rank": _NA + "fixed bucket",
         "grad_bucket_first_chunk_only": _NA + "fixed bucket",
         "reduce_per_model_chunk": _NA + "no pipeline",
-        "ddp_bucket_copy": f"{_DDP_DOC}: gradient_as_bucket_view = False (saves 'the total "
+        "grad_bucket_copy": f"{_DDP_DOC}: gradient_as_bucket_view = False (saves 'the total "
         "gradients size' when True)",
         "autocast_cache": "torch.autocast caches casts of leaf weights (cache_enabled=True)",
         "overlap_param_gather": _NA + "replicated",
@@ -512,7 +530,10 @@ def _ddp_sources() -> dict[str, str]:
         "tp_overlap_hidden": "no overlap",
         "tp_overlap_slowdown": "no overlap",
         "selective_recompute": _NA + "torch.utils.checkpoint wraps what the user chooses",
+        "tp_saves_gathered_input": _NA + "no tensor parallelism",
+        "cpu_checkpointing": _NA + "checkpoints stay on the GPU",
         "deallocate_pipeline_outputs": _NA + "no pipeline",
+        "recv_buffers_per_microbatch": _NA + "no pipeline",
         "cross_entropy": "eager fp32 under autocast",
         "expandable_segments": "not set",
     }

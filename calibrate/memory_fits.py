@@ -16,7 +16,10 @@ Runs that were run did fit, so the memory model must say ``fits`` for each of th
   micro-batch 1, no recomputation (Megatron's default), flash attention, 1F1B without
   interleaving (the table states neither; assumed).
 - llm-foundry MPT (A100 40/80 GB, H100): ``fsdp`` with the row's mixed-precision mode
-  (``PURE`` reduces in bf16). Scenario as :func:`calibrate.llm_foundry.foundry_scenario`.
+  (``PURE`` reduces in bf16) and without expandable segments (the tables were last
+  updated in January 2024, when ``scripts/train/train.py`` set only
+  ``max_split_size_mb``; the option arrived in April 2024). Scenario as
+  :func:`calibrate.llm_foundry.foundry_scenario`.
 - DeepSpeed statements that give a configuration: the 530B MT-NLG run on Selene
   (Smith et al. 2022, arXiv:2201.11990: TP 8, PP 35, DP 8, micro-batch 1, global batch
   1920, seq 2048, bf16, full recompute), and the Azure ZeRO-3 runs with no TP/PP of
@@ -135,7 +138,9 @@ def _foundry(data: Path) -> list[FitRow]:
         if not path.exists():
             continue
         for row in read_foundry_table(path):
-            sem = framework_semantics("fsdp", {"grad_reduce_dtype": row.grad_dtype})
+            sem = framework_semantics(
+                "fsdp", {"grad_reduce_dtype": row.grad_dtype, "expandable_segments": False}
+            )
             rows.append(_from_scenario(name, row.label, foundry_scenario(row), sem))
     return rows
 

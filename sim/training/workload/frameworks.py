@@ -279,7 +279,7 @@ _DIFFS: dict[str, dict[str, Any]] = {
         prefetch_elements=5e7, max_live_elements=1e9, max_reuse_elements=1e9,
         reshard_after_forward="always", deallocate_pipeline_outputs=False,
     ),
-    "fsdp": dict(default_zero=3, cross_entropy="fused"),
+    "fsdp": dict(default_zero=3, cross_entropy="fused", expandable_segments=True),
     "ddp": dict(grad_bucket_elements=25 * 2**20 / 4, grad_bucket_copy="all", autocast_cache=True),
 }  # fmt: skip
 
@@ -449,8 +449,8 @@ def _deepspeed_sources() -> dict[str, str]:
         "within max_reuse_distance",
         "pp_gather_once": _NA + "ZeRO-3 does not combine with DeepSpeed's pipeline engine",
         "tp_comm_overlap": f"{_DEEPSPEED} docs/_pages/config-json.md: tp_overlap_comm false",
-        "tp_overlap_hidden": "no overlap",
-        "tp_overlap_slowdown": "no overlap",
+        "tp_overlap_hidden": "no TP overlap: tp_overlap_comm is false",
+        "tp_overlap_slowdown": "no TP overlap: tp_overlap_comm is false",
         "selective_recompute": _NA + "DeepSpeed checkpoints whole layers",
         "tp_saves_gathered_input": _NA + "no sequence parallelism",
         "cpu_checkpointing": f"{_DEEPSPEED} docs/_pages/config-json.md: "
@@ -460,7 +460,7 @@ def _deepspeed_sources() -> dict[str, str]:
         "recv_buffers_per_microbatch": f"{_DEEPSPEED} deepspeed/runtime/pipe/engine.py: num_pipe_buffers = in-flight "
         "micro-batches",
         "cross_entropy": "the user's model: eager fp32 assumed",
-        "expandable_segments": "not set",
+        "expandable_segments": "not set by the deepspeed launcher (deepspeed/launcher/runner.py)",
     }
 
 
@@ -491,15 +491,17 @@ def _fsdp_sources() -> dict[str, str]:
         "reshard_after_forward": "FULL_SHARD reshards after forward, SHARD_GRAD_OP not",
         "pp_gather_once": _NA + "no pipeline",
         "tp_comm_overlap": _NA + "no tensor parallelism",
-        "tp_overlap_hidden": "no overlap",
-        "tp_overlap_slowdown": "no overlap",
+        "tp_overlap_hidden": "no TP overlap: no tensor parallelism",
+        "tp_overlap_slowdown": "no TP overlap: no tensor parallelism",
         "selective_recompute": f"{par}: activation_checkpointing wraps whole blocks",
         "tp_saves_gathered_input": _NA + "no tensor parallelism",
         "cpu_checkpointing": f"{_COMPOSER} composer/utils/parallelism.py: activation_cpu_offload = False",
         "deallocate_pipeline_outputs": _NA + "no pipeline",
         "recv_buffers_per_microbatch": _NA + "no pipeline",
         "cross_entropy": f"{_FOUNDRY} scripts/train/yamls/pretrain: loss_fn fused_crossentropy",
-        "expandable_segments": "not set",
+        "expandable_segments": f"{_FOUNDRY} llmfoundry/utils/config_utils.py: "
+        "expandable_segments = True (since 2024-04; earlier train.py set only "
+        "max_split_size_mb)",
     }
 
 
@@ -509,7 +511,7 @@ def _ddp_sources() -> dict[str, str]:
         "main_grad_dtype": "fp32 .grad of fp32 parameters",
         "grad_reduce_dtype": f"{_DDP_DOC}: buckets hold the gradients' dtype",
         "fp32_grad_copy": "fp32 gradients already",
-        "default_zero": "replicated",
+        "default_zero": "DDP replicates every parameter, gradient and optimizer state",
         "overlap_grad_reduce": f"{_DDP_DOC}: buckets all-reduced from autograd hooks",
         "grad_bucket_elements": f"{_DDP_DOC}: bucket_cap_mb = 25",
         "grad_bucket_per_dp_rank": _NA + "fixed bucket",
@@ -527,15 +529,15 @@ def _ddp_sources() -> dict[str, str]:
         "reshard_after_forward": _NA + "replicated",
         "pp_gather_once": _NA + "replicated",
         "tp_comm_overlap": _NA + "no tensor parallelism",
-        "tp_overlap_hidden": "no overlap",
-        "tp_overlap_slowdown": "no overlap",
+        "tp_overlap_hidden": "no TP overlap: no tensor parallelism",
+        "tp_overlap_slowdown": "no TP overlap: no tensor parallelism",
         "selective_recompute": _NA + "torch.utils.checkpoint wraps what the user chooses",
         "tp_saves_gathered_input": _NA + "no tensor parallelism",
         "cpu_checkpointing": _NA + "checkpoints stay on the GPU",
         "deallocate_pipeline_outputs": _NA + "no pipeline",
         "recv_buffers_per_microbatch": _NA + "no pipeline",
         "cross_entropy": "eager fp32 under autocast",
-        "expandable_segments": "not set",
+        "expandable_segments": "not set by torchrun or DDP",
     }
 
 

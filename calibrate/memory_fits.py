@@ -9,7 +9,8 @@ Runs that were run did fit, so the memory model must say ``fits`` for each of th
   fp16 parameters and gradients with an fp32 gradient copy in the optimizer
   (``docs/user-guide/features/dist_optimizer.md``: 20 bytes per parameter without the
   distributed optimizer, which did not exist yet), no overlap of TP or parameter
-  gathers, sent pipeline outputs kept (deallocation came later). Scenario as
+  gathers, sent pipeline outputs kept (Megatron-LM began deallocating them in January
+  2022: commit c1e4526b renames 'free' to 'deallocate'). Scenario as
   :func:`calibrate.published.megatron_scenario` builds it.
 - Megatron-Core H100 weak scaling: ``megatron-core`` (the preset is that benchmark's
   configuration) with sequence parallelism under TP (``--tp-comm-overlap`` needs it),
@@ -22,10 +23,11 @@ Runs that were run did fit, so the memory model must say ``fits`` for each of th
   :func:`calibrate.llm_foundry.foundry_scenario`.
 - DeepSpeed statements that give a configuration: the 530B MT-NLG run on Selene
   (Smith et al. 2022, arXiv:2201.11990: TP 8, PP 35, DP 8, micro-batch 1, global batch
-  1920, seq 2048, bf16, full recompute), and the Azure ZeRO-3 runs with no TP/PP of
-  530B, 1T and 2T parameters on 1024 A100 80 GB at micro-batch 8, seq 1024, optimizer
-  states and activation checkpoints in host memory (``docs/_posts/2022-07-26-
-  deepspeed-azure.md``; layer, hidden and head counts from its Table 2).
+  1920, seq 2048, bf16; ZeRO-1 and full recomputation assumed), and the Azure ZeRO-3
+  runs with no TP/PP of 530B, 1T and 2T parameters on 1024 A100 80 GB at micro-batch 8,
+  seq 1024, optimizer states and activation checkpoints in host memory
+  (``docs/_posts/2022-07-26-deepspeed-azure.md``; layer, hidden and head counts from its
+  Table 2; vocabulary 51200 and attention without flash kernels assumed, 2022 GPT).
 
 Each row is checked against the NVML capacity of its GPU
 (:func:`sim.training.memory.allocator.device_memory_bytes`).

@@ -8,11 +8,12 @@ Three tables:
    the row's framework ("after": what PyTorch's caching allocator reserves, the quantity
    the sources log), with the errors and their mean and max.
 2. Every run of the shared published tables (``../shared/data/published``): how many fit
-   before (framework-neutral, datasheet capacity) and after (their framework, NVML
-   capacity), and the fullest run of each table.
-3. The largest caching-allocator fragmentation under which every shared run that uses
-   the caching allocator without expandable segments still fits (the bound behind
-   ``sim.training.memory.allocator.FRAGMENTATION[False]``).
+   before (framework-neutral, datasheet capacity) and after (their framework, the
+   capacity a process sees), and the fullest run of each table.
+3. The headroom of the shared runs that use the caching allocator without expandable
+   segments: the largest fraction of the allocator's memory that could be lost at the
+   capacity with every one of them still fitting (their modelled loss is the room for
+   the step's largest transient allocation, ``sim.training.memory.allocator``).
 
 Run: ``python benchmarks/validate_memory.py [--data ../shared/data/published]``.
 """
@@ -54,8 +55,8 @@ def published_table() -> tuple[list[float], list[float]]:
 
 
 def _headroom(row: FitRow) -> float:
-    """Largest fraction of reserved memory the allocator may leave unused with ``row``
-    still fitting (``row``'s framework, its NVML capacity)."""
+    """Largest fraction of the allocator's memory that could be lost with ``row`` still
+    fitting (``row``'s framework, the capacity a process sees)."""
     r = row.framework_report()
     inside = r.total_bytes - r.fragmentation_bytes - r.outside_allocator_bytes
     x = (row.capacity_bytes - r.outside_allocator_bytes) / inside - 1
@@ -83,11 +84,11 @@ def fits_table(rows: list[FitRow]) -> None:
                 print(f"    does not fit: {r.label} {rep.total_bytes / GIB:.1f} GiB")
     caching = [r for r in rows if not r.semantics.expandable_segments]
     if caching:
-        bound, tight = min((_headroom(r), r) for r in caching), None
+        bound = min(((_headroom(r), r) for r in caching), key=lambda p: p[0])
         tight = bound[1]
         print(
-            f"\n== Largest caching-allocator fragmentation with every such run fitting: "
-            f"{bound[0]:.3f} of reserved memory ({tight.table}: {tight.label})"
+            f"\n== Headroom of the caching-allocator runs: {bound[0]:.3f} of the allocator's "
+            f"memory could be lost with all still fitting ({tight.table}: {tight.label})"
         )
 
 

@@ -30,7 +30,8 @@ Everything else is recomputed from those in the backward, one block at a time.
 
 from __future__ import annotations
 
-from sim.training.workload.frameworks import Semantics
+from sim.training.workload.comms import layer_rank_params
+from sim.training.workload.frameworks import DTYPE_BYTES, Semantics
 from sim.training.workload.models import ModelSpec
 from sim.training.workload.plan import ParallelPlan
 from sim.training.workload.primitives import ACT_BYTES
@@ -39,6 +40,7 @@ __all__ = [
     "LOGIT_BYTES",
     "activation_bytes_per_layer",
     "framework_activation_bytes",
+    "largest_transient_bytes",
     "op_sac_bytes_per_token",
     "stage_activation_bytes",
 ]
@@ -223,3 +225,37 @@ def framework_activation_bytes(
     if sem.recv_buffers_per_microbatch:  # activations in, gradients in
         total += boundary * m * ((v - (stage == 0)) + (v - last))
     return total
+
+
+def largest_transient_bytes(
+    model: ModelSpec,
+    plan: ParallelPlan,
+    seq: int,
+    stage: int,
+    flash_attention: bool,
+    cross_entropy: str,
+    sem: Semantics,
+) -> float:
+    """The largest tensor a step of ``stage`` allocates and frees, bytes: the logits in
+    their widest dtype (fp32 under an fp32 or upcast cross-entropy), one MLP
+    intermediate, the attention scores without a fused kernel, and under ZeRO-2/3 the
+    gradients reduced at once: one unit's in the reduction dtype (FSDP flattens a unit's
+    gradients into one reduce-scatter input), or, where gradients are copied into
+    staging buckets (DeepSpeed), the largest weight's gradient or one bucket.
+    """
+    m, t = model, plan.tp
+    tokens = plan.micro_batch * seq // plan.cp
+    sizes = [ACT_BYTES * tokens * m.ffn_hidden / t * (m.top_k if m.moe else 1)]
+    if stage == plan.pp - 1:
+        sizes.append(tokens * m.vocab / t * (2 if cross_entropy == "fused" else 4))
+    if not flash_attention:
+        sizes.append(ACT_BYTES * plan.micro_batch * m.heads / t * (seq // plan.cp) ** 2)
+    if plan.zero >= 2 and plan.dp_cp > 1:
+        layer = layer_rank_params(model, plan).total
+        if sem.grad_bucket_copy == "bucket" and sem.grad_bucket_elements is not None:
+            weight = m.hidden * max(m.ffn_hidden, m.hidden) / t
+            main = DTYPE_BYTES[sem.main_grad_dtype]
+            sizes.append(main * max(weight, min(sem.grad_bucket_elements, layer)))
+        else:
+            sizes.append(DTYPE_BYTES[sem.grad_reduce_dtype] * layer)
+    return float(max(sizes))

@@ -23,15 +23,26 @@ units, FSDP2 with pipeline parallelism, bucket copies), activations follow its s
 recompute, pipeline buffers and logits (:func:`sim.training.memory.activations.
 framework_activation_bytes`), and the workspace and fragmentation come from
 :mod:`sim.training.memory.allocator` (CUDA context and NCCL outside the allocator,
-cuBLAS inside it, fragmentation by allocator setting). Without one, nothing changes.
+cuBLAS inside it; at the capacity, 2% with expandable segments or room for the step's
+largest transient allocation without; ``reserved_bytes`` what the allocator reserves
+on a roomy device). Without one, nothing changes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.training.memory.activations import framework_activation_bytes, stage_activation_bytes
-from sim.training.memory.allocator import CUBLAS_BYTES, OUTSIDE_ALLOCATOR_BYTES, fragmentation
+from sim.training.memory.activations import (
+    framework_activation_bytes,
+    largest_transient_bytes,
+    stage_activation_bytes,
+)
+from sim.training.memory.allocator import (
+    CUBLAS_BYTES,
+    OUTSIDE_ALLOCATOR_BYTES,
+    limit_fragmentation_bytes,
+    reserved_when_roomy,
+)
 from sim.training.memory.states import framework_states, model_states
 from sim.training.schedule.pipeline import chunk_in_flight, in_flight, make_schedule
 from sim.training.workload.frameworks import Semantics
@@ -79,17 +90,17 @@ class MemoryParams:
 
 
 def framework_memory_params(sem: Semantics) -> MemoryParams:
-    """Workspace and fragmentation under framework ``sem`` (:mod:`.allocator`).
+    """Workspace under framework ``sem`` (:mod:`.allocator`); its fragmentation is not a
+    fixed fraction but the allocator's rule (:func:`.allocator.limit_fragmentation_bytes`),
+    so ``fragmentation`` is 0 here.
 
     >>> from sim.training.workload.frameworks import PRESETS
-    >>> p = framework_memory_params(PRESETS["megatron-core"])
-    >>> round(p.fragmentation, 4), p.outside_allocator_bytes
-    (0.1111, 1060000000.0)
+    >>> framework_memory_params(PRESETS["megatron-core"]).outside_allocator_bytes
+    1240000000.0
     """
-    f = fragmentation(sem)
     return MemoryParams(
         workspace_bytes=OUTSIDE_ALLOCATOR_BYTES + CUBLAS_BYTES,
-        fragmentation=f / (1 - f),
+        fragmentation=0.0,
         outside_allocator_bytes=OUTSIDE_ALLOCATOR_BYTES,
     )
 
@@ -113,6 +124,9 @@ class MemoryReport:
         offload``), bytes; not part of ``total_bytes``.
     outside_allocator_bytes : float
         Part of ``workspace_bytes`` outside PyTorch's caching allocator, bytes.
+    roomy_reserved_bytes : float or None
+        What the caching allocator reserves at the peak on a device with room to spare
+        (framework semantics only; None: ``total_bytes - outside_allocator_bytes``).
     """
 
     stage: int
@@ -125,6 +139,7 @@ class MemoryReport:
     hbm_bytes: float
     offloaded_bytes: float = 0.0
     outside_allocator_bytes: float = 0.0
+    roomy_reserved_bytes: float | None = None
 
     @property
     def total_bytes(self) -> float:
@@ -133,8 +148,11 @@ class MemoryReport:
 
     @property
     def reserved_bytes(self) -> float:
-        """What PyTorch's caching allocator reserves at the peak (``max_memory_reserved``):
-        the total less what lives outside it, bytes."""
+        """What PyTorch's caching allocator reserves at the peak (``max_memory_reserved``)
+        on a device with room to spare, bytes (at the capacity it reserves less: it
+        frees its cache before failing)."""
+        if self.roomy_reserved_bytes is not None:
+            return self.roomy_reserved_bytes
         return self.total_bytes - self.outside_allocator_bytes
 
     @property
@@ -220,10 +238,14 @@ def _framework_stages(
             model, plan, seq, stage, (held[stage], chunks[stage][-1]), layers[stage],
             flash_attention, cross_entropy, sem,
         )  # fmt: skip
-        frag = params.fragmentation * (s.weights + s.grads + s.optimizer + acts + inside)
+        allocated = s.weights + s.grads + s.optimizer + acts + inside
+        largest = largest_transient_bytes(
+            model, plan, seq, stage, flash_attention, cross_entropy, sem
+        )
+        frag = params.fragmentation * allocated + limit_fragmentation_bytes(sem, allocated, largest)
         parts = (s.weights, s.grads, s.optimizer, acts, params.workspace_bytes, frag)
-        outside = params.outside_allocator_bytes
-        reports.append(MemoryReport(stage, *parts, hbm_bytes, s.offloaded, outside))
+        outside, roomy = params.outside_allocator_bytes, reserved_when_roomy(sem, allocated)
+        reports.append(MemoryReport(stage, *parts, hbm_bytes, s.offloaded, outside, roomy))
     return reports
 
 

@@ -195,7 +195,6 @@ CHOICES: dict[str, tuple[str, ...]] = {
 _MEGATRON = "NVIDIA/Megatron-LM@d98e8a64"
 _NEMO = "NVIDIA/NeMo@8cfedd72"
 _TITAN = "pytorch/torchtitan@b5bcd76c"
-_TITAN_2024 = "pytorch/torchtitan@9dec370a"
 _DEEPSPEED = "deepspeedai/DeepSpeed@edaa7221"
 _COMPOSER = "mosaicml/composer@64051888"
 _FOUNDRY = "mosaicml/llm-foundry@8c8dd48f"

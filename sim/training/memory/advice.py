@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from sim.errors import ConfigError
 from sim.training.memory.report import MemoryParams, MemoryReport, memory_per_gpu
+from sim.workload.frameworks import Semantics
 from sim.workload.models import ModelSpec
 from sim.workload.plan import ParallelPlan
 from sim.workload.plan_checks import validate_plan
@@ -58,8 +59,10 @@ def memory_advice(
     flash_attention: bool = True,
     cross_entropy: str = "fp32",
     tech: Techniques = DEFAULT,
+    semantics: Semantics | None = None,
 ) -> list[str]:
-    """Notes for a result whose plan does not fit (empty when it fits).
+    """Notes for a result whose plan does not fit (empty when it fits); ``semantics``:
+    the framework holding the memory (as :func:`memory_per_gpu`).
 
     >>> from sim.workload.models import model_preset
     >>> from sim.training.memory.report import memory_per_gpu
@@ -83,8 +86,9 @@ def memory_advice(
         except ConfigError:
             continue
         r = memory_per_gpu(
-            model, cand, seq, report.hbm_bytes, params, flash_attention, cross_entropy, tech
-        )
+            model, cand, seq, report.hbm_bytes, params, flash_attention, cross_entropy, tech,
+            semantics,
+        )  # fmt: skip
         if r.fits:
             fits.append((r.total_bytes, label))
     if fits:

@@ -15,15 +15,37 @@ no bf16 shard is counted beside it (DeepSpeed ZeRO-3 keeps one). Activations com
 its pipeline schedule
 (:func:`sim.training.schedule.pipeline.in_flight`). On top: a fixed workspace (CUDA
 context, cuBLAS and NCCL buffers) and allocator fragmentation as a fraction of the rest.
+
+Given a framework's :class:`~sim.workload.frameworks.Semantics`, the states are
+held as that framework holds them (:func:`sim.training.memory.states.framework_states`:
+parameter, gradient-buffer and reduction dtypes, distributed-optimizer shards, gathered
+units, FSDP2 with pipeline parallelism, bucket copies), activations follow its selective
+recompute, pipeline buffers and logits (:func:`sim.training.memory.activations.
+framework_activation_bytes`), and the workspace and fragmentation come from
+:mod:`sim.training.memory.allocator` (CUDA context and NCCL outside the allocator,
+cuBLAS inside it; at the capacity, 2% with expandable segments or room for the step's
+largest transient allocation without; ``reserved_bytes`` what the allocator reserves
+on a roomy device). Without one, nothing changes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.training.memory.activations import stage_activation_bytes
-from sim.training.memory.states import model_states
-from sim.training.schedule.pipeline import in_flight, make_schedule
+from sim.training.memory.activations import (
+    framework_activation_bytes,
+    largest_transient_bytes,
+    stage_activation_bytes,
+)
+from sim.training.memory.allocator import (
+    CUBLAS_BYTES,
+    OUTSIDE_ALLOCATOR_BYTES,
+    limit_fragmentation_bytes,
+    reserved_when_roomy,
+)
+from sim.training.memory.states import framework_states, model_states
+from sim.training.schedule.pipeline import chunk_in_flight, in_flight, make_schedule
+from sim.workload.frameworks import Semantics
 from sim.workload.models import ModelSpec
 from sim.workload.plan import ParallelPlan
 from sim.workload.stages import stage_layers
@@ -33,6 +55,7 @@ __all__ = [
     "OPTIMIZER_BYTES",
     "MemoryParams",
     "MemoryReport",
+    "framework_memory_params",
     "memory_per_gpu",
     "memory_per_stage",
 ]
@@ -55,10 +78,31 @@ class MemoryParams:
         llm-foundry H100 and A100 tables (139 + 59 runs) still fits with the default
         workspace (``python -m calibrate.fit_training --gpu H100-SXM --memory``, the same
         for A100-SXM): an upper bound fitted to runs that did fit.
+
+    outside_allocator_bytes : float
+        The part of ``workspace_bytes`` the caching allocator does not manage (CUDA
+        context, NCCL buffers): a framework's "reserved" reading excludes it.
     """
 
     workspace_bytes: float = 1.5 * 2**30
     fragmentation: float = 0.039
+    outside_allocator_bytes: float = 0.0
+
+
+def framework_memory_params(sem: Semantics) -> MemoryParams:
+    """Workspace under framework ``sem`` (:mod:`.allocator`); its fragmentation is not a
+    fixed fraction but the allocator's rule (:func:`.allocator.limit_fragmentation_bytes`),
+    so ``fragmentation`` is 0 here.
+
+    >>> from sim.workload.frameworks import PRESETS
+    >>> framework_memory_params(PRESETS["megatron-core"]).outside_allocator_bytes
+    1240000000.0
+    """
+    return MemoryParams(
+        workspace_bytes=OUTSIDE_ALLOCATOR_BYTES + CUBLAS_BYTES,
+        fragmentation=0.0,
+        outside_allocator_bytes=OUTSIDE_ALLOCATOR_BYTES,
+    )
 
 
 @dataclass(frozen=True)
@@ -78,6 +122,11 @@ class MemoryReport:
     offloaded_bytes : float
         Optimizer states and master weights moved to host memory or NVMe (``training.
         offload``), bytes; not part of ``total_bytes``.
+    outside_allocator_bytes : float
+        Part of ``workspace_bytes`` outside PyTorch's caching allocator, bytes.
+    roomy_reserved_bytes : float or None
+        What the caching allocator reserves at the peak on a device with room to spare
+        (framework semantics only; None: ``total_bytes - outside_allocator_bytes``).
     """
 
     stage: int
@@ -89,11 +138,22 @@ class MemoryReport:
     fragmentation_bytes: float
     hbm_bytes: float
     offloaded_bytes: float = 0.0
+    outside_allocator_bytes: float = 0.0
+    roomy_reserved_bytes: float | None = None
 
     @property
     def total_bytes(self) -> float:
         """Sum of the parts, bytes."""
         return sum(self.breakdown.values())
+
+    @property
+    def reserved_bytes(self) -> float:
+        """What PyTorch's caching allocator reserves at the peak (``max_memory_reserved``)
+        on a device with room to spare, bytes (at the capacity it reserves less: it
+        frees its cache before failing)."""
+        if self.roomy_reserved_bytes is not None:
+            return self.roomy_reserved_bytes
+        return self.total_bytes - self.outside_allocator_bytes
 
     @property
     def fits(self) -> bool:
@@ -127,9 +187,15 @@ def memory_per_stage(
     flash_attention: bool = True,
     cross_entropy: str = "fp32",
     tech: Techniques = DEFAULT,
+    semantics: Semantics | None = None,
 ) -> list[MemoryReport]:
     """Memory of one GPU of each pipeline stage, in stage order (``tech``: optimizer,
-    LoRA/QLoRA and offload, :mod:`sim.workload.trainable`)."""
+    LoRA/QLoRA and offload, :mod:`sim.workload.trainable`; ``semantics``: as a
+    framework holds it, or None for the framework-neutral model)."""
+    if semantics is not None:
+        return _framework_stages(
+            model, plan, seq, hbm_bytes, params, flash_attention, cross_entropy, tech, semantics
+        )
     params = params or MemoryParams()
     schedule = make_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.virtual_stages)
     held = in_flight(schedule)
@@ -148,6 +214,41 @@ def memory_per_stage(
     return reports
 
 
+def _framework_stages(
+    model: ModelSpec,
+    plan: ParallelPlan,
+    seq: int,
+    hbm_bytes: float,
+    params: MemoryParams | None,
+    flash_attention: bool,
+    cross_entropy: str,
+    tech: Techniques,
+    sem: Semantics,
+) -> list[MemoryReport]:
+    """:func:`memory_per_stage` under framework ``sem``."""
+    params = params or framework_memory_params(sem)
+    schedule = make_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.virtual_stages)
+    held, chunks = in_flight(schedule), chunk_in_flight(schedule)
+    layers = stage_layers(plan, model)
+    inside = params.workspace_bytes - params.outside_allocator_bytes
+    reports = []
+    for stage in range(plan.pp):
+        s = framework_states(model, plan, stage, tech, sem)
+        acts = framework_activation_bytes(
+            model, plan, seq, stage, (held[stage], chunks[stage][-1]), layers[stage],
+            flash_attention, cross_entropy, sem,
+        )  # fmt: skip
+        allocated = s.weights + s.grads + s.optimizer + acts + inside
+        largest = largest_transient_bytes(
+            model, plan, seq, stage, flash_attention, cross_entropy, sem
+        )
+        frag = params.fragmentation * allocated + limit_fragmentation_bytes(sem, allocated, largest)
+        parts = (s.weights, s.grads, s.optimizer, acts, params.workspace_bytes, frag)
+        outside, roomy = params.outside_allocator_bytes, reserved_when_roomy(sem, allocated)
+        reports.append(MemoryReport(stage, *parts, hbm_bytes, s.offloaded, outside, roomy))
+    return reports
+
+
 def memory_per_gpu(
     model: ModelSpec,
     plan: ParallelPlan,
@@ -157,8 +258,12 @@ def memory_per_gpu(
     flash_attention: bool = True,
     cross_entropy: str = "fp32",
     tech: Techniques = DEFAULT,
+    semantics: Semantics | None = None,
 ) -> MemoryReport:
     """Memory of the fullest GPU under ``plan``; ``fits`` says whether it fits ``hbm_bytes``.
+
+    ``semantics``: hold it as that framework does (module doc); None keeps the
+    framework-neutral model.
 
     Over capacity is an answer, not an error (:func:`sim.training.memory.advice.memory_advice`
     says what to change).
@@ -169,6 +274,6 @@ def memory_per_gpu(
     False
     """
     reports = memory_per_stage(
-        model, plan, seq, hbm_bytes, params, flash_attention, cross_entropy, tech
+        model, plan, seq, hbm_bytes, params, flash_attention, cross_entropy, tech, semantics
     )
     return max(reports, key=lambda r: (r.total_bytes, -r.stage))

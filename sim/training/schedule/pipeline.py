@@ -16,6 +16,7 @@ from typing import NamedTuple
 __all__ = [
     "SCHEDULES",
     "Step",
+    "chunk_in_flight",
     "gpipe",
     "in_flight",
     "interleaved_1f1b",
@@ -133,4 +134,22 @@ def in_flight(schedule: Schedule) -> list[float]:
             held += 1 if st.kind == "F" else -1
             peak = max(peak, held)
         out.append(peak / v)
+    return out
+
+
+def chunk_in_flight(schedule: Schedule) -> list[list[int]]:
+    """Most micro-batches of each model chunk a stage holds at once (forward done,
+    backward not), per stage and chunk.
+
+    >>> chunk_in_flight(interleaved_1f1b(2, 4, 2))[1]  # the last stage's chunk 1: F then B
+    [3, 1]
+    """
+    v = 1 + max(st.chunk for ops in schedule for st in ops)
+    out = []
+    for ops in schedule:
+        held, peak = [0] * v, [0] * v
+        for st in ops:
+            held[st.chunk] += 1 if st.kind == "F" else -1
+            peak[st.chunk] = max(peak[st.chunk], held[st.chunk])
+        out.append(peak)
     return out

@@ -15,9 +15,9 @@ from sim.scenario.load import load_scenario
 from sim.studies.grid import sweep_spec
 from sim.studies.runner import run_sweep
 from sim.training.graph.buckets import buckets_of
-from sim.training.graph.build import Options, build_step_graph
+from sim.training.graph.build import build_step_graph
 from sim.training.graph.costs import chunk_costs
-from sim.training.graph.execute import run_graph
+from sim.training.graph.execute import ideal_skip, run_graph
 from sim.training.graph.listsched import fill_gaps, list_schedule
 from sim.training.graph.simulate import simulate_graph
 from sim.training.graph.task import COLLECTIVE, COMPUTE, TRANSFER, StepGraph
@@ -26,11 +26,11 @@ from sim.training.setup import prepare_step
 from sim.training.step import _timer, run_step, simulate_step
 
 
-def _graph(name: str, *sets: str, network: str = "analytical", options: Options | None = None):  # type: ignore[no-untyped-def]
+def _graph(name: str, *sets: str, network: str = "analytical"):  # type: ignore[no-untyped-def]
     setup = prepare_step(load_scenario(name, list(sets)), network)
     timer = _timer(setup)
     costs = chunk_costs(setup, timer)
-    return setup, timer, costs, build_step_graph(setup, timer, costs, options)
+    return setup, timer, costs, build_step_graph(setup, timer, costs)
 
 
 def _order(graph: StepGraph, stage: int) -> list[tuple[str, int, int]]:
@@ -123,10 +123,17 @@ def test_zero3_gathers_prefetch_one_unit_ahead() -> None:
         assert g.kind[unit] == COMPUTE and g.pass_of[unit] == g.pass_of[gt]
 
 
-def test_ideal_graph_has_no_dp_work_nor_sends() -> None:
-    """The ideal pipeline (its idle time is the bubble) has only passes and gathers."""
-    _, _, _, g = _graph("llama2-70b-256-ib", options=Options(free_p2p=True, with_dp=False))
-    assert set(g.label) <= {"pass", "zero_all_gather"}
+def test_the_ideal_pipeline_frees_everything_but_the_passes() -> None:
+    """The ideal pipeline (its idle time is the bubble) is the same graph with every task
+    outside the passes free: no sends, no data-parallel work, no optimizer; the passes and
+    their parameter gathers keep their times."""
+    _, _, _, g = _graph("llama2-70b-256-ib", "parallel.zero=3", "cluster.nodes=8",
+                        "parallel.dp=2", "training.global_batch=32")  # fmt: skip
+    skip = ideal_skip(g)
+    kept = {g.label[i] for i in range(len(g)) if not skip[i]}
+    freed = {g.label[i] for i in range(len(g)) if skip[i]}
+    assert kept == {"pass", "zero_all_gather"}
+    assert {"pp_send", "optimizer"} <= freed and any(x.startswith("dp_") for x in freed)
 
 
 def test_executors_agree_exactly_without_contention() -> None:

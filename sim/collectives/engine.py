@@ -168,13 +168,36 @@ def step_cost(
     return cost_of(sched, step_arrays(trs, endpoints, routes.table), routes.table)
 
 
+#: Steps whose one-byte costing a route table keeps (beyond it, the memo starts afresh).
+MAX_UNIT_COSTS = 50_000
+
+
 def cost_of(sched: Schedule, step: StepArrays, table: RouteTable) -> StepCost:
-    """The :class:`StepCost` of a step given as arrays (:mod:`sim.collectives.steparrays`)."""
+    """The :class:`StepCost` of a step given as arrays (:mod:`sim.collectives.steparrays`).
+
+    A step kept in ``table`` (its schedule's steps depend on the size only through the
+    chunk bytes) is costed once at one byte per chunk: its drain times and payloads are
+    linear in the chunk bytes (loads scale, capacities and incast loss do not), so the
+    sizes a tuner or a training step asks for scale that one costing.
+    """
+    if sched.key is not None:
+        hit = table.unit.get(id(step))
+        if hit is None or hit[0] is not step:
+            if len(table.unit) >= MAX_UNIT_COSTS:
+                table.unit.clear()
+            hit = table.unit[id(step)] = (step, _cost_at(sched, step, table, 1.0))
+        unit = hit[1]
+        cb = sched.chunk_bytes
+        return StepCost(unit.latency_s, unit.drain_s * cb, unit.scope, unit.src_payload_bytes * cb)
+    return _cost_at(sched, step, table, sched.chunk_bytes)
+
+
+def _cost_at(sched: Schedule, step: StepArrays, table: RouteTable, chunk_bytes: float) -> StepCost:
     table.freeze()
     lat = table.latency_s[step.route] if len(step) else np.zeros(0)
     scope = SCOPE_NAME[int(table.scope[step.route].max()) if len(step) else 0]
-    drain, _ = step_loads(table, step, sched.chunk_bytes)
-    return StepCost(lat, drain, scope, sender_totals(step, sched.chunk_bytes, sched.n))
+    drain, _ = step_loads(table, step, chunk_bytes)
+    return StepCost(lat, drain, scope, sender_totals(step, chunk_bytes, sched.n))
 
 
 def predict_step_sync(

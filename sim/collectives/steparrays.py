@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -66,6 +66,8 @@ class RouteTable:
         # step arrays by (Schedule.key, phase index, step): equal keys, equal steps
         self.steps: dict[tuple[object, ...], StepArrays] = {}
         self.kept = 0  # transfers in ``steps``
+        # a kept step's facts at one byte per chunk, by id (the step is kept alive beside)
+        self.unit: dict[int, tuple[StepArrays, Any]] = {}
 
     def id(self, src: str, dst: str, rail: int) -> int:
         """The number of route ``src -> dst`` on ``rail`` (assigned on first use)."""

@@ -11,6 +11,7 @@ and the TP, EP, DP and expert-DP groups those GPUs belong to (the DP groups span
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
@@ -24,7 +25,7 @@ from sim.scenario.load import Scenario, resolve_plan
 from sim.topology.model import Topology
 from sim.topology.presets import load_topology
 from sim.training.compute.params import ComputeParams, compute_params
-from sim.workload.plan import Coord, ParallelPlan, groups, rank_of
+from sim.workload.plan import Coord, ParallelPlan, group_of, rank_of
 from sim.workload.techniques import check_techniques, techniques_of
 
 __all__ = [
@@ -100,20 +101,38 @@ def cached_topology(name: str, nodes: int | None, seed: int) -> Topology:
     return _topology(name, nodes, seed)
 
 
-Membership = dict[str, dict[int, tuple[str, ...]]]
+class _GroupsOf(Mapping[int, tuple[str, ...]]):
+    """rank -> GPU names of the rank's group of one kind, computed when asked (a step
+    needs its replica's groups, not every group of a 16k-GPU job)."""
+
+    def __init__(self, plan: ParallelPlan, kind: str, names: tuple[str, ...]) -> None:
+        self.plan, self.kind, self.names = plan, kind, names
+        self._known: dict[int, tuple[str, ...]] = {}
+
+    def __getitem__(self, rank: int) -> tuple[str, ...]:
+        named = self._known.get(rank)
+        if named is None:
+            group = group_of(self.plan, self.kind, rank)
+            named = tuple(self.names[r] for r in group)
+            for r in group:
+                self._known[r] = named
+        return named
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.plan.num_gpus))
+
+    def __len__(self) -> int:
+        return self.plan.num_gpus
+
+
+Membership = dict[str, Mapping[int, tuple[str, ...]]]
 
 
 def membership(plan: ParallelPlan, names: tuple[str, ...]) -> Membership:
-    """kind -> rank -> GPU names of the rank's group of that kind."""
-    out: Membership = {}
-    for kind in ("tp", "ep", "dp", "edp", "shard", "replica"):
-        per: dict[int, tuple[str, ...]] = {}
-        for g in groups(plan, kind):
-            named = tuple(names[r] for r in g)
-            for r in g:
-                per[r] = named
-        out[kind] = per
-    return out
+    """kind -> rank -> GPU names of the rank's group of that kind (each group found when
+    first asked for)."""
+    return {kind: _GroupsOf(plan, kind, names)
+            for kind in ("tp", "ep", "dp", "edp", "shard", "replica")}  # fmt: skip
 
 
 def stage_groups(

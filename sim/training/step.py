@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping
 from dataclasses import replace
 
 from sim.result import StepResult
 from sim.scenario.load import Scenario
 from sim.topology.model import Topology
 from sim.training.compute.passes import CollectiveTimer
-from sim.training.graph.build import Options
-from sim.training.graph.execute import StepRun, run_graph
+from sim.training.graph.execute import StepRun, ideal_run, run_graph
 from sim.training.graph.simulate import Progress
 from sim.training.graph.task import COLLECTIVE, COMPUTE, Comm
 from sim.training.graph.timelines import StageTimeline
@@ -71,6 +72,14 @@ def simulate_step(
     force_profile : bool
         Use a profile measured on other hardware.
 
+    Notes
+    -----
+    The simulation is deterministic, so results are kept (the last :data:`KEPT_RESULTS`):
+    the same scenario asked again, through any entry point, is answered from the kept
+    result, byte for byte. The opt-in sections of the layers over the step (variability,
+    reliability, spot, energy) do not change the step and are not part of the key; calls
+    with ``compute`` overrides (calibration fits) are always simulated.
+
     Examples
     --------
     >>> from sim.scenario.load import load_scenario
@@ -78,7 +87,37 @@ def simulate_step(
     >>> r.fits and 0 < r.mfu < 1
     True
     """
-    return run_step(scenario, network, compute, profile=profile, force_profile=force_profile)[0]
+    key = None if compute else _result_key(scenario, network, profile, force_profile)
+    if key is not None:
+        hit = _RESULTS.get(key)
+        if hit is not None:
+            _RESULTS.move_to_end(key)
+            return copy.deepcopy(hit)  # callers may change its dicts; the kept one stays
+    result = run_step(scenario, network, compute, profile=profile, force_profile=force_profile)[0]
+    if key is not None:
+        _RESULTS[key] = copy.deepcopy(result)
+        if len(_RESULTS) > KEPT_RESULTS:
+            _RESULTS.popitem(last=False)
+    return result
+
+
+#: Step results kept for repeated questions (a planner's and a sweep's repeats, the API).
+KEPT_RESULTS = 1024
+_RESULTS: OrderedDict[Hashable, StepResult] = OrderedDict()
+
+
+def _result_key(
+    scenario: Scenario, network: str | None, profile: str | None, force: bool
+) -> Hashable | None:
+    """What a step's result depends on: the scenario without the sections of the layers
+    over the step, the network and the profile choice (None when unhashable)."""
+    core = replace(scenario, variability=None, reliability=None, spot=None, energy=None)
+    key = (core, network or scenario.network, profile, force)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def run_step(
@@ -117,7 +156,7 @@ def _ideal(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> StepRun:
     schedule's bubble."""
     if setup.plan.pp == 1:
         return run
-    return run_graph(setup, timer, Options(free_p2p=True, with_dp=False), costs=run.costs)
+    return ideal_run(setup, run)
 
 
 def _breakdown(line: StageTimeline, ideal: StageTimeline) -> dict[str, float]:

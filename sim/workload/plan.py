@@ -18,6 +18,7 @@ Coord(tp=1, pp=0, dp=1, cp=0)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -33,6 +34,7 @@ __all__ = [
     "Coord",
     "ParallelPlan",
     "full_order",
+    "group_of",
     "groups",
     "parse_order",
     "placement_notes",
@@ -197,14 +199,18 @@ def full_order(order: tuple[str, ...] | list[str] | str) -> tuple[str, ...]:
     return (*axes[:at], "cp", *axes[at:])
 
 
+@lru_cache(maxsize=64)
 def _grid(plan: ParallelPlan) -> np.ndarray:
-    """Array ``g[tp, pp, dp, cp] = rank`` for the plan's placement order."""
+    """Array ``g[tp, pp, dp, cp] = rank`` for the plan's placement order (cached per plan:
+    read-only)."""
     sizes = {"tp": plan.tp, "cp": plan.cp, "pp": plan.pp, "dp": plan.dp}
     order = full_order(plan.order)
     # C order makes the last axis fastest, so lay the axes out slowest first.
     slow_first = order[::-1]
     ranks = np.arange(plan.num_gpus).reshape([sizes[a] for a in slow_first])
-    return np.transpose(ranks, [slow_first.index(a) for a in Coord._fields])
+    grid = np.transpose(ranks, [slow_first.index(a) for a in Coord._fields])
+    grid.flags.writeable = False
+    return grid
 
 
 def rank_coords(plan: ParallelPlan, rank: int) -> Coord:
@@ -222,6 +228,37 @@ def rank_coords(plan: ParallelPlan, rank: int) -> Coord:
 def rank_of(plan: ParallelPlan, coord: Coord) -> int:
     """Global rank at ``coord`` (inverse of :func:`rank_coords`)."""
     return int(_grid(plan)[coord.tp, coord.pp, coord.dp, coord.cp])
+
+
+def group_of(plan: ParallelPlan, kind: str, rank: int) -> list[int]:
+    """The ranks of ``rank``'s group of ``kind``, in the order :func:`groups` lists them
+    (one group, without enumerating every group of the job).
+
+    >>> p = ParallelPlan(tp=2, dp=4, zero=3, shard_size=2, global_batch=4)
+    >>> group_of(p, "replica", 1), group_of(p, "tp", 5), group_of(p, "dp", 2)
+    ([1, 5], [4, 5], [0, 2, 4, 6])
+    """
+    c = rank_coords(plan, rank)
+    grid = _grid(plan)
+    if kind in ("tp", "pp", "cp"):
+        index: list[int | slice] = [c.tp, c.pp, c.dp, c.cp]
+        index[Coord._fields.index(kind)] = slice(None)
+        return [int(r) for r in grid[tuple(index)]]
+    row = grid.reshape(plan.tp, plan.pp, plan.dp_cp)[c.tp, c.pp]
+    i = c.dp * plan.cp + c.cp  # the rank's place on the DP-CP axis
+    if kind == "dp":
+        out = row
+    elif kind == "ep":
+        out = row.reshape(plan.edp, plan.ep)[i // plan.ep]
+    elif kind == "edp":
+        out = row.reshape(plan.edp, plan.ep)[:, i % plan.ep]
+    elif kind == "shard":
+        out = row.reshape(plan.dp_cp // plan.shard, plan.shard)[i // plan.shard]
+    elif kind == "replica":
+        out = row.reshape(plan.dp_cp // plan.shard, plan.shard)[:, i % plan.shard]
+    else:
+        raise ValueError(f"unknown group kind {kind!r}; known: {', '.join(GROUP_KINDS)}")
+    return [int(r) for r in out]
 
 
 def groups(plan: ParallelPlan, kind: str) -> list[list[int]]:

@@ -21,8 +21,9 @@ pipeline stage ``s`` the streams are:
   (ZeRO-1/2).
 
 Pipeline sends are transfer tasks without a stream (one transfer per TP rank), from the
-producing pass to the consuming one. :class:`Options` removes sends (``free_p2p``) and the
-data-parallel work (``with_dp=False``): the ideal pipeline, whose idle time is the bubble.
+producing pass to the consuming one. With every task outside the passes free
+(:func:`sim.training.graph.execute.ideal_skip`) the same graph runs the ideal pipeline,
+whose idle time is the schedule's bubble.
 
 Analytical contention (ZeRO-3/FSDP with reductions every micro-batch and ``overlap_dp``):
 a stage's gathers and gradient reductions cross the same NICs, so they share one NIC
@@ -34,7 +35,6 @@ network ignore both and let the transfers share the links.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from sim.training.compute.passes import CollectiveTimer, PassCost, Unit
 from sim.training.graph.buckets import (
@@ -51,17 +51,7 @@ from sim.training.setup import StepSetup
 from sim.workload.techniques import techniques_of
 from sim.workload.zero import zero_semantics
 
-__all__ = ["Options", "build_step_graph", "p2p_latency_s"]
-
-
-@dataclass(frozen=True)
-class Options:
-    """What the graph leaves out: ``free_p2p`` makes pipeline sends instantaneous and
-    ``with_dp=False`` drops the data-parallel work and the optimizer (together: the
-    pipeline's ideal bubble)."""
-
-    free_p2p: bool = False
-    with_dp: bool = True
+__all__ = ["build_step_graph", "p2p_latency_s"]
 
 
 def p2p_latency_s(setup: StepSetup) -> float:
@@ -72,16 +62,14 @@ def p2p_latency_s(setup: StepSetup) -> float:
 class _Builder:
     """State while building (private: :func:`build_step_graph` is the interface)."""
 
-    def __init__(
-        self, setup: StepSetup, costs: dict[tuple[int, str], PassCost], options: Options
-    ) -> None:
-        self.setup, self.costs, self.opt = setup, costs, options
+    def __init__(self, setup: StepSetup, costs: dict[tuple[int, str], PassCost]) -> None:
+        self.setup, self.costs = setup, costs
         plan = setup.plan
         self.p, self.v, self.m = plan.pp, plan.virtual_stages, plan.num_microbatches
         self.nvs = self.p * self.v
         self.g = StepGraph()
         sem = zero_semantics(plan)
-        self.buckets = [buckets_of(setup, s) if options.with_dp else [] for s in range(self.p)]
+        self.buckets = [buckets_of(setup, s) for s in range(self.p)]
         every_mb = sem.reduce_every_microbatch and plan.dp_cp > 1
         self.shared = every_mb and plan.zero >= 3 and plan.overlap_dp and any(self.buckets)
         self.schedule = make_schedule(plan.schedule, self.p, self.m, self.v)
@@ -110,9 +98,7 @@ class _Builder:
             vs = st.chunk * self.p + s
             cost = self.costs[(vs, st.kind)]
             pid = g.add_pass(PassInfo(s, st.kind, st.mb, st.chunk, vs))
-            release = self.opt.with_dp and reduces_after(
-                self.setup, st.kind, st.mb, last_b[st.chunk]
-            )
+            release = reduces_after(self.setup, st.kind, st.mb, last_b[st.chunk])
             buckets = self.buckets[s] if release else []
             prev = self.last_compute[s]
             if cost.gathers:
@@ -207,13 +193,13 @@ class _Builder:
 
     def _send(self, src_key: tuple[str, int, int], dst: int) -> int:
         """A transfer task from the producing pass to stage ``dst``; -1 when no bytes move
-        (same stage, free sends, nothing to send, or the loss: B after the last F)."""
+        (same stage, nothing to send, or the loss: B after the last F)."""
         kind, vs, _ = src_key
         src = vs % self.p
         if kind == "F" and vs == self.nvs - 1:
             return -1
         nbytes = self.pp_bytes[src]
-        if self.opt.free_p2p or src == dst or nbytes <= 0:
+        if src == dst or nbytes <= 0:
             return -1
         parts = self._comms.get(("send", src, dst))
         if parts is None:
@@ -254,9 +240,7 @@ class _Builder:
     def finish(self) -> None:
         """The data-parallel streams, the tied-embedding sync, the optimizer and the
         parameter all-gathers after it."""
-        dp_done = [self.stage_dp(s) for s in range(self.p)] if self.opt.with_dp else []
-        if not self.opt.with_dp:
-            return
+        dp_done = [self.stage_dp(s) for s in range(self.p)]
         g, setup = self.g, self.setup
         ready = [[t for t in (self.last_compute[s], dp_done[s]) if t >= 0] for s in range(self.p)]
         tied = stage_comm(setup, 0).tied_embedding_bytes
@@ -290,7 +274,6 @@ def build_step_graph(
     setup: StepSetup,
     timer: CollectiveTimer,
     costs: dict[tuple[int, str], PassCost],
-    options: Options | None = None,
 ) -> StepGraph:
     """The task graph of one training step of ``setup`` (see the module docstring).
 
@@ -303,15 +286,13 @@ def build_step_graph(
         see the same collective parameters.
     costs : dict
         :class:`PassCost` of every (virtual stage, ``"F"``/``"B"``).
-    options : Options, optional
-        What to leave out (the ideal pipeline); default: nothing.
 
     Returns
     -------
     StepGraph
         Tasks, streams and dependencies.
     """
-    b = _Builder(setup, costs, options or Options())
+    b = _Builder(setup, costs)
     for s in range(b.p):
         b.stage_passes(s)
     b.sends()

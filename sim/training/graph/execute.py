@@ -12,12 +12,13 @@ the gradient reduction and the step end).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sim.network import backend
 from sim.network.base import Network
 from sim.training.compute.passes import CollectiveTimer, PassCost
-from sim.training.graph.build import Options, build_step_graph
+from sim.training.graph.build import build_step_graph
 from sim.training.graph.costs import chunk_costs
 from sim.training.graph.listsched import list_schedule
 from sim.training.graph.simulate import Progress, simulate_graph
@@ -31,6 +32,8 @@ __all__ = [
     "Execution",
     "StepRun",
     "execute",
+    "ideal_run",
+    "ideal_skip",
     "run_graph",
     "stage_timelines",
 ]
@@ -63,9 +66,11 @@ def execute(
     *,
     record: bool = False,
     progress: Progress | None = None,
+    skip: Sequence[bool] | None = None,
 ) -> Execution:
     """Run ``graph`` with the executor the ``network`` backend calls for (see the module
-    docstring); ``record`` and ``progress`` concern a simulated network only.
+    docstring); ``record`` and ``progress`` concern a simulated network only; tasks marked
+    in ``skip`` take no time.
 
     Parameters
     ----------
@@ -79,12 +84,22 @@ def execute(
         Keep the simulated network's per-link records.
     progress : callable, optional
         Called now and then during a simulated run.
+    skip : sequence of bool, optional
+        Tasks that take no time (:func:`ideal_skip`: the ideal pipeline).
     """
     if backend(network).closed_form:
-        start, end = list_schedule(graph, timer)
+        start, end = list_schedule(graph, timer, skip)
         return Execution(start, end, None)
-    start, end, net = simulate_graph(graph, timer, network, record=record, progress=progress)
+    start, end, net = simulate_graph(graph, timer, network, record=record, progress=progress,
+                                     skip=skip)  # fmt: skip
     return Execution(start, end, net)
+
+
+def ideal_skip(graph: StepGraph) -> list[bool]:
+    """The tasks that are not part of a pass (pipeline sends, gradient reduction, optimizer,
+    the tail): with them free, the graph runs the ideal pipeline, whose idle time is the
+    schedule's bubble."""
+    return [p < 0 for p in graph.pass_of]
 
 
 @dataclass
@@ -105,7 +120,6 @@ class StepRun:
 def run_graph(
     setup: StepSetup,
     timer: CollectiveTimer,
-    options: Options | None = None,
     *,
     record: bool = False,
     progress: Progress | None = None,
@@ -119,8 +133,6 @@ def run_graph(
         The resolved scenario (its ``network`` names the backend).
     timer : CollectiveTimer
         Times and plans the collectives.
-    options : Options, optional
-        What the graph leaves out (the ideal pipeline: free sends, no DP work).
     record : bool
         Keep the simulated network's per-link records (trace counters, peak utilisation).
     progress : callable, optional
@@ -129,10 +141,18 @@ def run_graph(
         The pass costs, when the caller has them already.
     """
     costs = costs if costs is not None else chunk_costs(setup, timer)
-    graph = build_step_graph(setup, timer, costs, options)
+    graph = build_step_graph(setup, timer, costs)
     done = execute(graph, timer, setup.network, record=record, progress=progress)
     lines = stage_timelines(graph, done.start, done.end, costs, setup.plan.pp)
     return StepRun(graph, done.start, done.end, done.network, lines, costs, timer)
+
+
+def ideal_run(setup: StepSetup, run: StepRun) -> StepRun:
+    """``run``'s graph with every task outside the passes free (:func:`ideal_skip`): the
+    ideal pipeline, on the same network backend."""
+    done = execute(run.graph, run.timer, setup.network, skip=ideal_skip(run.graph))
+    lines = stage_timelines(run.graph, done.start, done.end, run.costs, setup.plan.pp)
+    return StepRun(run.graph, done.start, done.end, done.network, lines, run.costs, run.timer)
 
 
 def stage_timelines(

@@ -22,7 +22,6 @@ NIC-bound stage takes. The simulated network shares the bandwidth instead.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Sequence
 
@@ -44,15 +43,28 @@ def fill_gaps(start_s: float, work_s: float, windows: Sequence[tuple[float, floa
     >>> fill_gaps(0.0, 1.0, [(1.0, 3.0)])
     1.0
     """
+    return _fill(windows, 0, start_s, work_s)[0]
+
+
+def _fill(
+    windows: Sequence[tuple[float, float]], lo: int, start_s: float, work_s: float
+) -> tuple[float, int]:
+    """:func:`fill_gaps` from window ``lo`` on (those before end before ``start_s``), and the
+    first window a later start (>= this one) need look at: a stage's reductions start in
+    order, so the whole step's gap filling is linear in its windows."""
     t, work = start_s, work_s
-    for a, b in windows:
-        if b <= t:
-            continue
+    n = len(windows)
+    while lo < n and windows[lo][1] <= t:
+        lo += 1
+    i = lo
+    while i < n:
+        a, b = windows[i]
         if a >= t + work:
             break
         work -= max(0.0, a - t)
         t = max(t, b)
-    return t + work
+        i += 1
+    return t + work, lo
 
 
 def comm_time_s(timer: CollectiveTimer, kind: int, parts: tuple[Comm, ...]) -> float:
@@ -73,11 +85,17 @@ def comm_time_s(timer: CollectiveTimer, kind: int, parts: tuple[Comm, ...]) -> f
     return total
 
 
-def _durations(graph: StepGraph, timer: CollectiveTimer) -> list[float]:
-    """Every task's duration; a communication task's parts are costed once per content."""
+def _durations(
+    graph: StepGraph, timer: CollectiveTimer, skip: Sequence[bool] | None
+) -> list[float]:
+    """Every task's duration (0 where ``skip``); a communication task's parts are costed
+    once per content."""
     out = list(graph.duration_s)
     seen: dict[int, float] = {}  # id of the parts tuple (the builder shares equal ones)
     for i, kind in enumerate(graph.kind):
+        if skip is not None and skip[i]:
+            out[i] = 0.0
+            continue
         if kind == COMPUTE:
             continue
         parts = graph.comm[i]
@@ -88,49 +106,61 @@ def _durations(graph: StepGraph, timer: CollectiveTimer) -> list[float]:
     return out
 
 
-def list_schedule(graph: StepGraph, timer: CollectiveTimer) -> tuple[list[float], list[float]]:
-    """(start, end) of every task of ``graph`` in seconds (see the module docstring).
+def list_schedule(
+    graph: StepGraph, timer: CollectiveTimer, skip: Sequence[bool] | None = None
+) -> tuple[list[float], list[float]]:
+    """(start, end) of every task of ``graph`` in seconds (see the module docstring);
+    tasks marked in ``skip`` take no time.
 
-    Tasks become ready when their predecessors (dependencies and the task before on the
-    stream) have ended; ready tasks that do not fill gaps are taken first, so every
-    window a gap-filling task must yield to is known when it is placed (no gather waits
-    for a reduction).
+    Tasks become ready when their dependencies and the task before them on their stream
+    have ended; ready tasks that do not fill gaps are taken first, so every window a
+    gap-filling task must yield to is known when it is placed (no gather waits for a
+    reduction).
     """
     n = len(graph)
-    dur = _durations(graph, timer)
-    preds = graph.predecessors()
+    dur = _durations(graph, timer, skip)
+    deps, stream_of, fill, nic = graph.deps, graph.stream_of, graph.fill, graph.nic
     succs: list[list[int]] = [[] for _ in range(n)]
-    indeg = [0] * n
-    for i, ps in enumerate(preds):
-        indeg[i] = len(ps)
-        for p in ps:
-            succs[p].append(i)
-    fill, nic = graph.fill, graph.nic
+    indeg = [len(d) for d in deps]
+    for i, ds in enumerate(deps):
+        for d in ds:
+            succs[d].append(i)
+    after = [-1] * n  # the next task on the same stream
+    stream_end = [0.0] * len(graph.streams)
+    for order in graph.stream_order:
+        for a, b in zip(order, order[1:], strict=False):  # noqa: RUF007 (tight loop)
+            after[a] = b
+            indeg[b] += 1
     windows: dict[int, list[tuple[float, float]]] = {}
+    cursor: dict[int, int] = {}
     start, end = [0.0] * n, [0.0] * n
     normal = deque(i for i in range(n) if not indeg[i] and not fill[i])
     filling = deque(i for i in range(n) if not indeg[i] and fill[i])
     done = 0
     while normal or filling:
         i = normal.popleft() if normal else filling.popleft()
-        t0 = 0.0
-        for p in preds[i]:
-            e = end[p]
+        s = stream_of[i]
+        t0 = stream_end[s] if s >= 0 else 0.0
+        for d in deps[i]:
+            e = end[d]
             if e > t0:
                 t0 = e
         start[i] = t0
+        k = nic[i]
         if fill[i]:
-            end[i] = fill_gaps(t0, dur[i], windows.get(nic[i], ()))
+            end[i], cursor[k] = _fill(windows.get(k, ()), cursor.get(k, 0), t0, dur[i])
         else:
             end[i] = t0 + dur[i]
-            if nic[i] >= 0:
-                windows.setdefault(nic[i], []).append((t0, end[i]))
+            if k >= 0:
+                windows.setdefault(k, []).append((t0, end[i]))
+        if s >= 0:
+            stream_end[s] = end[i]
         done += 1
-        for s in succs[i]:
-            indeg[s] -= 1
-            if not indeg[s]:
-                (filling if fill[s] else normal).append(s)
+        nxt = after[i]
+        for j in succs[i] if nxt < 0 else (*succs[i], nxt):
+            indeg[j] -= 1
+            if not indeg[j]:
+                (filling if fill[j] else normal).append(j)
     if done != n:
         raise AssertionError(f"task graph has a cycle: {n - done} of {n} tasks never ran")
-    assert all(math.isfinite(e) for e in end)
     return start, end

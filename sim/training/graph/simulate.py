@@ -18,7 +18,7 @@ far, tasks done, tasks in all).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 
 import simpy
 
@@ -46,8 +46,9 @@ class _Run:
     """State of one simulated graph (private: :func:`simulate_graph` is the interface)."""
 
     def __init__(self, graph: StepGraph, timer: CollectiveTimer, net: Network,
-                 progress: Progress | None) -> None:  # fmt: skip
+                 progress: Progress | None, skip: Sequence[bool] | None) -> None:  # fmt: skip
         self.graph, self.timer, self.net = graph, timer, net
+        self.skip = skip
         self.env = net.env
         n = len(graph)
         self.start, self.end = [0.0] * n, [0.0] * n
@@ -68,7 +69,9 @@ class _Run:
             yield waits[0] if len(waits) == 1 else env.all_of(waits)
         self.start[i] = env.now
         kind = g.kind[i]
-        if kind == COMPUTE:
+        if self.skip is not None and self.skip[i]:
+            pass
+        elif kind == COMPUTE:
             if g.duration_s[i] > 0:
                 yield env.timeout(g.duration_s[i])
         elif kind == COLLECTIVE:
@@ -130,8 +133,10 @@ def simulate_graph(
     *,
     record: bool = False,
     progress: Progress | None = None,
+    skip: Sequence[bool] | None = None,
 ) -> tuple[list[float], list[float], Network]:
-    """Run ``graph`` on a fresh ``network`` backend built on the timer's topology.
+    """Run ``graph`` on a fresh ``network`` backend built on the timer's topology; tasks
+    marked in ``skip`` take no time (and put nothing on the network).
 
     Returns
     -------
@@ -141,7 +146,7 @@ def simulate_graph(
     """
     env = simpy.Environment()
     net = make_network(network, env, timer.topology, record=record, solve_cache=SolveCache())
-    run = _Run(graph, timer, net, progress)
+    run = _Run(graph, timer, net, progress, skip)
     for order in graph.stream_order:
         if order:
             env.process(run.stream(order))

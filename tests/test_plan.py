@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from sim import load_scenario, simulate_step
+from sim.catalog import gpu_spec
 from sim.studies.plan.bounds import ShapeTimes, lower_bound_s, shape_of
 from sim.studies.plan.memory import estimate_memory, least_memory
 from sim.studies.plan.search import plan
@@ -75,8 +76,8 @@ def test_the_memory_check_agrees_with_the_simulated_step() -> None:
     found, _ = layouts(s.model, 32, 8, s.training.global_batch)
     for lay in found[::97]:
         sc = dataclasses.replace(s, parallel=dataclasses.replace(s.parallel, **lay.settings()))
-        mem = estimate_memory(sc, 32, 8, 80e9)
-        least = least_memory(sc, 32, 8, 80e9)
+        mem = estimate_memory(sc, 32, 8, [gpu_spec("H100-SXM")])
+        least = least_memory(sc, 32, 8, [gpu_spec("H100-SXM")])
         r = simulate_step(sc, network="analytical")
         assert mem.total_bytes == r.memory_per_gpu_bytes
         assert least.total_bytes <= mem.total_bytes

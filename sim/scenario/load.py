@@ -45,8 +45,16 @@ from sim.scenario.sections import (
 )
 from sim.variability.config import VariabilityConfig, read_variability
 from sim.workload.context import check_context
+from sim.workload.framework_section import framework_semantics
+from sim.workload.frameworks import (
+    BEHAVIOURS,
+    FRAMEWORKS,
+    Semantics,
+    grad_bucket_bytes,
+    overlaps_grad_reduce,
+)
 from sim.workload.models import ModelSpec, model_preset
-from sim.workload.plan import ParallelPlan
+from sim.workload.plan import DEFAULT_BUCKET_BYTES, ParallelPlan
 from sim.workload.plan_checks import validate_plan
 from sim.workload.zero import FSDP_STRATEGIES
 
@@ -79,6 +87,7 @@ OPT_IN_MODELS: dict[str, type[BaseModel]] = {
 }
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     **{name: tuple(model.model_fields) for name, model in SECTION_MODELS.items() if name},
+    "framework": BEHAVIOURS,
     **{name: tuple(model.model_fields) for name, model in OPT_IN_MODELS.items()},
 }
 SCALARS = ("network", "profile", "force_profile", "seed")
@@ -118,6 +127,14 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
         if key not in TOP_KEYS:
             raise ConfigError(f"{key}: unknown top-level key; allowed: {', '.join(TOP_KEYS)}")
     cluster, training = _section(raw, "cluster"), _section(raw, "training")
+    parallel = _section(raw, "parallel")
+    framework = _framework(raw, training)
+    if framework is not None:  # the framework's defaults where the scenario is silent
+        parallel.setdefault("zero", framework.default_zero)
+        parallel.setdefault("overlap_tp", framework.tp_comm_overlap)
+        parallel.setdefault("overlap_dp", overlaps_grad_reduce(framework, parallel["zero"]))
+        training.setdefault("grad_dtype", framework.grad_reduce_dtype)
+        training.setdefault("cross_entropy", _CROSS_ENTROPY[framework.cross_entropy])
     _require(cluster, "cluster", "topology")
     _require(training, "training", "global_batch")
     _require(training, "training", "seq_len")
@@ -130,14 +147,38 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
         name=name,
         model=model,
         cluster=ClusterSection(**cluster),
-        parallel=ParallelSection(**_section(raw, "parallel")),
+        parallel=ParallelSection(**parallel),
         training=TrainingSection(**training),
         price=price,
         **scalars,
+        framework=framework,
         **_opt_in(raw),
     )
     scenario.training.techniques.check(scenario.model, scenario.training.precision)
     return scenario
+
+
+#: The step's cross-entropy kernel for a framework's (its memory model tells ``upcast``,
+#: torchtitan's fp32 upcast of the logits, from eager fp32: the same kernels).
+_CROSS_ENTROPY = {"fp32": "fp32", "fused": "fused", "upcast": "fp32"}
+
+
+def _framework(raw: Mapping[str, Any], training: Mapping[str, Any]) -> Semantics | None:
+    """The framework preset ``training.framework`` with the ``framework:`` section's
+    behaviour overrides (:mod:`sim.workload.framework_section`); None without one."""
+    overrides = raw.get("framework") or {}
+    if not isinstance(overrides, Mapping):
+        raise ConfigError(f"framework: expected a mapping of behaviours, got {overrides!r}")
+    name = training.get("framework")
+    if name is None:
+        if overrides:
+            first = next(iter(overrides))
+            raise ConfigError(
+                f"framework.{first}: a framework behaviour needs training.framework "
+                f"(one of {', '.join(FRAMEWORKS)})"
+            )
+        return None
+    return framework_semantics(name, overrides, "framework")
 
 
 def _opt_in(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -248,7 +289,7 @@ def resolve_plan(scenario: Scenario, num_gpus: int, gpus_per_node: int) -> Paral
         micro_batch=par.micro_batch, global_batch=_plan_batch(scenario, dp),
         schedule=par.schedule, virtual_stages=par.virtual_stages, recompute=par.recompute,
         order=par.placement, gpus_per_node=gpus_per_node, overlap_tp=par.overlap_tp,
-        overlap_dp=par.overlap_dp, bucket_bytes=par.bucket_bytes, fsdp=par.fsdp,
+        overlap_dp=par.overlap_dp, bucket_bytes=_bucket_bytes(scenario, dp), fsdp=par.fsdp,
         shard_size=_shard_size(par, dp, gpus_per_node),
         grad_bytes=GRAD_DTYPES[scenario.training.grad_dtype],
         first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers,
@@ -256,6 +297,17 @@ def resolve_plan(scenario: Scenario, num_gpus: int, gpus_per_node: int) -> Paral
     )  # fmt: skip
     check_context(plan, scenario.training.seq_len, scenario.training.flash_attention)
     return validate_plan(plan, scenario.model, num_gpus)
+
+
+def _bucket_bytes(scenario: Scenario, dp: int) -> float:
+    """``parallel.bucket_bytes``; unset, the framework's gradient bucket on ``dp`` ranks
+    (:func:`sim.workload.frameworks.grad_bucket_bytes`), else DDP's 25 MiB."""
+    given = scenario.parallel.bucket_bytes
+    if given is not None:
+        return given
+    sem = scenario.framework
+    framework = grad_bucket_bytes(sem, dp) if sem is not None else None
+    return framework if framework is not None else DEFAULT_BUCKET_BYTES
 
 
 def _plan_batch(scenario: Scenario, dp: int) -> int:

@@ -137,7 +137,7 @@ class ParallelKeys(_Section):
     recompute: Choice = ParallelSection.recompute
     overlap_tp: bool = ParallelSection.overlap_tp
     overlap_dp: bool = ParallelSection.overlap_dp
-    bucket_bytes: Annotated[float, _parsed("bucket_bytes")] = ParallelSection.bucket_bytes
+    bucket_bytes: Annotated[float, _parsed("bucket_bytes")] | None = ParallelSection.bucket_bytes
     placement: Annotated[tuple[str, ...], _parsed("placement")] = ParallelSection.placement
     shard_size: int | None = _count(ParallelSection.shard_size, "shard_size")
     first_stage_layers: int | None = _count(
@@ -184,6 +184,7 @@ class TrainingKeys(_Section):
     )
     nvme_bandwidth: Annotated[float, _parsed("nvme_bandwidth")] = TrainingSection.nvme_bandwidth
     tokens: Annotated[float, _parsed("tokens")] | None = TrainingSection.tokens
+    framework: Choice | None = TrainingSection.framework
 
 
 class PriceKeys(_Section):

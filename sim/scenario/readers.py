@@ -18,6 +18,7 @@ from sim.errors import ConfigError
 from sim.scenario.sections import NETWORKS
 from sim.topology.spec import MAX_GPUS
 from sim.units import parse_bandwidth, parse_bytes
+from sim.workload.frameworks import FRAMEWORKS
 from sim.workload.plan import parse_order
 from sim.workload.techniques import COMPRESSIONS, DP_MODES
 from sim.workload.trainable import FINETUNES, OFFLOADS, OPTIMIZERS, parse_targets
@@ -107,6 +108,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "grad_compression": tuple(COMPRESSIONS), "dp_mode": tuple(DP_MODES),
     "precision": PRECISIONS, "grad_dtype": tuple(GRAD_DTYPES),
     "cross_entropy": ("fp32", "fused"), "optimizer": tuple(OPTIMIZERS),
+    "framework": FRAMEWORKS,
     "finetune": tuple(FINETUNES), "offload": tuple(OFFLOADS), "network": NETWORKS,
 }  # fmt: skip
 
@@ -148,5 +150,6 @@ SPECIAL: dict[str, Callable[[object, str], Any]] = {
 #: Keys where an explicit null means "not given".
 NULLABLE = (
     "dp", "nodes", "gpu_hour_usd", "shard_size", "first_stage_layers", "last_stage_layers",
-    "embedding_as_layer", "loss_as_layer", "ps_servers", "tokens", "preset",
+    "embedding_as_layer", "loss_as_layer", "ps_servers", "tokens", "preset", "framework",
+    "bucket_bytes",
 )  # fmt: skip

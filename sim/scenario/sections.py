@@ -15,6 +15,7 @@ from sim.cost.prices import resolve_price
 from sim.network import network_names
 from sim.reliability.config import ReliabilityConfig, SpotConfig
 from sim.variability.config import VariabilityConfig
+from sim.workload.frameworks import Semantics
 from sim.workload.models import ModelSpec
 from sim.workload.techniques import CommTechniques
 from sim.workload.trainable import DEFAULT, Techniques
@@ -78,7 +79,7 @@ class ParallelSection:
     recompute: str = "none"
     overlap_tp: bool = False
     overlap_dp: bool = True
-    bucket_bytes: float = 25 * 2**20
+    bucket_bytes: float | None = None  # None: the framework's buckets, else 25 MiB
     placement: tuple[str, ...] = ("tp", "pp", "dp")
     shard_size: int | None = None
     first_stage_layers: int | None = None
@@ -112,7 +113,10 @@ class TrainingSection:
     (``fused_kernels``: Megatron-LM, Transformer Engine) or as eager framework kernels.
     The optimizer, LoRA/QLoRA and offload keys are read into :attr:`techniques`
     (:mod:`sim.workload.trainable`).
-    ``tokens`` is the token budget of the whole run (time, cost and energy to train)."""
+    ``tokens`` is the token budget of the whole run (time, cost and energy to train).
+    ``framework`` names the training framework whose defaults the step follows
+    (:mod:`sim.workload.frameworks`; its behaviours are overridden in the scenario's
+    ``framework:`` section)."""
 
     global_batch: int
     seq_len: int
@@ -132,6 +136,7 @@ class TrainingSection:
     cpu_adam_rate: float = DEFAULT.cpu_adam_params_per_s
     nvme_bandwidth: float = DEFAULT.nvme_Bps
     tokens: float | None = None
+    framework: str | None = None
 
     @property
     def techniques(self) -> Techniques:
@@ -170,6 +175,7 @@ class Scenario:
     profile: str | None = None
     force_profile: bool = False
     seed: int = 0
+    framework: Semantics | None = None  # training.framework with the framework: overrides
     variability: VariabilityConfig | None = None  # opt-in: clustersim run --samples
     reliability: ReliabilityConfig | None = None
     spot: SpotConfig | None = None

@@ -17,8 +17,8 @@ from sim.training.graph.task import COLLECTIVE, COMPUTE, Comm
 from sim.training.graph.timelines import StageTimeline
 from sim.training.hetero.replicas import mixed_path, mixed_step
 from sim.training.hetero.report import gpu_type_report, mixed_notes
-from sim.training.memory.advice import memory_advice
-from sim.training.memory.report import memory_per_gpu
+from sim.training.memory.advice import scenario_advice
+from sim.training.memory.report import scenario_memory
 from sim.training.setup import StepSetup, prepare_step
 from sim.training.techniques import apply_techniques
 from sim.training.techniques_report import techniques_record
@@ -283,15 +283,12 @@ def _result(
     n = topo.num_gpus
     peak = _peak_flops(topo, sc.training.precision)
     tokens = sc.training.global_batch * sc.training.seq_len
-    seq, flash, ce = sc.training.seq_len, sc.training.flash_attention, sc.training.cross_entropy
-    hbm = min(g.hbm_bytes for g in topo.gpu_models or (topo.gpu,))  # fit on the smallest
-    tech_cfg = sc.training.techniques
-    mem = memory_per_gpu(sc.model, plan, seq, hbm, None, flash, ce, tech_cfg)
+    mem = scenario_memory(sc, plan, topo.gpu_models or (topo.gpu,))  # fit on the smallest
     techniques, tech_notes = techniques_record(setup, crit, mem, run.lines[crit].compute_end_s)
     notes = [
         *setup.compute.notes,
         *placement_notes(plan),
-        *memory_advice(sc.model, plan, seq, mem, None, flash, ce, tech_cfg),
+        *scenario_advice(sc, plan, mem),
         *tech_notes,
     ]
     breakdown = _breakdown(run.lines[crit], ideal.lines[crit])

@@ -27,6 +27,7 @@ from sim.errors import ConfigError
 
 __all__ = [
     "AXES",
+    "DEFAULT_BUCKET_BYTES",
     "GROUP_KINDS",
     "PLACEMENT_AXES",
     "RECOMPUTE",
@@ -56,6 +57,10 @@ class Coord(NamedTuple):
     pp: int
     dp: int
     cp: int = 0
+
+
+#: PyTorch DDP's gradient bucket (``bucket_cap_mb=25``), bytes.
+DEFAULT_BUCKET_BYTES = 25 * 2**20
 
 
 @dataclass(frozen=True)
@@ -132,7 +137,7 @@ class ParallelPlan:
     gpus_per_node: int = 8
     overlap_tp: bool = False
     overlap_dp: bool = True
-    bucket_bytes: float = 25 * 2**20
+    bucket_bytes: float = DEFAULT_BUCKET_BYTES
     fsdp: str | None = None
     shard_size: int | None = None
     grad_bytes: int = 4

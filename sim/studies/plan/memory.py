@@ -10,10 +10,12 @@ Whether a layout fits is finally what the simulated step says.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sim.catalog import GpuSpec
 from sim.scenario.load import Scenario, resolve_plan
-from sim.training.memory.report import memory_per_gpu
+from sim.training.memory.report import scenario_memory
 
 __all__ = ["MemoryEstimate", "estimate_memory", "least_memory"]
 
@@ -37,23 +39,17 @@ class MemoryEstimate:
 
 
 def estimate_memory(
-    scenario: Scenario, gpus: int, gpus_per_node: int, hbm_bytes: float
+    scenario: Scenario, gpus: int, gpus_per_node: int, models: Sequence[GpuSpec]
 ) -> MemoryEstimate:
-    """The memory model's answer for ``scenario`` on ``gpus`` GPUs (ConfigError if invalid)."""
+    """The memory model's answer for ``scenario`` on ``gpus`` GPUs of the cluster's GPU
+    ``models`` (ConfigError if invalid): the same call as the simulated step's."""
     plan = resolve_plan(scenario, gpus, gpus_per_node)
-    mem = memory_per_gpu(
-        scenario.model,
-        plan,
-        scenario.training.seq_len,
-        hbm_bytes,
-        flash_attention=scenario.training.flash_attention,
-        tech=scenario.training.techniques,
-    )
-    return MemoryEstimate(float(mem.total_bytes), float(hbm_bytes))
+    mem = scenario_memory(scenario, plan, models)
+    return MemoryEstimate(float(mem.total_bytes), float(mem.hbm_bytes))
 
 
 def least_memory(
-    scenario: Scenario, gpus: int, gpus_per_node: int, hbm_bytes: float
+    scenario: Scenario, gpus: int, gpus_per_node: int, models: Sequence[GpuSpec]
 ) -> MemoryEstimate:
     """A cheap lower bound of :func:`estimate_memory`: one micro-batch in flight, 1F1B.
 
@@ -68,4 +64,4 @@ def least_memory(
             scenario.training, global_batch=par.micro_batch * (par.dp or 1)
         ),
     )
-    return estimate_memory(one, gpus, gpus_per_node, hbm_bytes)
+    return estimate_memory(one, gpus, gpus_per_node, models)

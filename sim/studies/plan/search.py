@@ -36,6 +36,7 @@ from sim.studies.plan.bounds import ShapeTimes, lower_bound_s, shape_of
 from sim.studies.plan.memory import estimate_memory, least_memory
 from sim.studies.plan.recipes import FULL, Recipe, own_recipe
 from sim.studies.plan.space import RECOMPUTE_ORDER, Layout, Skipped, layouts
+from sim.training.memory.report import capacity_bytes
 from sim.workload.models import ModelSpec
 
 __all__ = ["Candidate", "PlanResult", "RecipeOutcome", "Rejected", "merge", "plan"]
@@ -159,7 +160,8 @@ class _Search:
             raise ConfigError("plan: layouts are searched for transformer models only")
         self.scenario, self.cluster, self.top = scenario, cluster, top
         self.gpus, self.per_node = int(topo.num_gpus), int(topo.gpus_per_node)
-        self.hbm = float(topo.gpu.hbm_bytes)
+        self.models = tuple(topo.gpu_models or (topo.gpu,))
+        self.hbm = capacity_bytes(scenario, self.models)
         multi = topo.nodes > 1 or cluster.nodes is not None
         self.shapes = ShapeTimes(scenario, cluster.topology, self.per_node, multi)
         self.rejected: list[Rejected] = []
@@ -170,7 +172,7 @@ class _Search:
         small = dataclasses.replace(layout, recompute=RECOMPUTE_ORDER[-1])
         try:
             least = least_memory(
-                _with(self.scenario, small, self.cluster), self.gpus, self.per_node, self.hbm
+                _with(self.scenario, small, self.cluster), self.gpus, self.per_node, self.models
             )
         except ClusterSimError:
             least = None  # the full estimate below reports the reason
@@ -191,7 +193,7 @@ class _Search:
             lay = dataclasses.replace(layout, recompute=rc)
             try:
                 mem = estimate_memory(
-                    _with(self.scenario, lay, self.cluster), self.gpus, self.per_node, self.hbm
+                    _with(self.scenario, lay, self.cluster), self.gpus, self.per_node, self.models
                 )
             except ClusterSimError as e:
                 self.rejected.append(Rejected(lay, str(e), bound_s=self.bound(lay)))

@@ -32,6 +32,7 @@ __all__ = [
     "CollectiveTimer",
     "OpsCost",
     "PassCost",
+    "TPOverlap",
     "Unit",
     "pass_cost",
     "ring_exposed_s",
@@ -126,8 +127,27 @@ class CollectiveTimer:
 
 
 @dataclass(frozen=True)
+class TPOverlap:
+    """What overlapping tensor-parallel collectives with their GEMMs costs (measured, not
+    free): ``hidden`` is the fraction of the communication that disappears behind the
+    GEMMs beside it, ``slowdown`` the fraction by which those GEMMs slow down while they
+    share the SMs and memory with the communication kernels.
+
+    Defaults: Transformer Engine's userbuffers overlap as NeMo/Megatron-Core configure it
+    (:mod:`sim.workload.frameworks`, ``tp_overlap_hidden`` and ``tp_overlap_slowdown`` of
+    ``megatron-core``, with their sources).
+    """
+
+    hidden: float = 0.875
+    slowdown: float = 0.059
+
+
+@dataclass(frozen=True)
 class OpsCost:
-    """Kernels and collectives of a sequence of ops (one unit): seconds and FLOPs."""
+    """Kernels and collectives of a sequence of ops (one unit): seconds and FLOPs.
+
+    ``gemm_s`` is the part of ``compute_s`` spent in GEMMs (the kernels TP communication
+    overlaps with)."""
 
     compute_s: float
     tp_s: float
@@ -137,15 +157,33 @@ class OpsCost:
     wire_bytes: dict[str, dict[str, float]]  # group kind -> scope -> bytes
     cp_s: float = 0.0  # ring attention's K/V transfers left exposed (seconds)
     cp_bytes: float = 0.0  # ring attention bytes this rank sends
+    gemm_s: float = 0.0
 
-    def busy_s(self, overlap_tp: bool) -> float:
-        """Compute plus TP (only what compute does not hide when ``overlap_tp``) plus EP
-        plus the exposed part of the context-parallel ring."""
-        return self.compute_s + self.exposed_tp_s(overlap_tp) + self.ep_s + self.cp_s
+    def busy_s(self, overlap: TPOverlap | None) -> float:
+        """Compute (slowed where TP overlaps it) plus exposed TP plus EP plus the exposed
+        part of the context-parallel ring."""
+        return (
+            self.overlapped_compute_s(overlap) + self.exposed_tp_s(overlap) + self.ep_s + self.cp_s
+        )
 
-    def exposed_tp_s(self, overlap_tp: bool) -> float:
-        """TP communication left on the critical path."""
-        return max(self.compute_s, self.tp_s) - self.compute_s if overlap_tp else self.tp_s
+    def overlapped_compute_s(self, overlap: TPOverlap | None) -> float:
+        """Compute seconds, the GEMMs slowed by ``overlap.slowdown`` when TP overlaps them."""
+        if overlap is None or self.tp_s <= 0:
+            return self.compute_s
+        return self.compute_s + overlap.slowdown * self.gemm_s
+
+    def exposed_tp_s(self, overlap: TPOverlap | None) -> float:
+        """TP communication left on the critical path: all of it without overlap; with it,
+        ``1 - hidden`` of it, and never less than what exceeds the (slowed) compute.
+
+        >>> c = OpsCost(1.0, 0.4, 0.0, 0.0, 0.0, {}, gemm_s=0.8)
+        >>> round(c.exposed_tp_s(None), 3), round(c.exposed_tp_s(TPOverlap(0.875, 0.0)), 3)
+        (0.4, 0.05)
+        """
+        if overlap is None:
+            return self.tp_s
+        compute = self.overlapped_compute_s(overlap)
+        return max(self.tp_s - compute, (1.0 - overlap.hidden) * self.tp_s)
 
 
 @dataclass(frozen=True)
@@ -218,7 +256,7 @@ def unit_cost(
     in the list: each step's transfer hides behind one step of attention compute (the
     kernels' time over ``steps + 1``), and the rest is exposed (:func:`ring_exposed_s`).
     """
-    compute = tp = ep = cp = cp_bytes = attn = 0.0
+    compute = tp = ep = cp = cp_bytes = attn = gemm = 0.0
     wire: dict[str, dict[str, float]] = {}
     for op in ops:
         t = cache.get(op)
@@ -235,6 +273,7 @@ def unit_cost(
         if op.kind == "compute":
             compute += t
             attn += t if op.cls in ("attn_fwd", "attn_bwd") else 0.0
+            gemm += t if op.cls == "gemm" else 0.0
             continue
         assert op.comm_op is not None and op.group is not None
         steps = op.shape[0] if op.kind == "cp_comm" else 1.0
@@ -252,7 +291,8 @@ def unit_cost(
         else:
             ep += t
     flops = LayerOps(tuple(ops), ())
-    return OpsCost(compute, tp, ep, flops.model_flops, flops.hardware_flops, wire, cp, cp_bytes)
+    return OpsCost(compute, tp, ep, flops.model_flops, flops.hardware_flops, wire, cp, cp_bytes,
+                   gemm)  # fmt: skip
 
 
 def ring_exposed_s(step_s: float, attention_s: float, steps: int) -> float:
@@ -269,20 +309,21 @@ def ring_exposed_s(step_s: float, attention_s: float, steps: int) -> float:
     return steps * max(0.0, step_s - attention_s / (steps + 1))
 
 
-def pass_cost(parts: Sequence[tuple[OpsCost, int, Unit]], overlap_tp: bool) -> PassCost:
-    """A pass from its parts in order: (cost of one unit, repetitions, the unit's gathers).
+def pass_cost(parts: Sequence[tuple[OpsCost, int, Unit]], overlap: TPOverlap | None) -> PassCost:
+    """A pass from its parts in order: (cost of one unit, repetitions, the unit's gathers);
+    ``overlap``: how TP communication overlaps the GEMMs (None: it does not).
 
     >>> one = OpsCost(1.0, 0.5, 0.0, 10.0, 10.0, {})
-    >>> p = pass_cost([(one, 3, Unit(0.0))], overlap_tp=True)
+    >>> p = pass_cost([(one, 3, Unit(0.0))], overlap=None)
     >>> p.busy_s, len(p.units), p.model_flops
-    (3.0, 3, 30.0)
+    (4.5, 3, 30.0)
     """
     compute = tp = ep = cp = cp_bytes = model = hw = 0.0
     wire: dict[str, dict[str, float]] = {}
     units: list[Unit] = []
     for cost, count, gather in parts:
-        compute += count * cost.compute_s
-        tp += count * cost.exposed_tp_s(overlap_tp)
+        compute += count * cost.overlapped_compute_s(overlap)
+        tp += count * cost.exposed_tp_s(overlap)
         ep += count * cost.ep_s
         cp += count * cost.cp_s
         cp_bytes += count * cost.cp_bytes
@@ -292,6 +333,6 @@ def pass_cost(parts: Sequence[tuple[OpsCost, int, Unit]], overlap_tp: bool) -> P
             into = wire.setdefault(kind, {})
             for scope, b in per.items():
                 into[scope] = into.get(scope, 0.0) + count * b
-        unit = Unit(cost.busy_s(overlap_tp), gather.gather_bytes, gather.expert_gather_bytes)
+        unit = Unit(cost.busy_s(overlap), gather.gather_bytes, gather.expert_gather_bytes)
         units += [unit] * count
     return PassCost(compute, tp, ep, model, hw, wire, tuple(units), cp, cp_bytes)

@@ -35,6 +35,7 @@ network ignore both and let the transfers share the links.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from sim.training.compute.passes import CollectiveTimer, PassCost, Unit
 from sim.training.graph.buckets import (
@@ -44,6 +45,7 @@ from sim.training.graph.buckets import (
     reduces_after,
     stage_comm,
 )
+from sim.training.graph.costs import param_units
 from sim.training.graph.offload import optimizer_tasks
 from sim.training.graph.task import COLLECTIVE, COMPUTE, TRANSFER, Comm, PassInfo, StepGraph
 from sim.training.schedule.pipeline import make_schedule
@@ -85,6 +87,23 @@ class _Builder:
             kind: tuple(g for st in setup.stages for g in st.group(kind))
             for kind in ("dp", "edp", "shard", "replica")
         }
+        fw = setup.scenario.framework
+        #: units whose gathers may run ahead (FSDP's limit_all_gathers: two gathered units)
+        self.depth = fw.gathered_units if fw is not None else 2
+        #: FSDP2 with pipeline parallelism (torchtitan): each chunk's parameters are gathered
+        #: before its first forward and stay gathered; its gradients reduce-scatter once,
+        #: after its last backward
+        self.gather_once = (
+            fw is not None and fw.pp_gather_once and self.p > 1 and sem.gather_forward
+        )
+        #: Megatron-Core's distributed optimizer with --overlap-param-gather: the updated
+        #: parameters are all-gathered layer by layer ahead of the next step's first forward
+        #: of each chunk, not after the optimizer (in steady state: at the step's start)
+        self.param_overlap = (
+            fw is not None
+            and fw.overlap_param_gather
+            and any(stage_comm(setup, s).dp_param_gather_bytes > 0 for s in range(self.p))
+        )
 
     # -- passes ---------------------------------------------------------------------------
     def stage_passes(self, s: int) -> None:
@@ -92,13 +111,18 @@ class _Builder:
         order = self.schedule[s]
         last_b = {c: max(st.mb for st in order if st.kind == "B" and st.chunk == c)
                   for c in range(self.v)}  # fmt: skip
+        first_f = {c: min(st.mb for st in order if st.kind == "F" and st.chunk == c)
+                   for c in range(self.v)}  # fmt: skip
         g = self.g
         compute = g.stream(f"s{s}.compute")
         for st in order:
             vs = st.chunk * self.p + s
-            cost = self.costs[(vs, st.kind)]
+            cost = self._cost(vs, st.kind, st.mb == first_f[st.chunk])
             pid = g.add_pass(PassInfo(s, st.kind, st.mb, st.chunk, vs))
-            release = reduces_after(self.setup, st.kind, st.mb, last_b[st.chunk])
+            if self.gather_once:  # reduce-scatter once per chunk, after its last backward
+                release = st.kind == "B" and st.mb == last_b[st.chunk] and self.setup.plan.dp_cp > 1
+            else:
+                release = reduces_after(self.setup, st.kind, st.mb, last_b[st.chunk])
             buckets = self.buckets[s] if release else []
             prev = self.last_compute[s]
             if cost.gathers:
@@ -111,6 +135,19 @@ class _Builder:
             if buckets:
                 at = bucket_release_units(len(ends), len(buckets))
                 self.released[s] += [(ends[u], b) for b, u in zip(buckets, at, strict=True)]
+
+    def _cost(self, vs: int, kind: str, first_forward: bool) -> PassCost:
+        """The pass's cost, its units' gathers as the framework runs them: only the first
+        forward of each chunk gathers under FSDP2 with pipeline parallelism or when the
+        optimizer's parameter all-gather overlaps the next step's forward."""
+        cost = self.costs[(vs, kind)]
+        if self.gather_once and cost.gathers and not (kind == "F" and first_forward):
+            return replace(cost, units=tuple(Unit(u.busy_s) for u in cost.units))
+        if self.param_overlap and kind == "F" and first_forward:
+            sizes = param_units(self.setup, vs)
+            units = tuple(Unit(u.busy_s, d, e) for u, (d, e) in zip(cost.units, sizes, strict=True))
+            return replace(cost, units=units)
+        return cost
 
     def _segments(
         self, s: int, cost: PassCost, pid: int, compute: int, releases: int
@@ -145,8 +182,9 @@ class _Builder:
         gather = g.stream(f"s{s}.gather")
         units: list[int] = []
         first: list[int] = []
+        d = self.depth
         for j, unit in enumerate(cost.units):
-            deps = [units[j - 2]] if j >= 2 else ([prev] if prev >= 0 and j == 0 else [])
+            deps = [units[j - d]] if j >= d else ([prev] if prev >= 0 and j == 0 else [])
             key = ("gather", s, unit.gather_bytes, unit.expert_gather_bytes)
             parts = self._comms.get(key)
             if parts is None:
@@ -170,8 +208,9 @@ class _Builder:
                                      ("edp", edp, unit.expert_gather_bytes)):  # fmt: skip
             if nbytes > 0:
                 peers = self.all_groups[kind] if self.shared else ()
+                what = "param" if self.param_overlap else "zero3"
                 out.append(Comm("all_gather", nbytes, tuple(groups), peers,
-                                tag=f"zero3 {kind} all_gather"))  # fmt: skip
+                                tag=f"{what} {kind} all_gather"))  # fmt: skip
         return tuple(out)
 
     # -- pipeline sends -------------------------------------------------------------------
@@ -266,7 +305,7 @@ class _Builder:
                                          ("edp", stage.edp, c.edp_param_gather_bytes))
             if nbytes > 0
         )  # fmt: skip
-        if parts:
+        if parts and not self.param_overlap:
             g.add(COLLECTIVE, dp, (last,), comm=parts, label="param_all_gather", stage=s)
 
 

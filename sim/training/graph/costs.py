@@ -18,13 +18,14 @@ from sim.training.compute.passes import (
     CollectiveTimer,
     OpsCost,
     PassCost,
+    TPOverlap,
     Unit,
     pass_cost,
     unit_cost,
 )
 from sim.training.graph.buckets import Bucket, buckets_of, stage_comm
 from sim.training.setup import StepSetup
-from sim.workload.comms import end_params
+from sim.workload.comms import end_params, layer_rank_params
 from sim.workload.lora import frozen_end_ops, lora_layer_ops
 from sim.workload.ops import Op, context_for, embedding_ops, head_ops, layer_ops
 from sim.workload.primitives import OpContext
@@ -36,6 +37,8 @@ __all__ = [
     "bucket_s",
     "chunk_costs",
     "op_context",
+    "param_units",
+    "tp_overlap",
     "unit_gather_s",
     "with_interference",
 ]
@@ -170,6 +173,22 @@ def chunk_costs(setup: StepSetup, timer: CollectiveTimer) -> dict[tuple[int, str
     return out
 
 
+def param_units(setup: StepSetup, vs: int) -> list[tuple[float, float]]:
+    """(dense, expert) parameter bytes of each unit of virtual stage ``vs`` in pass order
+    (the embedding and head with the first and last chunk), at all-gather size: what a
+    distributed optimizer gathers before the unit's first forward of a step."""
+    plan, model = setup.plan, setup.scenario.model
+    nvs = plan.pp * plan.virtual_stages
+    s, n = vs % plan.pp, chunk_layers(plan, model)[vs]
+    layer = layer_rank_params(model, plan)
+    ends = end_params(model, plan, s) * PARAM_BYTES
+    out = [(ends, 0.0)] if vs == 0 else []
+    out += [(layer.dense * PARAM_BYTES, layer.expert * PARAM_BYTES)] * n
+    if vs == nvs - 1:
+        out.append((ends if vs != 0 else 0.0, 0.0))
+    return out
+
+
 def _interfered(
     setup: StepSetup, timer: CollectiveTimer, s: int, fwd: PassCost, bwd: PassCost
 ) -> tuple[PassCost, PassCost]:
@@ -212,4 +231,18 @@ def _chunk_passes(
             parts.append((u["head"][idx], 1, Unit(0.0, head_bytes if root else 0.0)))
         (fwd_parts if idx == 0 else bwd_parts).extend(parts)
     bwd_parts.reverse()
-    return pass_cost(fwd_parts, plan.overlap_tp), pass_cost(bwd_parts, plan.overlap_tp)
+    overlap = tp_overlap(setup)
+    return pass_cost(fwd_parts, overlap), pass_cost(bwd_parts, overlap)
+
+
+def tp_overlap(setup: StepSetup) -> TPOverlap | None:
+    """How the step's TP communication overlaps its GEMMs: not at all without
+    ``parallel.overlap_tp``; else with the framework's measured hidden fraction and GEMM
+    slowdown (:mod:`sim.workload.frameworks`), or Transformer Engine's (the defaults of
+    :class:`TPOverlap`) when the scenario names no framework."""
+    if not setup.plan.overlap_tp:
+        return None
+    sem = setup.scenario.framework
+    if sem is None:
+        return TPOverlap()
+    return TPOverlap(sem.tp_overlap_hidden, sem.tp_overlap_slowdown)

@@ -34,6 +34,7 @@ from sim.scenario.layer_list import LayerScenario
 from sim.training.compute.kernels import roofline_time_s
 from sim.training.compute.params import ComputeParams, compute_params
 from sim.training.setup import cached_topology, resolve_step_profile
+from sim.workload.plan import DEFAULT_BUCKET_BYTES
 from sim.workload.techniques import techniques_of
 
 __all__ = ["ELEMENT_BYTES", "OPTIMIZER_ACCESSES", "WORKSPACE_BYTES", "simulate_layer_step"]
@@ -122,7 +123,7 @@ def _buckets(sc: LayerScenario, times: _Times) -> list[tuple[float, float]]:
     bucket is ready when the layer holding its last byte has finished its backward.
     """
     el = ELEMENT_BYTES[sc.training.precision]
-    size = float(sc.parallel.bucket_bytes)
+    size = float(sc.parallel.bucket_bytes or DEFAULT_BUCKET_BYTES)
     out: list[tuple[float, float]] = []
     t = filled = 0.0
     for lay, dt in zip(reversed(sc.model.layers), reversed(times.backward_s), strict=True):

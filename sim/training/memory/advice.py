@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from sim.errors import ConfigError
+from sim.scenario.load import Scenario
 from sim.training.memory.report import MemoryParams, MemoryReport, memory_per_gpu
 from sim.workload.frameworks import Semantics
 from sim.workload.models import ModelSpec
@@ -19,7 +20,7 @@ from sim.workload.plan import ParallelPlan
 from sim.workload.plan_checks import validate_plan
 from sim.workload.trainable import DEFAULT, Techniques
 
-__all__ = ["memory_advice"]
+__all__ = ["memory_advice", "scenario_advice"]
 
 GIB = 2**30
 
@@ -102,3 +103,10 @@ def memory_advice(
             "fit; combine them or use more GPUs"
         )
     return notes
+
+
+def scenario_advice(scenario: Scenario, plan: ParallelPlan, report: MemoryReport) -> list[str]:
+    """:func:`sim.training.memory.advice.memory_advice` for :func:`scenario_memory`'s report."""
+    tr = scenario.training
+    return memory_advice(scenario.model, plan, tr.seq_len, report, None, tr.flash_attention,
+                         tr.cross_entropy, tr.techniques, scenario.framework)  # fmt: skip

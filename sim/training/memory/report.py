@@ -30,8 +30,11 @@ on a roomy device). Without one, nothing changes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sim.catalog import GpuSpec
+from sim.scenario.load import Scenario
 from sim.training.memory.activations import (
     framework_activation_bytes,
     largest_transient_bytes,
@@ -40,6 +43,7 @@ from sim.training.memory.activations import (
 from sim.training.memory.allocator import (
     CUBLAS_BYTES,
     OUTSIDE_ALLOCATOR_BYTES,
+    device_memory_bytes,
     limit_fragmentation_bytes,
     reserved_when_roomy,
 )
@@ -55,9 +59,11 @@ __all__ = [
     "OPTIMIZER_BYTES",
     "MemoryParams",
     "MemoryReport",
+    "capacity_bytes",
     "framework_memory_params",
     "memory_per_gpu",
     "memory_per_stage",
+    "scenario_memory",
 ]
 
 OPTIMIZER_BYTES = 12  # fp32 master weights, Adam m and v
@@ -277,3 +283,28 @@ def memory_per_gpu(
         model, plan, seq, hbm_bytes, params, flash_attention, cross_entropy, tech, semantics
     )
     return max(reports, key=lambda r: (r.total_bytes, -r.stage))
+
+
+def scenario_memory(
+    scenario: Scenario, plan: ParallelPlan, gpus: Sequence[GpuSpec]
+) -> MemoryReport:
+    """:func:`memory_per_gpu` of ``scenario`` under ``plan`` on ``gpus`` (the cluster's GPU
+    models: it must fit the smallest), held as the scenario's framework holds it: the one
+    call the step's result and the planner share.
+
+    Capacity: :func:`capacity_bytes`.
+    """
+    tr = scenario.training
+    return memory_per_gpu(scenario.model, plan, tr.seq_len, capacity_bytes(scenario, gpus), None,
+                          tr.flash_attention, tr.cross_entropy, tr.techniques,
+                          scenario.framework)  # fmt: skip
+
+
+def capacity_bytes(scenario: Scenario, gpus: Sequence[GpuSpec]) -> float:
+    """Memory a GPU of ``gpus`` offers the step (the smallest): what a process can use
+    (:func:`sim.training.memory.allocator.device_memory_bytes`) when the scenario names a
+    framework, else the catalog's HBM (the framework-neutral model)."""
+    smallest = min(gpus, key=lambda g: g.hbm_bytes)
+    if scenario.framework is None:
+        return float(smallest.hbm_bytes)
+    return device_memory_bytes(smallest.name, smallest.hbm_bytes)

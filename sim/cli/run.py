@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from sim.cli.outputs import busiest_text, link_rows, plot
     from sim.files import check_output_path, dumps_json, write_atomic
     from sim.profile_select import describe, resolve_profile, text_lines
+    from sim.topology.presets import nodes_override_note
     from sim.training.engine.setup import cached_topology
     from sim.training.layers import LayerScenario, load_any_scenario, simulate_layer_step
     from sim.training.step import run_step
@@ -89,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
         if args.trace:
             write_atomic(args.trace, trace_json(setup, pipeline), "--trace")
         record = {**result.to_dict(), "profile": info}
+        override = nodes_override_note(scenario.cluster.topology, scenario.cluster.nodes)
+        if override is not None:
+            record["notes"] = [*record["notes"], override]
         links = link_rows(setup.topology, pipeline.network, result.step_time_s)
         if links:
             record["links"] = links
@@ -114,6 +118,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(csv_text([flat], list(flat)))
     else:
         print(result.summary())
+        shown = set(result.notes)
+        for note in record.get("notes", []):
+            if note not in shown:
+                print(f"note: {note}")
         if info is not None:
             print("\n".join(text_lines(info)))
         if run_layers is not None:

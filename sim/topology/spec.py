@@ -131,7 +131,8 @@ def _one_line(err: ValidationError, source: str) -> TopologyError:
     if e["type"] == "missing":
         return TopologyError(f"{source}: missing required key {key!r}")
     got = e.get("input")
-    return TopologyError(f"{source}: {key}: {e['msg']} (got {got!r})")
+    msg = e["msg"].removeprefix("Value error, ")
+    return TopologyError(f"{source}: {key}: {msg} (got {got!r})")
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:

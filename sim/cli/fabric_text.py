@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["bom_lines", "fabric_cost_line", "summary_lines"]
+__all__ = ["bom_lines", "fabric_cost_line", "fabric_step_lines", "summary_lines"]
 
 
 def _rate(bps: float) -> str:
@@ -109,3 +109,26 @@ def fabric_cost_line(c: Mapping[str, Any], gpu_hour_usd: float | None = None) ->
         f"${c['capex_per_gpu_hour_usd']:.4f} over {c['lifetime_years']:g} years + energy "
         f"${c['energy_per_gpu_hour_usd']:.4f} at ${c['usd_per_kwh']:g}/kWh, PUE {c['pue']:g}){gpu}"
     )
+
+
+def fabric_step_lines(f: Mapping[str, Any]) -> list[str]:
+    """A run's fabric lines: capex and power, per GPU-hour, and the step's cost with it."""
+    lines = [
+        f"fabric          {_usd(f['capex_usd'])} capex, {f['power_w'] / 1e3:,.1f} kW "
+        f"({_usd(f['capex_per_gpu_usd'])}, {f['power_per_gpu_w']:.0f} W per GPU; "
+        "clustersim topologies --show for the bill of materials)",
+        "  " + fabric_cost_line(f["cost"], f["gpu_hour_usd"]).replace("fabric        ", "", 1),
+    ]
+    s = f["step"]
+    if s["per_step_usd"] is not None:
+        lines.append(
+            f"cost w/ fabric  ${s['per_step_usd']:.4f} per step, ${s['per_million_tokens_usd']:.4f} "
+            f"per million tokens (GPUs ${s['gpu_per_million_tokens_usd']:.4f} + fabric "
+            f"${s['fabric_per_million_tokens_usd']:.4f})"
+        )
+    else:
+        lines.append(
+            f"cost w/ fabric  fabric ${s['fabric_per_step_usd']:.4f} per step, "
+            f"${s['fabric_per_million_tokens_usd']:.4f} per million tokens (no GPU price: price.preset)"
+        )
+    return lines

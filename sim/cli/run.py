@@ -43,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--links", type=int, metavar="N", default=0,
         help="list the N busiest links (utilisation, bytes, which collectives; flow network)",
     )  # fmt: skip
+    p.add_argument(
+        "--parts", metavar="FILE", help="your own parts catalog for the fabric's cost and power"
+    )
     variability.add_options(p)
     p.set_defaults(handler=run)
 
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from sim.beyond import has_run_sections, whole_run, whole_run_text
-    from sim.cli.outputs import busiest_text, link_rows, plot
+    from sim.cli.outputs import busiest_text, link_rows, link_tiers, plot, tiers_text
     from sim.files import check_output_path, dumps_json, write_atomic
     from sim.profile_select import describe, resolve_profile, text_lines
     from sim.topology.presets import nodes_override_note
@@ -86,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
         resolved = resolve_profile(request, topo, force=args.force_profile)
         scenario = replace(scenario, profile=resolved.key)
         info = describe(resolved, topo)
-        result, pipeline, setup = run_step(scenario, args.network, record=bool(args.trace))
+        result, pipeline, setup = run_step(
+            scenario, args.network, record=bool(args.trace) or bool(args.links)
+        )
         if args.trace:
             write_atomic(args.trace, trace_json(setup, pipeline), "--trace")
         record = {**result.to_dict(), "profile": info}
@@ -96,13 +101,20 @@ def run(args: argparse.Namespace) -> int:
         links = link_rows(setup.topology, pipeline.network, result.step_time_s)
         if links:
             record["links"] = links
+        if args.links:
+            record["link_tiers"] = link_tiers(setup.topology, pipeline.network,
+                                              result.step_time_s, result.link_bytes_by_scope)  # fmt: skip
+        fabric = _fabric(setup.topology, result, scenario, args.parts)
+        if fabric is not None:
+            record["fabric"] = fabric
     sampled = variability.sample(args, scenario, result)
     if sampled is not None:
         record["variability"] = sampled.to_dict()
     run_layers = None
     if has_run_sections(scenario):  # the step's own topology (cached): its server size
         cluster = cached_topology(scenario.cluster.topology, scenario.cluster.nodes, scenario.seed)
-        run_layers = whole_run(result, scenario, cluster.gpus_per_node)
+        fabric_w = record["fabric"]["power_per_gpu_w"] if "fabric" in record else None
+        run_layers = whole_run(result, scenario, cluster.gpus_per_node, fabric_w)
     if run_layers is not None:
         record.update(run_layers.to_dict())
     if args.json:
@@ -122,6 +134,10 @@ def run(args: argparse.Namespace) -> int:
         for note in record.get("notes", []):
             if note not in shown:
                 print(f"note: {note}")
+        if "fabric" in record:
+            from sim.cli.fabric_text import fabric_step_lines
+
+            print("\n".join(fabric_step_lines(record["fabric"])))
         if info is not None:
             print("\n".join(text_lines(info)))
         if run_layers is not None:
@@ -129,9 +145,28 @@ def run(args: argparse.Namespace) -> int:
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
         if args.links:
+            print(tiers_text(record.get("link_tiers", []), result.step_time_s))
             print(busiest_text(record.get("links", []), args.links))
         if sampled is not None:
             print(sampled.summary())
     if args.plot:
         plot([record], None, args.plot)
     return 0
+
+
+def _fabric(topology: Any, result: Any, scenario: Any, parts: str | None) -> dict[str, Any] | None:
+    """The fabric layer of the step (:func:`sim.cost.fabric.fabric_record`) at the
+    scenario's GPU price."""
+    from sim.cost import PriceConfig, resolve_price
+    from sim.cost.fabric import fabric_record
+    from sim.topology.parts import parts_catalog
+
+    quote = resolve_price(PriceConfig(gpu_hour_usd=scenario.price.gpu_hour_usd,
+                                      preset=scenario.price.preset), result.gpu)  # fmt: skip
+    tr = scenario.training
+    return fabric_record(
+        topology, step_time_s=result.step_time_s, gpus=result.gpus,
+        tokens_per_step=float(tr.global_batch * tr.seq_len),
+        gpu_hour_usd=None if quote is None else quote.usd_per_gpu_hour,
+        catalog=parts_catalog(parts),
+    )  # fmt: skip

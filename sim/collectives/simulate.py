@@ -10,6 +10,7 @@ transfers are capped by its NCCL channels (:mod:`sim.collectives.channels`).
 from __future__ import annotations
 
 import math
+from typing import Any
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -47,6 +48,7 @@ __all__ = [
     "PIPELINED",
     "CollectiveResult",
     "CollectiveSetup",
+    "replay_on_network",
     "run_on_network",
     "simulate_collective",
     "sweep_sizes",
@@ -359,9 +361,19 @@ def run_on_network(
     On ``analytical`` this equals the tuner's closed form (a test checks it; the
     simulation uses the closed form directly, which is much faster at scale).
     """
+    time_s, net = replay_on_network(setup, sched, protocol, size_bytes, network)
+    return time_s, net.link_bytes
+
+
+def replay_on_network(
+    setup: CollectiveSetup, sched: Schedule, protocol: str, size_bytes: float, network: str,
+    record: bool = False,
+) -> tuple[float, Any]:  # fmt: skip
+    """As :func:`run_on_network`, returning the network itself (its counters; with
+    ``record`` on the flow network, its per-link rate samples)."""
     env = simpy.Environment()
     net = (
-        FlowNetwork(env, setup.topology, solve_cache=setup.solve_cache)
+        FlowNetwork(env, setup.topology, record=record, solve_cache=setup.solve_cache)
         if network == "flow"
         else make_network(network, env, setup.topology)
     )
@@ -373,4 +385,4 @@ def run_on_network(
         )
     )  # fmt: skip
     env.run()
-    return float(env.now), net.link_bytes
+    return float(env.now), net

@@ -26,7 +26,7 @@ from sim.cost.bom import BillOfMaterials
 from sim.errors import ConfigError
 from sim.packaged import lookup, read_table
 
-__all__ = ["DEFAULT_LIFETIME_YEARS", "FabricCost", "fabric_cost"]
+__all__ = ["DEFAULT_LIFETIME_YEARS", "FabricCost", "StepCost", "fabric_cost", "fabric_record", "step_cost"]
 
 HOURS_PER_YEAR = 8766.0  # 365.25 days
 DEFAULT_LIFETIME_YEARS = 5.0
@@ -107,3 +107,72 @@ def fabric_cost(
         sources={"lifetime_years": _LIFETIME_SOURCE if lifetime_years == DEFAULT_LIFETIME_YEARS
                  else "user value", "usd_per_kwh": price_src, "pue": pue_src},
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """One step's cost with the fabric (USD): the GPUs at their price and the fabric per
+    GPU-hour, for ``gpus`` GPUs over ``step_time_s``; per million tokens the same over
+    ``tokens_per_step``. GPU parts are None without a GPU price."""
+
+    gpu_per_step_usd: float | None
+    fabric_per_step_usd: float
+    per_step_usd: float | None
+    gpu_per_million_tokens_usd: float | None
+    fabric_per_million_tokens_usd: float
+    per_million_tokens_usd: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+def step_cost(
+    fabric: FabricCost, step_time_s: float, gpus: int, tokens_per_step: float,
+    gpu_hour_usd: float | None,
+) -> StepCost:  # fmt: skip
+    """``gpus * step_time_s / 3600 * (gpu_hour_usd + fabric per GPU-hour)`` per step, and
+    per million tokens (``/ tokens_per_step * 1e6``).
+
+    >>> f = FabricCost(0, 0, 8, 5, 0.1, 1.2, 0.25, 0.05)
+    >>> c = step_cost(f, 3600.0, 8, 1e6, 2.0)
+    >>> c.gpu_per_step_usd, round(c.fabric_per_step_usd, 6), round(c.per_million_tokens_usd, 6)
+    (16.0, 2.4, 18.4)
+    """
+    hours = gpus * step_time_s / 3600.0
+    per_m = 1e6 / tokens_per_step
+    fab = hours * fabric.per_gpu_hour_usd
+    gpu = None if gpu_hour_usd is None else hours * gpu_hour_usd
+    total = None if gpu is None else gpu + fab
+    return StepCost(gpu, fab, total, None if gpu is None else gpu * per_m, fab * per_m,
+                    None if total is None else total * per_m)  # fmt: skip
+
+
+def fabric_record(
+    topology: Any,
+    *,
+    step_time_s: float,
+    gpus: int,
+    tokens_per_step: float,
+    gpu_hour_usd: float | None,
+    catalog: Any = None,
+    lifetime_years: float = DEFAULT_LIFETIME_YEARS,
+) -> dict[str, Any] | None:
+    """The fabric layer of one simulated step, JSON-ready: the bill of materials' totals
+    (``capex_usd``, ``power_w``, per GPU, per category), its cost per GPU-hour
+    (``cost``: :class:`FabricCost`) and the step's cost with it (``step``:
+    :class:`StepCost`); None for a topology without a scale-out network."""
+    from sim.cost.bom import bill_of_materials
+
+    bom = bill_of_materials(topology, catalog)
+    if not bom.items:
+        return None
+    cost = fabric_cost(bom, lifetime_years=lifetime_years)
+    rec = bom.to_dict()
+    del rec["items"]
+    return {
+        **rec,
+        "gpu_hour_usd": gpu_hour_usd,
+        "cost": cost.to_dict(),
+        "step": step_cost(cost, step_time_s, gpus, tokens_per_step, gpu_hour_usd).to_dict(),
+    }

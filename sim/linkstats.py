@@ -89,6 +89,8 @@ def ecmp_groups(topology: Any) -> np.ndarray:
             continue
         key = (u, "") if _UP.get(str(ku)) == kv else (u, v)
         group[i] = keys.setdefault(key, len(keys))
+    if not keys:
+        return group
     sizes = np.bincount(group[group >= 0], minlength=len(keys))
     group[(group >= 0) & (sizes[np.maximum(group, 0)] < 2)] = -1  # one cable: no choice
     return group

@@ -179,9 +179,10 @@ def _busiest(setup: Any, op: str, r: CollectiveResult, args: argparse.Namespace)
     time_s, net = replay_on_network(setup, sched, r.protocol, r.size_bytes, args.network,
                                     record=True)  # fmt: skip
     samples = getattr(net, "samples", [])
-    stats = link_stats(setup.topology, samples, net.link_bytes, {}, time_s,
+    topo = getattr(net, "topology", setup.topology)  # the capacities the network ran
+    stats = link_stats(topo, samples, net.link_bytes, {}, time_s,
                        getattr(net, "flow_counts", None) if samples else None)  # fmt: skip
-    text = tiers_text(tier_rows(stats, setup.topology, {}), time_s)
+    text = tiers_text(tier_rows(stats, topo, {}), time_s)
     if not samples:
         text += "\n(peak and time near capacity need the flow network: --network flow)"
     text += "\n" + busiest_text(stats.rows, args.links)

@@ -24,8 +24,10 @@ __all__ = [
 def link_rows(topology: Any, network: Any, step_time_s: float) -> list[dict[str, Any]]:
     """Per directed link with traffic: name, kind, tier, bytes, average utilisation over
     the step, peak utilisation and time at >= 90% (from the network's recorded rate
-    samples; None when it did not record), and bytes per collective (``by``: the
-    network's tags, e.g. ``dp reduce_scatter``). :mod:`sim.linkstats` computes them.
+    samples; None when it did not record), all against the capacity the step runs each
+    link at (line rate times the link's efficiency, as the trace's counters), and bytes
+    per collective (``by``: the network's tags, e.g. ``dp reduce_scatter``).
+    :mod:`sim.linkstats` computes them.
 
     ``network`` is the flow network of a simulated step (``None`` on the analytical one:
     no rows). Its links carry what the step put on the network: every TP rank's DP/ZeRO
@@ -44,7 +46,8 @@ def link_tiers(
     from sim.linkstats import tier_rows
 
     stats = _stats(topology, network, step_time_s)
-    return [] if stats is None else tier_rows(stats, topology, bytes_by_scope)
+    used = getattr(network, "topology", topology)
+    return [] if stats is None else tier_rows(stats, used, bytes_by_scope)
 
 
 def _stats(topology: Any, network: Any, duration_s: float) -> Any:
@@ -52,6 +55,9 @@ def _stats(topology: Any, network: Any, duration_s: float) -> Any:
 
     if network is None or duration_s <= 0:
         return None
+    # the network's own topology: capacities as the step runs them (scaled by the links'
+    # efficiencies), as the trace's counters see them
+    topology = getattr(network, "topology", topology)
     tags = getattr(network, "link_bytes_by_tag", {})
     samples = getattr(network, "samples", [])
     flows = getattr(network, "flow_counts", None)

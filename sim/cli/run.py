@@ -139,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
 
             print("\n".join(fabric_step_lines(record["fabric"])))
         if info is not None:
-            print("\n".join(text_lines(info)))
+            share = result.breakdown.get("compute", 0.0) / result.step_time_s
+            print("\n".join(text_lines(info, result.compute_params, share)))
         if run_layers is not None:
             print(whole_run_text(run_layers))
         if args.trace:

@@ -26,14 +26,16 @@ from sim.errors import ClusterSimError
 __all__ = ["main"]
 
 COMMAND_GROUP = "clustersim.commands"
-BUILTIN_COMMANDS = ("collective", "topologies", "run", "sweep", "plan", "report", "schema")
+BUILTIN_COMMANDS = (
+    "collective", "topologies", "run", "compare", "sweep", "plan", "report", "schema",
+)  # fmt: skip
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     from sim import __version__
-    from sim.cli import collective, plan, report, run, schema, sweep, topologies
+    from sim.cli import collective, compare, plan, report, run, schema, sweep, topologies
 
     parser = argparse.ArgumentParser(
         prog="clustersim",
@@ -41,7 +43,7 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"clustersim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (collective, topologies, run, sweep, plan, report, schema):
+    for module in (collective, topologies, run, compare, sweep, plan, report, schema):
         module.register(sub)
     if not argv or argv[0] not in BUILTIN_COMMANDS:
         _register_plugins(sub)

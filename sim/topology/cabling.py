@@ -254,6 +254,11 @@ def plan_fabric(
                  f"{down_n} x {_gbps(nic_Bps)} down + {up_n} x {_gbps(link.bandwidth_Bps)} up "
                  f"on {_gbps(port)} ports", source)  # fmt: skip
     leaves = units * leaves_per_unit
+    if len(nics) < per:
+        spare = (f"{len(nics)} of the {per} servers a leaf is designed for are attached; the "
+                 "switches above are built (and priced) for the full design")  # fmt: skip
+    else:
+        spare = ""
     if net.kind == "fat-tree-3tier":
         return _three_tier(net, rails, units, leaves_per_unit, down, up_n, leaf_ports, link,
                            switch, radix, source)  # fmt: skip
@@ -263,6 +268,8 @@ def plan_fabric(
                     "one leaf holds every server")  # fmt: skip
         notes.append("one leaf holds every server: no spine tier is needed, none is built")
         return FabricPlan(net.kind, rails, (leaf,), (), units, 1, tuple(notes))
+    if spare:
+        notes.append(spare)
     count = net.spines or up_n
     how = "network.spines" if net.spines else "one per leaf uplink (default)"
     pair = _per_pair(up_n, count, "network.spines", "a leaf", source)

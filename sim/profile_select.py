@@ -233,7 +233,10 @@ def text_lines(
     measured = info.get("scopes_measured", [])
     hw = info.get("hardware") or {}
     for what, bars in _grouped([ErrorBar(**b) for b in info["error_bars"]]).items():
-        covers = ", ".join(f"{s} ({'/'.join(links.get(s, []))})" for s in measured) or "none of this topology's links"
+        covers = (
+            ", ".join(f"{s} ({'/'.join(links.get(s, []))})" for s in measured)
+            or "none of this topology's links"
+        )
         size = f", measured on {hw['gpus']} GPUs" if hw.get("gpus") else ""
         size += f" in {hw['nodes']} server(s)" if hw.get("nodes") else ""
         lines.append(f"error bar        {what} {_bar_text(bars)}: covers {covers}{size}")

@@ -161,7 +161,7 @@ def test_unquoted_two_to_one_in_a_file_cannot_produce_a_result(tmp_path: Path) -
     text = yaml.safe_dump(readme_cluster(), sort_keys=False)
     path = tmp_path / "c.yaml"
     path.write_text(re.sub(r"oversubscription: .*", "oversubscription: 2:1", text))
-    with pytest.raises(Exception, match="oversubscription|2:1|sexagesimal"):
+    with pytest.raises(Exception, match=r"oversubscription|2:1|sexagesimal"):
         load_topology(str(path))
     path.write_text(re.sub(r"oversubscription: .*", 'oversubscription: "2:1"', text))
     assert load_spec(str(path)).network.oversubscription == 2.0

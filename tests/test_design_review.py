@@ -88,7 +88,9 @@ def test_cables_and_optics_are_counted_once_per_cable() -> None:
         "spine-core": (64 * 32, "hall", "optics-dr-400g"),
     }
     assert s["optics"] == 2 * (2048 + 2048 + 2048)
-    roce = {c["between"]: c["part"] for c in fabric_summary(load_topology("h100-roce-400g"))["cables"]}
+    roce = {
+        c["between"]: c["part"] for c in fabric_summary(load_topology("h100-roce-400g"))["cables"]
+    }
     assert roce["nic-leaf"] == "dac-400g"  # a top-of-rack leaf: copper inside the rack
 
 
@@ -131,7 +133,9 @@ def test_user_parts_replace_and_extend_the_catalog(tmp_path: Path) -> None:
 
 def test_a_part_without_sources_is_refused(tmp_path: Path) -> None:
     bad = tmp_path / "parts.yaml"
-    bad.write_text("nics:\n  x: {speed: 400Gb/s, price_usd: 1, watts: 1, as_of: '2027', sources: {}}\n")
+    bad.write_text(
+        "nics:\n  x: {speed: 400Gb/s, price_usd: 1, watts: 1, as_of: '2027', sources: {}}\n"
+    )
     with pytest.raises(ConfigError, match=r"nics\.x\.sources lacks price_usd, speed, watts"):
         parts_catalog(bad)
     bad.write_text("nics:\n  x: {speed: 400, price_usd: 1, watts: 1, as_of: '2027', sources: {}}\n")
@@ -164,8 +168,14 @@ def test_energy_counts_the_fabric_unless_the_user_says() -> None:
     args = dict(gpus=256, gpu="H100-SXM", busy_time_s=3600.0, utilisation=0.5)
     none = training_energy(**args, config=EnergyConfig())
     fab = training_energy(**args, config=EnergyConfig(), fabric_w_per_gpu=90.0)
-    user = training_energy(**args, config=EnergyConfig(network_w_per_gpu=10.0), fabric_w_per_gpu=90.0)
-    assert (none.network_w_per_gpu, fab.network_w_per_gpu, user.network_w_per_gpu) == (0.0, 90.0, 10.0)
+    user = training_energy(
+        **args, config=EnergyConfig(network_w_per_gpu=10.0), fabric_w_per_gpu=90.0
+    )
+    assert (none.network_w_per_gpu, fab.network_w_per_gpu, user.network_w_per_gpu) == (
+        0.0,
+        90.0,
+        10.0,
+    )
     assert fab.it_energy_kwh - none.it_energy_kwh == pytest.approx(256 * 90 / 1000)
     assert "bill of materials" in fab.sources["network_w_per_gpu"]
     assert any("not counted" in n for n in none.notes)
@@ -187,7 +197,9 @@ def test_the_drawing_is_deterministic(tmp_path: Path) -> None:
         (["topologies", "--show", "a", "--export", "b"], "give one"),
     ],
 )
-def test_show_option_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_option_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(argv) == 2
     assert re.search(message, capsys.readouterr().err)
 
@@ -202,8 +214,11 @@ def test_lifetime_is_stated_and_overridable(capsys: pytest.CaptureFixture[str]) 
 
 def test_bom_scales_with_the_fabric_not_the_gpu_count_alone() -> None:
     """RoCE 2:1 halves the leaf-spine optics and the spine ports of 1:1."""
-    one, two = (bill_of_materials(load_topology(n)) for n in ("h100-roce-400g", "h100-roce-400g-2to1"))
-    optics = {b.topology: next(i.count for i in b.items if i.part == "optics-sr-400g") for b in (one, two)}
+    one, two = (
+        bill_of_materials(load_topology(n)) for n in ("h100-roce-400g", "h100-roce-400g-2to1")
+    )
+    optics = {
+        b.topology: next(i.count for i in b.items if i.part == "optics-sr-400g") for b in (one, two)
+    }
     assert optics == {"h100-roce-400g": 256, "h100-roce-400g-2to1": 128}
     assert two.capex_usd < one.capex_usd and math.isfinite(two.power_w)
-

@@ -25,7 +25,9 @@ def test_a_roce_run_does_not_pass_an_nvlink_error_bar_off_as_the_network(
     (coll,) = [b for b in bars if "collectives" in b]
     assert "covers nvlink (nvlink4), measured on 8 GPUs in 1 server(s)" in coll
     assert "net" not in coll.split("covers", 1)[1]
-    assert any(b.startswith("error bar        network (roce-400g): none, UNCALIBRATED") for b in bars)
+    assert any(
+        b.startswith("error bar        network (roce-400g): none, UNCALIBRATED") for b in bars
+    )
 
 
 def test_the_compute_error_bar_is_in_the_text_with_its_share_of_the_step(
@@ -54,4 +56,6 @@ def test_collective_text_names_the_links_its_error_bar_covers(
     bars = _text(["collective", "--topology", "h100-roce-400g", "--nodes", "2", "-b", "1M",
                   "-e", "1M", "--network", "analytical"], capsys)  # fmt: skip
     assert any("covers nvlink (nvlink4)" in b for b in bars)
-    assert any(b.startswith("error bar        network (roce-400g): none, UNCALIBRATED") for b in bars)
+    assert any(
+        b.startswith("error bar        network (roce-400g): none, UNCALIBRATED") for b in bars
+    )

@@ -53,18 +53,23 @@ def test_without_samples_only_averages_are_given() -> None:
 
 
 def test_tiers_name_the_fabric_levels() -> None:
-    assert [link_tier(*x) for x in (("nic", "leaf", "net"), ("leaf", "nic", "net"),
-                                    ("leaf", "spine", "net"), ("spine", "leaf", "net"),
-                                    ("spine", "core", "net"), ("core", "spine", "net"),
-                                    ("gpu", "nvswitch", "nvlink"), ("gpu", "pcie_switch", "pcie"))] == [  # fmt: skip
-        "nic up", "leaf down", "leaf up", "spine down", "spine up", "core down", "nvlink", "pcie"]  # fmt: skip
+    ends = [("nic", "leaf", "net"), ("leaf", "nic", "net"), ("leaf", "spine", "net"),
+            ("spine", "leaf", "net"), ("spine", "core", "net"), ("core", "spine", "net"),
+            ("gpu", "nvswitch", "nvlink"), ("gpu", "pcie_switch", "pcie")]  # fmt: skip
+    want = ["nic up", "leaf down", "leaf up", "spine down", "spine up", "core down", "nvlink",
+            "pcie"]  # fmt: skip
+    assert [link_tier(*x) for x in ends] == want
 
 
 def test_ecmp_choice_sets_are_a_leafs_uplinks_and_parallel_cables_down() -> None:
     t = load_topology("h100-roce-400g", nodes=8)  # 2 leaves, 8 spines, 4 cables a pair
     g = ecmp_groups(t)
     kinds = t.graph.nodes
-    up = {int(g[i]) for i, (u, v) in enumerate(t.links) if u == "leaf0" and kinds[v]["kind"] == "spine"}
+    up = {
+        int(g[i])
+        for i, (u, v) in enumerate(t.links)
+        if u == "leaf0" and kinds[v]["kind"] == "spine"
+    }
     assert len(up) == 1 and np.sum(g == next(iter(up))) == 32
     down = [int(g[i]) for i, (u, v) in enumerate(t.links) if (u, v) == ("spine0", "leaf1")]
     assert len(set(down)) == 1 and np.sum(g == down[0]) == 4
@@ -76,7 +81,10 @@ def test_ecmp_max_over_mean_counts_collisions_not_idle_cables() -> None:
     t = load_topology("h100-roce-400g", nodes=8)
     up = [i for i, (u, v) in enumerate(t.links) if u == "leaf0" and v.startswith("spine")]
     rate = np.array([1e9, 1e9, 1e9])
-    for links, counts, expect in ((up[:3], [1.0, 1.0, 1.0], 1.0), ([up[0], up[1]], [2.0, 1.0], 2.0)):
+    for links, counts, expect in (
+        (up[:3], [1.0, 1.0, 1.0], 1.0),
+        ([up[0], up[1]], [2.0, 1.0], 2.0),
+    ):
         idx = np.array(links)
         s = link_stats(t, [(0.0, idx, rate[: len(idx)]), (1.0, np.array([], dtype=int), np.array([]))],
                        np.where(np.isin(np.arange(len(t.links)), idx), 1e9, 0.0), {}, 1.0,

@@ -25,7 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="scenarios or --set variants side by side: step, breakdown, MFU, memory, cost "
         "with the fabric's capex and power, energy, deltas in %%",
     )
-    p.add_argument("scenarios", nargs="+", help="scenario presets or files (the first is the baseline)")
+    p.add_argument(
+        "scenarios", nargs="+", help="scenario presets or files (the first is the baseline)"
+    )
     add_set_option(p, "override a field of every run")
     p.add_argument(
         "--variant", action="append", default=[], metavar="'LABEL: KEY=V ...'",
@@ -62,7 +64,9 @@ def _runs(args: argparse.Namespace) -> list[Any]:
     labels = [r.label for r in runs]
     dup = next((x for x in labels if labels.count(x) > 1), None)
     if dup is not None:
-        raise ConfigError(f"compare: two runs are both labelled {dup!r}; label variants 'NAME: k=v'")
+        raise ConfigError(
+            f"compare: two runs are both labelled {dup!r}; label variants 'NAME: k=v'"
+        )
     return runs
 
 
@@ -149,7 +153,9 @@ def _breakdown(records: Sequence[Mapping[str, Any]], w: int) -> list[str]:
     head = "".join(f" {k.replace('_exposed', '').replace('_comm', ' comm'):>13}" for k in keys)
     lines = ["", f"{'breakdown (s)':<{w}}{head}"]
     for r in records:
-        lines.append(f"{r['label']:<{w}}" + "".join(f" {r['breakdown'].get(k, 0.0):>13.4f}" for k in keys))
+        lines.append(
+            f"{r['label']:<{w}}" + "".join(f" {r['breakdown'].get(k, 0.0):>13.4f}" for k in keys)
+        )
     return lines
 
 

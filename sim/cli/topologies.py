@@ -54,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
     if args.export is not None:
         return _export(args.export, args.nodes)
     if args.nodes is not None:
-        raise ConfigError("--nodes: only with --show or --export (the list shows each preset's size)")
+        raise ConfigError(
+            "--nodes: only with --show or --export (the list shows each preset's size)"
+        )
     print(f"{'preset':<22} {'GPUs':>6} {'servers':>8}  {'GPU':<14} description")
     for name in preset_names():
         t = load_topology(name)

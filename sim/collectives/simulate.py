@@ -10,9 +10,9 @@ transfers are capped by its NCCL channels (:mod:`sim.collectives.channels`).
 from __future__ import annotations
 
 import math
-from typing import Any
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import simpy

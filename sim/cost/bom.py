@@ -133,7 +133,10 @@ def _switches(topology: Topology, catalog: PartsCatalog, notes: list[str]) -> li
                 kind = next(iter(g.edges[v, w]["kind"] for w in g.successors(v)), "")
                 counts[switch_for(catalog, kind).name] += 1
                 what.setdefault(switch_for(catalog, kind).name, ["explicit graph"])
-    return [_item("switch", catalog.switches[n], c, ", ".join(what[n])) for n, c in sorted(counts.items())]
+    return [
+        _item("switch", catalog.switches[n], c, ", ".join(what[n]))
+        for n, c in sorted(counts.items())
+    ]
 
 
 def _nics(topology: Topology, catalog: PartsCatalog, notes: list[str]) -> list[BomItem]:

@@ -11,7 +11,8 @@ Power per GPU while training, at utilisation ``u`` (the fraction of the step the
 IT power per GPU adds the server (CPUs, memory, NICs, fans: ``server_w_per_gpu``, 350 W
 derived from an 8 x H100 node measured at 8.4 kW) and the network (``network_w_per_gpu``:
 the user's value, else the fabric's switches, NICs and optics from its bill of materials,
-:mod:`sim.cost.bom`, when the caller passes them, else 0). Time the job spends checkpointing or restarting counts at idle GPU power.
+:mod:`sim.cost.bom`, when the caller passes them, else 0). Time the job spends
+checkpointing or restarting counts at idle GPU power.
 
     E_IT       = gpus * [(P_gpu(u) + P_srv + P_net) t_busy + (P_idle + P_srv + P_net) t_idle]
     E_facility = PUE * E_IT                                           (J; reported in kWh)
@@ -186,7 +187,9 @@ def training_energy(
     else:
         net_w = 0.0
     if net_w == 0:
-        notes.append("network switches and optics not counted (no fabric, or energy.network_w_per_gpu 0)")
+        notes.append(
+            "network switches and optics not counted (no fabric, or energy.network_w_per_gpu 0)"
+        )
     p_gpu = gpu_power_w(idle_w, busy_w, u)
     overhead = server + net_w
     it_j = gpus * ((p_gpu + overhead) * busy_time_s + (idle_w + overhead) * idle_time_s)

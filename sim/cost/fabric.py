@@ -26,7 +26,14 @@ from sim.cost.bom import BillOfMaterials
 from sim.errors import ConfigError
 from sim.packaged import lookup, read_table
 
-__all__ = ["DEFAULT_LIFETIME_YEARS", "FabricCost", "StepCost", "fabric_cost", "fabric_record", "step_cost"]
+__all__ = [
+    "DEFAULT_LIFETIME_YEARS",
+    "FabricCost",
+    "StepCost",
+    "fabric_cost",
+    "fabric_record",
+    "step_cost",
+]
 
 HOURS_PER_YEAR = 8766.0  # 365.25 days
 DEFAULT_LIFETIME_YEARS = 5.0

@@ -217,7 +217,9 @@ def compare(
     from sim.topology.parts import parts_catalog
 
     if len(runs) < 2:
-        raise ConfigError("compare: give two or more scenarios, or one with --variant twice or more")
+        raise ConfigError(
+            "compare: give two or more scenarios, or one with --variant twice or more"
+        )
     catalog = parts_catalog(parts)
     years = DEFAULT_LIFETIME_YEARS if lifetime_years is None else lifetime_years
     out = []

@@ -164,7 +164,9 @@ def _whole(x: float) -> int | None:
     return n if n >= 1 and abs(x - n) <= _TOL * max(1.0, x) else None
 
 
-def _uplinks(down_Bps: float, ratio: float, link: LinkSpec, key: str, what: str, source: str) -> int:
+def _uplinks(
+    down_Bps: float, ratio: float, link: LinkSpec, key: str, what: str, source: str
+) -> int:
     """Uplink cables carrying ``down_Bps / ratio``; refused when no whole number does."""
     want = down_Bps / ratio / link.bandwidth_Bps
     n = _whole(want)
@@ -319,7 +321,7 @@ def _three_tier(
                      _ports(pod_leaves * pair1, rate, 0, 0.0, port), spine_down, 0.0, 0, 0, how)  # fmt: skip
         notes.append("one pod holds every server: no core tier is needed, none is built")
         _director_note(spine, notes, "a smaller nodes_per_pod")
-        links = (LinkGroup("leaf-spine", leaves * up_n, rate, link.name),)
+        links: tuple[LinkGroup, ...] = (LinkGroup("leaf-spine", leaves * up_n, rate, link.name),)
         return FabricPlan(net.kind, rails, (leaf, spine), links, units, 1, tuple(notes))
     what = f"a spine has {pod_leaves * pair1} down x {_gbps(rate)} ="
     up2 = _uplinks(spine_down, net.core_oversubscription, link, "network.core_oversubscription",

@@ -85,7 +85,11 @@ def _add_leaves(
 
 
 def add_fabric(
-    g: nx.DiGraph, plan: FabricPlan, net: NetworkSpec, nics: list[list[str]], nic: LinkSpec,
+    g: nx.DiGraph,
+    plan: FabricPlan,
+    net: NetworkSpec,
+    nics: list[list[str]],
+    nic: LinkSpec,
     link: LinkSpec,
 ) -> None:
     """Add the switches of ``plan`` and connect every server's NICs to them.

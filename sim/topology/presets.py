@@ -147,7 +147,9 @@ def load_topology(name_or_path: str, *, nodes: int | None = None, seed: int = 0)
     return build_topology(spec, seed=seed, source=name_or_path)
 
 
-def nodes_override_note(name_or_path: str, nodes: int | None, key: str = "cluster.nodes") -> str | None:
+def nodes_override_note(
+    name_or_path: str, nodes: int | None, key: str = "cluster.nodes"
+) -> str | None:
     """What a run says when ``nodes`` (a scenario's ``cluster.nodes``) replaces the server
     count the topology file gives; None when it does not.
 

@@ -63,7 +63,7 @@ def ratio_value(value: Any) -> float:
 
 
 def _bare_number(value: Any, example: str) -> None:
-    if isinstance(value, bool) or isinstance(value, (int, float)):
+    if isinstance(value, (bool, int, float)):
         raise ValueError(f"needs a unit, e.g. {example}; a bare number is ambiguous")
 
 

@@ -88,7 +88,9 @@ def cable_groups(topology: Topology, catalog: PartsCatalog | None = None) -> lis
         lower, upper = sorted((ku, kv), key=lambda k: _TIER_ORDER[k])
         counts[(lower, upper, float(d["capacity_Bps"]), str(d["kind"]))] += int(d.get("cables", 1))
     out = []
-    for (lower, upper, rate, kind), n in sorted(counts.items(), key=lambda x: (_TIER_ORDER[x[0][0]], x[0])):
+    for (lower, upper, rate, kind), n in sorted(
+        counts.items(), key=lambda x: (_TIER_ORDER[x[0][0]], x[0])
+    ):
         reach = _reach(lower, upper, rails)
         part = cable_for(catalog, rate, reach)
         out.append(CableGroup(f"{lower}-{upper}", n, rate, kind, reach,
@@ -204,9 +206,13 @@ def fabric_summary(topology: Topology, catalog: PartsCatalog | None = None) -> d
     catalog = catalog or parts_catalog()
     plan = topology.fabric
     half = topology.nodes // 2
-    models = Counter(g.name for g in topology.gpu_models) or Counter({topology.gpu.name: topology.num_gpus})
+    models = Counter(g.name for g in topology.gpu_models) or Counter(
+        {topology.gpu.name: topology.num_gpus}
+    )
     cables = [asdict(c) for c in cable_groups(topology, catalog)]
-    bisection = max_flow_Bps(topology, list(range(half)), list(range(half, 2 * half))) if half else 0.0
+    bisection = (
+        max_flow_Bps(topology, list(range(half)), list(range(half, 2 * half))) if half else 0.0
+    )
     return {
         "topology": topology.name,
         "description": topology.description,

@@ -108,13 +108,9 @@ def _delta(r: Mapping[str, Any], key: str, base: bool) -> str:
 
 
 def _usd(x: float | None) -> str:
-    if x is None:
-        return "-"
-    if x >= 1e6:
-        return f"${x / 1e6:,.2f}M"
-    if x >= 1e3:
-        return f"${x / 1e3:,.1f}k"
-    return f"${x:,.4g}"
+    from sim.cli.fabric_text import usd
+
+    return usd(x, ",.4g")
 
 
 def text_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["bom_lines", "fabric_cost_line", "fabric_step_lines", "summary_lines"]
+__all__ = ["bom_lines", "fabric_cost_line", "fabric_step_lines", "summary_lines", "usd"]
 
 
 def _rate(bps: float) -> str:
@@ -19,12 +19,15 @@ def _rate(bps: float) -> str:
     return f"{bits / 1e12:g}T" if bits >= 1e12 else f"{bits / 1e9:g}G"
 
 
-def _usd(x: float) -> str:
+def usd(x: float | None, digits: str = ",.2f") -> str:
+    """Dollars for a table: ``$1.26M``, ``$18.0k``, ``$300.00`` (``-`` for None)."""
+    if x is None:
+        return "-"
     if x >= 1e6:
         return f"${x / 1e6:,.2f}M"
     if x >= 1e3:
         return f"${x / 1e3:,.1f}k"
-    return f"${x:,.2f}"
+    return f"${x:{digits}}"
 
 
 def _tier_lines(tiers: list[Mapping[str, Any]]) -> list[str]:
@@ -86,14 +89,14 @@ def bom_lines(b: Mapping[str, Any]) -> list[str]:
     if not b["items"]:
         return ["bill of materials: no scale-out network"]
     lines = [
-        f"bill of materials: {_usd(b['capex_usd'])} capex, {b['power_w'] / 1e3:,.1f} kW "
-        f"({_usd(b['capex_per_gpu_usd'])} and {b['power_per_gpu_w']:.0f} W per GPU)",
+        f"bill of materials: {usd(b['capex_usd'])} capex, {b['power_w'] / 1e3:,.1f} kW "
+        f"({usd(b['capex_per_gpu_usd'])} and {b['power_per_gpu_w']:.0f} W per GPU)",
         f"  {'part':<24} {'count':>7} {'each':>9} {'total':>9} {'W each':>7} {'kW':>7}  as of",
     ]
     for i in b["items"]:
         star = "*" if i["estimate"] else " "
         lines.append(
-            f"  {i['part']:<24} {i['count']:>7,} {_usd(i['unit_usd']):>9} {_usd(i['usd']):>9} "
+            f"  {i['part']:<24} {i['count']:>7,} {usd(i['unit_usd']):>9} {usd(i['usd']):>9} "
             f"{i['unit_w']:>7g} {i['watts'] / 1e3:>7.2f}  {i['as_of']}{star}"
         )
     lines.append("  * estimate: see its source in topologies/catalog/network-parts.yaml")
@@ -114,8 +117,8 @@ def fabric_cost_line(c: Mapping[str, Any], gpu_hour_usd: float | None = None) ->
 def fabric_step_lines(f: Mapping[str, Any]) -> list[str]:
     """A run's fabric lines: capex and power, per GPU-hour, and the step's cost with it."""
     lines = [
-        f"fabric          {_usd(f['capex_usd'])} capex, {f['power_w'] / 1e3:,.1f} kW "
-        f"({_usd(f['capex_per_gpu_usd'])}, {f['power_per_gpu_w']:.0f} W per GPU; "
+        f"fabric          {usd(f['capex_usd'])} capex, {f['power_w'] / 1e3:,.1f} kW "
+        f"({usd(f['capex_per_gpu_usd'])}, {f['power_per_gpu_w']:.0f} W per GPU; "
         "clustersim topologies --show for the bill of materials)",
         "  " + fabric_cost_line(f["cost"], f["gpu_hour_usd"]).replace("fabric        ", "", 1),
     ]

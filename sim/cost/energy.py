@@ -39,7 +39,7 @@ from sim.cost.config import EnergyConfig
 from sim.errors import ConfigError
 from sim.packaged import lookup, read_table
 
-__all__ = ["EnergyEstimate", "gpu_power_w", "training_energy"]
+__all__ = ["EnergyEstimate", "facility_value", "gpu_power_w", "training_energy"]
 
 _J_PER_KWH = 3.6e6
 
@@ -83,7 +83,9 @@ def gpu_power_w(idle_w: float, busy_w: float, utilisation: float) -> float:
     return idle_w + (busy_w - idle_w) * utilisation
 
 
-def _facility(kind: str, value: float | str, what: str) -> tuple[float, str]:
+def facility_value(kind: str, value: float | str, what: str) -> tuple[float, str]:
+    """A ``facility.yaml`` preset of table ``kind`` by name, or the user's number: (value,
+    its source)."""
     if isinstance(value, str):
         entry = lookup(read_table("sim.cost", "facility.yaml")[kind], value, what)
         return float(entry["value"]), f"{value}: {entry['source']}"
@@ -174,8 +176,8 @@ def training_energy(
     sources["server_w_per_gpu"] = (
         table["source"] if config.server_w_per_gpu is None else "user value"
     )
-    pue, sources["pue"] = _facility("pue", config.pue, "energy.pue")
-    grid, sources["grid"] = _facility("grid_g_per_kwh", config.grid, "energy.grid")
+    pue, sources["pue"] = facility_value("pue", config.pue, "energy.pue")
+    grid, sources["grid"] = facility_value("grid_g_per_kwh", config.grid, "energy.grid")
     net_w = config.network_w_per_gpu
     if net_w is not None:
         sources["network_w_per_gpu"] = "user value"

@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sim.cost.bom import BillOfMaterials
+from sim.cost.energy import facility_value
 from sim.errors import ConfigError
-from sim.packaged import lookup, read_table
 
 __all__ = [
     "DEFAULT_LIFETIME_YEARS",
@@ -67,13 +67,6 @@ class FabricCost:
         return {**asdict(self), "per_gpu_hour_usd": self.per_gpu_hour_usd}
 
 
-def _preset(kind: str, value: float | str, what: str) -> tuple[float, str]:
-    if isinstance(value, str):
-        entry = lookup(read_table("sim.cost", "facility.yaml")[kind], value, what)
-        return float(entry["value"]), f"{value}: {entry['source']}"
-    return float(value), "user value"
-
-
 def fabric_cost(
     bom: BillOfMaterials,
     *,
@@ -101,8 +94,8 @@ def fabric_cost(
     """
     if not lifetime_years > 0:
         raise ConfigError(f"--lifetime-years: must be > 0 (got {lifetime_years!r})")
-    price, price_src = _preset("usd_per_kwh", usd_per_kwh, "--usd-per-kwh")
-    overhead, pue_src = _preset("pue", pue, "energy.pue")
+    price, price_src = facility_value("usd_per_kwh", usd_per_kwh, "--usd-per-kwh")
+    overhead, pue_src = facility_value("pue", pue, "energy.pue")
     if price < 0 or overhead < 1:
         raise ConfigError(f"fabric cost: usd_per_kwh >= 0 and pue >= 1 (got {price}, {overhead})")
     hours = lifetime_years * HOURS_PER_YEAR * bom.gpus

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, WithJsonSchema
@@ -62,29 +63,24 @@ def ratio_value(value: Any) -> float:
     return x
 
 
-def _bare_number(value: Any, example: str) -> None:
-    if isinstance(value, (bool, int, float)):
-        raise ValueError(f"needs a unit, e.g. {example}; a bare number is ambiguous")
+def _with_unit(parse: Callable[[object, str], float], example: str) -> Callable[[Any], Any]:
+    """A validator: refuse bare numbers (naming ``example``) and text ``parse`` cannot read."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, (bool, int, float)):
+            raise ValueError(f"needs a unit, e.g. {example}; a bare number is ambiguous")
+        if isinstance(value, str):
+            try:
+                parse(value, "quantity")
+            except ConfigError as e:
+                raise ValueError(str(e).split(": ", 1)[-1]) from None
+        return value
+
+    return check
 
 
-def _bandwidth(value: Any) -> Any:
-    _bare_number(value, "200Gb/s (bits) or 25GB/s (bytes)")
-    if isinstance(value, str):
-        try:
-            parse_bandwidth(value, "bandwidth")
-        except ConfigError as e:
-            raise ValueError(str(e).split(": ", 1)[-1]) from None
-    return value
-
-
-def _time(value: Any) -> Any:
-    _bare_number(value, "1.2us, 500ns or 2ms")
-    if isinstance(value, str):
-        try:
-            parse_time(value, "time")
-        except ConfigError as e:
-            raise ValueError(str(e).split(": ", 1)[-1]) from None
-    return value
+_bandwidth = _with_unit(parse_bandwidth, "200Gb/s (bits) or 25GB/s (bytes)")
+_time = _with_unit(parse_time, "1.2us, 500ns or 2ms")
 
 
 Bandwidth = Annotated[str, BeforeValidator(_bandwidth)]

@@ -34,7 +34,7 @@ from typing import Any
 
 from sim.topology.model import Topology
 from sim.topology.parts import PartsCatalog, nic_for, parts_catalog, switch_for
-from sim.topology.summary import cable_groups
+from sim.topology.summary import cable_groups, nic_links
 
 __all__ = ["BillOfMaterials", "BomItem", "bill_of_materials"]
 
@@ -139,17 +139,11 @@ def _switches(topology: Topology, catalog: PartsCatalog, notes: list[str]) -> li
     ]
 
 
-def _nics(topology: Topology, catalog: PartsCatalog, notes: list[str]) -> list[BomItem]:
-    g = topology.graph
-    counts: Counter[tuple[str, float]] = Counter()
-    for v, d in g.nodes(data=True):
-        if d.get("kind") == "nic":
-            up = [g.edges[v, w] for w in g.successors(v) if g.nodes[w].get("kind") != "nic"
-                  and g.nodes[w].get("node") is None]  # fmt: skip
-            if up:
-                counts[(str(up[0]["kind"]), float(up[0]["capacity_Bps"]))] += 1
+def _nics(
+    nics: Counter[tuple[str, float]], catalog: PartsCatalog, notes: list[str]
+) -> list[BomItem]:
     out = []
-    for (kind, rate), n in sorted(counts.items()):
+    for (kind, rate), n in sorted(nics.items()):
         part = nic_for(catalog, kind, rate)
         if part is None:
             notes.append(f"no catalog NIC for {n} x {kind}: not priced")
@@ -163,8 +157,9 @@ def bill_of_materials(topology: Topology, catalog: PartsCatalog | None = None) -
     docstring). A topology without one (a single server) has no items."""
     catalog = catalog or parts_catalog()
     notes: list[str] = []
-    items = _switches(topology, catalog, notes) + _nics(topology, catalog, notes)
-    for c in cable_groups(topology, catalog):
+    nics = nic_links(topology)
+    items = _switches(topology, catalog, notes) + _nics(nics, catalog, notes)
+    for c in cable_groups(topology, catalog, nics):
         if c.part is None:
             notes.append(f"no catalog cable for {c.count} x {c.between} at "
                          f"{c.rate_Bps * 8 / 1e9:g} Gb/s ({c.reach}): not priced")  # fmt: skip

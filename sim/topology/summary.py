@@ -38,7 +38,14 @@ import networkx as nx
 from sim.topology.model import Topology
 from sim.topology.parts import PartsCatalog, cable_for, parts_catalog
 
-__all__ = ["CableGroup", "cable_groups", "ecmp_paths", "fabric_summary", "max_flow_Bps"]
+__all__ = [
+    "CableGroup",
+    "cable_groups",
+    "ecmp_paths",
+    "fabric_summary",
+    "max_flow_Bps",
+    "nic_links",
+]
 
 _FABRIC = ("leaf", "spine", "core", "switch")
 _TIER_ORDER = {"nic": 0, "leaf": 1, "switch": 1, "spine": 2, "core": 3}
@@ -69,15 +76,24 @@ def _reach(lower: str, upper: str, rails: bool) -> str:
     return "row"
 
 
-def cable_groups(topology: Topology, catalog: PartsCatalog | None = None) -> list[CableGroup]:
-    """The cables of the scale-out network, grouped by tiers, rate, kind and reach class.
-
-    A NIC-to-switch link and every switch-to-switch cable count once (one undirected
-    cable; an edge of ``cables: k`` counts ``k``). Links inside servers are not cables.
-    """
-    catalog = catalog or parts_catalog()
+def nic_links(topology: Topology) -> Counter[tuple[str, float]]:
+    """NICs on the network by (link kind, line rate in bytes/s) of their switch link."""
     g = topology.graph
-    rails = topology.fabric.rails if topology.fabric is not None else False
+    kind_of = dict(g.nodes(data="kind"))
+    counts: Counter[tuple[str, float]] = Counter()
+    for v, kind in kind_of.items():
+        if kind != "nic":
+            continue
+        for w, e in g.succ[v].items():
+            if kind_of[w] in _FABRIC:
+                counts[(str(e["kind"]), float(e["capacity_Bps"]))] += 1
+                break
+    return counts
+
+
+def _graph_cables(topology: Topology) -> Counter[tuple[str, str, float, str]]:
+    """Cables of an explicit graph: every NIC-switch and switch-switch edge, once."""
+    g = topology.graph
     counts: Counter[tuple[str, str, float, str]] = Counter()
     for u, v, d in g.edges(data=True):
         ku, kv = g.nodes[u].get("kind"), g.nodes[v].get("kind")
@@ -87,6 +103,32 @@ def cable_groups(topology: Topology, catalog: PartsCatalog | None = None) -> lis
             continue  # each switch-switch cable once: from the lower tier (or name) end
         lower, upper = sorted((ku, kv), key=lambda k: _TIER_ORDER[k])
         counts[(lower, upper, float(d["capacity_Bps"]), str(d["kind"]))] += int(d.get("cables", 1))
+    return counts
+
+
+def cable_groups(
+    topology: Topology,
+    catalog: PartsCatalog | None = None,
+    nics: Counter[tuple[str, float]] | None = None,
+) -> list[CableGroup]:
+    """The cables of the scale-out network, grouped by tiers, rate, kind and reach class.
+
+    A NIC-to-switch link and every switch-to-switch cable count once. A parametric fabric's
+    switch cables come from its plan, its NIC cables from its NICs; an explicit graph's
+    from its edges (an edge of ``cables: k`` counts ``k``). Links inside servers are not
+    cables. ``nics``: :func:`nic_links` of the topology, when the caller has it.
+    """
+    catalog = catalog or parts_catalog()
+    plan = topology.fabric
+    if plan is None:
+        counts = _graph_cables(topology)
+    else:
+        nics = nic_links(topology) if nics is None else nics
+        counts = Counter({("nic", "leaf", r, k): n for (k, r), n in nics.items()})
+        for grp in plan.links:
+            lower, upper = grp.between.split("-")
+            counts[(lower, upper, grp.rate_Bps, grp.kind)] += grp.count
+    rails = plan.rails if plan is not None else False
     out = []
     for (lower, upper, rate, kind), n in sorted(
         counts.items(), key=lambda x: (_TIER_ORDER[x[0][0]], x[0])
@@ -98,29 +140,35 @@ def cable_groups(topology: Topology, catalog: PartsCatalog | None = None) -> lis
     return out
 
 
-def _net_graph(topology: Topology) -> nx.DiGraph:
-    """The network part of the graph: NICs and switches, capacities times cables."""
+def _net_graph(topology: Topology, a: set[int], b: set[int]) -> nx.DiGraph:
+    """The switches, capacities times cables, with a source feeding the NICs of servers
+    ``a`` and a sink draining those of ``b`` (each NIC's link folded into the source's or
+    the sink's edge to its switch)."""
     g = topology.graph
-    keep = {v for v, d in g.nodes(data=True) if d.get("kind") in (*_FABRIC, "nic")}
     net = nx.DiGraph()
     for u, v, d in g.edges(data=True):
-        if u in keep and v in keep:
-            net.add_edge(u, v, capacity=float(d["capacity_Bps"]) * int(d.get("cables", 1)))
+        ku, kv = g.nodes[u].get("kind"), g.nodes[v].get("kind")
+        cap = float(d["capacity_Bps"]) * int(d.get("cables", 1))
+        if ku in _FABRIC and kv in _FABRIC:
+            net.add_edge(u, v, capacity=cap)
+        elif ku == "nic" and kv in _FABRIC and g.nodes[u].get("node") in a:
+            _add_capacity(net, "_source", v, cap)
+        elif ku in _FABRIC and kv == "nic" and g.nodes[v].get("node") in b:
+            _add_capacity(net, u, "_sink", cap)
     return net
+
+
+def _add_capacity(net: nx.DiGraph, u: str, v: str, cap: float) -> None:
+    if net.has_edge(u, v):
+        net.edges[u, v]["capacity"] += cap
+    else:
+        net.add_edge(u, v, capacity=cap)
 
 
 def max_flow_Bps(topology: Topology, a: list[int], b: list[int]) -> float:
     """Maximum flow (bytes/s) from the NICs of servers ``a`` to those of servers ``b``
     over the network links (NIC links and switch cables at their capacities)."""
-    net = _net_graph(topology)
-    g = topology.graph
-    side = {k: "s" for k in a} | {k: "t" for k in b}
-    for v, d in g.nodes(data=True):
-        if d.get("kind") == "nic" and d.get("node") in side and v in net:
-            if side[d["node"]] == "s":
-                net.add_edge("_source", v)  # no capacity: unbounded
-            else:
-                net.add_edge(v, "_sink")
+    net = _net_graph(topology, set(a), set(b))
     if "_source" not in net or "_sink" not in net:
         return 0.0
     return float(nx.maximum_flow_value(net, "_source", "_sink"))
@@ -181,15 +229,9 @@ def ecmp_paths(topology: Topology) -> dict[str, int]:
 
 
 def _nics(topology: Topology) -> list[dict[str, Any]]:
-    g = topology.graph
-    counts: Counter[tuple[str, float]] = Counter()
-    for v, d in g.nodes(data=True):
-        if d.get("kind") != "nic":
-            continue
-        up = [g.edges[v, w] for w in g.successors(v) if g.nodes[w].get("kind") in _FABRIC]
-        if up:
-            counts[(str(up[0]["kind"]), float(up[0]["capacity_Bps"]))] += 1
-    return [{"kind": k, "rate_Bps": r, "count": n} for (k, r), n in sorted(counts.items())]
+    return [
+        {"kind": k, "rate_Bps": r, "count": n} for (k, r), n in sorted(nic_links(topology).items())
+    ]
 
 
 def _tiers(topology: Topology) -> list[dict[str, Any]]:

@@ -222,3 +222,10 @@ def test_bom_scales_with_the_fabric_not_the_gpu_count_alone() -> None:
     }
     assert optics == {"h100-roce-400g": 256, "h100-roce-400g-2to1": 128}
     assert two.capex_usd < one.capex_usd and math.isfinite(two.power_w)
+
+
+def test_a_nic_modelled_faster_than_its_part_counts_as_several_cards() -> None:
+    """OCI's 16 x 200G per server is modelled as 8 x 400G NICs: 512 ConnectX-6 200G cards."""
+    bom = bill_of_materials(load_topology("oci-h100-roce"))
+    nic = next(i for i in bom.items if i.category == "nic")
+    assert (nic.part, nic.count) == ("nvidia-connectx-6-200g", 512)

@@ -8,7 +8,8 @@ network holds, priced and powered from the parts catalog (:mod:`sim.topology.par
   kind). A top-tier switch that needs more ports ``P`` than the switch's radix ``R`` is
   priced as a director built from ``R``-port switches: a two-level Clos inside,
   ``ceil(2P/R) + ceil(P/R)`` switches (its internal links on a backplane, not priced);
-* NICs: every NIC of every server, at the catalog NIC for its link kind;
+* NICs: every NIC of every server, at the catalog NIC for its link kind (a NIC modelled
+  faster than that part, such as OCI's two 200G ports per GPU, counts as that many cards);
 * cables: every NIC-to-leaf and switch-to-switch cable by speed and reach class
   (:func:`sim.topology.summary.cable_groups`), each a whole link (both ends).
 
@@ -148,7 +149,10 @@ def _nics(
         if part is None:
             notes.append(f"no catalog NIC for {n} x {kind}: not priced")
             continue
-        out.append(_item("nic", part, n, f"{kind} at {rate * 8 / 1e9:g} Gb/s"))
+        # a modelled NIC faster than the part is several cards (OCI: 2 x 200G per GPU)
+        each = max(1, math.ceil(rate / part.speed_Bps - 1e-9)) if part.speed_Bps else 1
+        what = f"{kind} at {rate * 8 / 1e9:g} Gb/s" + (f", {each} cards each" if each > 1 else "")
+        out.append(_item("nic", part, n * each, what))
     return out
 
 

@@ -555,7 +555,7 @@ def test_cli_export_prints_a_file_that_builds(
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["topologies", "--nodes", "2"], "--nodes: only with --export"),
+    (["topologies", "--nodes", "2"], "--nodes: only with --show or --export"),
     (["topologies", "--export", "mixed-racks-not-here"], "unknown topology preset"),
 ])  # fmt: skip
 def test_cli_errors_are_one_line_exit_2(

@@ -134,3 +134,15 @@ def test_bad_comparisons_are_refused_in_one_line(
 def test_fewer_than_two_runs_is_a_config_error() -> None:
     with pytest.raises(ConfigError):
         compare([Variant("a", "llama3-8b-dgx")])
+
+
+def test_layer_list_scenarios_are_compared_with_their_fabric(tmp_path: Path) -> None:
+    path = tmp_path / "cnn.yaml"
+    path.write_text(
+        "model: {preset: resnet50}\ncluster: {topology: h100-ib-ndr, nodes: 2}\n"
+        "parallel: {micro_batch: 128}\ntraining: {global_batch: 2048, precision: bf16}\n"
+        "network: analytical\n"
+    )
+    recs = compare([Variant("ib", str(path)),
+                    Variant("tcp", str(path), ("cluster.topology=h100-tcp-100g",))])  # fmt: skip
+    assert recs[0]["fabric_capex_usd"] > recs[1]["fabric_capex_usd"] > 0

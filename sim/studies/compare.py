@@ -89,9 +89,9 @@ def simulate(
     from sim.training.step import run_step
 
     sc = load_any_scenario(scenario, list(sets))
-    if isinstance(sc, LayerScenario):
-        return sc, simulate_layer_step(sc, network), None, None
     topo = cached_topology(sc.cluster.topology, sc.cluster.nodes, sc.seed)
+    if isinstance(sc, LayerScenario):  # profiles are not applied to layer lists yet
+        return sc, simulate_layer_step(sc, network), topo, None
     resolved = resolve_profile(profile if profile is not None else sc.profile, topo, force=force)
     sc = replace(sc, profile=resolved.key)
     result, _, setup = run_step(sc, network, record=record)

@@ -14,6 +14,7 @@ import argparse
 
 from sim import StepResult, simulate_step
 from sim.cost import EnergyConfig, PriceConfig, resolve_price, training_cost, training_energy
+from sim.cost.bom import bill_of_materials
 from sim.reliability import (
     GoodputEstimate,
     ReliabilityConfig,
@@ -24,6 +25,7 @@ from sim.reliability import (
     spot_comparison,
 )
 from sim.scenario.load import load_scenario
+from sim.topology.presets import load_topology
 from sim.workload.models import param_count
 
 # Llama 3 405B as Meta trained it (arXiv:2407.21783, Table 4): the shipped scenario
@@ -113,10 +115,14 @@ def main() -> None:
               f"break-even {cmp.break_even_preemptions_per_node_hour:.2e}/node-h")  # fmt: skip
 
     assert est.busy_time_s is not None and est.idle_time_s is not None
+    cluster = SCENARIO.cluster
+    fabric = bill_of_materials(load_topology(cluster.topology, nodes=cluster.nodes))
     for grid in ("us-average", "eu-27", "quebec-hydro"):
         e = training_energy(gpus=16384, gpu="H100-SXM", busy_time_s=est.busy_time_s, idle_time_s=est.idle_time_s,
-                            utilisation=util, config=EnergyConfig(pue="hyperscale", grid=grid))  # fmt: skip
-        print(f"energy ({grid}, PUE {e.pue}): {e.gpu_power_w:.0f} W per GPU busy, IT {e.it_power_w / 1e6:.1f} MW, "
+                            utilisation=util, config=EnergyConfig(pue="hyperscale", grid=grid),
+                            fabric_w_per_gpu=fabric.power_w / GPUS)  # fmt: skip
+        print(f"energy ({grid}, PUE {e.pue}): {e.gpu_power_w:.0f} W per GPU busy, "
+              f"{e.network_w_per_gpu:.0f} W fabric, IT {e.it_power_w / 1e6:.1f} MW, "
               f"{e.facility_energy_kwh / 1e6:.1f} GWh, {e.co2e_kg / 1e6:.2f} kt CO2e")  # fmt: skip
 
 

@@ -12,7 +12,15 @@ import re
 
 from sim.errors import ConfigError
 
-__all__ = ["format_bytes", "parse_bandwidth", "parse_bytes", "parse_flops", "parse_time"]
+__all__ = [
+    "format_bandwidth",
+    "format_bytes",
+    "format_time",
+    "parse_bandwidth",
+    "parse_bytes",
+    "parse_flops",
+    "parse_time",
+]
 
 _NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 _SI = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
@@ -141,3 +149,28 @@ def format_bytes(nbytes: float) -> str:
             v = nbytes / scale
             return f"{v:g} {unit}" if v == int(v) else f"{v:.2f} {unit}"
     return f"{nbytes:g} B"
+
+
+def format_bandwidth(bandwidth_Bps: float) -> str:
+    """A bandwidth as text that :func:`parse_bandwidth` reads back to the same float:
+    ``Gb/s`` when that is exact, else bytes/s.
+
+    >>> format_bandwidth(50e9), format_bandwidth(37.5e9), format_bandwidth(1e10 / 3)
+    ('400Gb/s', '300Gb/s', '3333333333.3333335B/s')
+    """
+    gbit = bandwidth_Bps * 8 / 1e9
+    for text in (f"{gbit:g}Gb/s", f"{bandwidth_Bps / 1e9:g}GB/s"):
+        if parse_bandwidth(text) == bandwidth_Bps:
+            return text
+    return f"{float(bandwidth_Bps)!r}B/s"
+
+
+def format_time(seconds: float) -> str:
+    """A time as text that :func:`parse_time` reads back to the same float (``us`` when
+    exact, else seconds).
+
+    >>> format_time(1.5e-06), format_time(0.0), format_time(1e-6 / 3)
+    ('1.5us', '0us', '3.333333333333333e-07s')
+    """
+    text = f"{seconds * 1e6:g}us"
+    return text if parse_time(text) == seconds else f"{float(seconds)!r}s"

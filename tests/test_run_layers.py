@@ -158,7 +158,8 @@ def test_numbers_are_the_library_functions_outputs(preset_run: dict[str, Any],
     util = preset_run["breakdown"]["compute"] / step_s
     energy = training_energy(gpus=gpus, gpu="H100-SXM", busy_time_s=est.busy_time_s,
                              idle_time_s=est.idle_time_s, utilisation=util,
-                             config=EnergyConfig(**preset_raw["energy"]))  # fmt: skip
+                             config=EnergyConfig(**preset_raw["energy"]),
+                             fabric_w_per_gpu=preset_run["fabric"]["power_per_gpu_w"])  # fmt: skip
     got_energy = dict(preset_run["energy"])
     assert got_energy.pop("notes")[: len(energy.notes)] == energy.notes
     assert got_energy == {k: v for k, v in _json(energy.to_dict()).items() if k != "notes"}

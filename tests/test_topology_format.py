@@ -20,6 +20,7 @@ from sim.topology.links import InlineLink, link_from_ref
 from sim.topology.model import Topology
 from sim.topology.presets import load_spec, load_topology, preset_names
 from sim.topology.spec import parse_spec
+from sim.units import format_bandwidth, format_time
 from tests.helpers import REPO
 from tests.test_topology import assert_shortest, path_nodes, sample_pairs
 
@@ -97,8 +98,9 @@ def test_inline_link_with_catalog_values_equals_the_catalog_kind(name: str) -> N
     """{kind: X} is X itself; a kind-less copy of X's values has X's values."""
     spec = link_spec(name)
     assert link_from_ref(InlineLink(kind=name), "k", "test") == spec
-    own = InlineLink(bandwidth=spec.bandwidth_Bps, latency=spec.latency_s,
-                     transport=spec.transport, scope=spec.scope)  # type: ignore[arg-type]  # fmt: skip
+    own = InlineLink(bandwidth=format_bandwidth(spec.bandwidth_Bps),
+                     latency=format_time(spec.latency_s), transport=spec.transport,
+                     scope=spec.scope)  # type: ignore[arg-type]  # fmt: skip
     got = link_from_ref(own, "k", "test")
     assert (got.bandwidth_Bps, got.latency_s, got.scope, got.transport) == (
         spec.bandwidth_Bps, spec.latency_s, spec.scope, spec.transport)  # fmt: skip
@@ -136,8 +138,9 @@ def test_a_cluster_of_inline_links_builds_the_catalog_cluster() -> None:
     for where, key, kind in (("node", "nic", "ib-ndr"), ("node", "nvlink", "nvlink4"),
                              ("node", "pcie", "pcie-gen5"), ("network", "link", "ib-ndr")):  # fmt: skip
         s = link_spec(kind)
-        data[where][key] = {"bandwidth": s.bandwidth_Bps, "latency": s.latency_s,
-                            "overhead": s.overhead_s, "transport": s.transport}  # fmt: skip
+        data[where][key] = {"bandwidth": format_bandwidth(s.bandwidth_Bps),
+                            "latency": format_time(s.latency_s),
+                            "overhead": format_time(s.overhead_s), "transport": s.transport}  # fmt: skip
     own, ref = build(data), load_topology("h100-ib-ndr", nodes=3)
     same_network(own, ref, kinds=False)
     assert {k.split("-")[0] for k in own.link_kind} == {"custom"}
@@ -170,6 +173,7 @@ def changed(a: Topology, b: Topology) -> set[tuple[str, str]]:
 def with_overrides(overrides: list[dict[str, Any]], nodes: int = 4) -> tuple[Topology, Topology]:
     data = preset("h100-ib-ndr", nodes=nodes)
     data["network"]["nodes_per_leaf"] = 2
+    del data["network"]["spines"]  # one spine per leaf uplink: spine0, spine1
     before = build(data)
     data["overrides"] = overrides
     return before, build(data)
@@ -196,9 +200,9 @@ def test_glob_override_changes_exactly_the_leaf_spine_links() -> None:
 
 
 def test_single_glob_override_touches_every_link_of_a_node() -> None:
-    """match: spine03 changes all links of spine03; kind takes the catalog kind's values."""
-    before, after = with_overrides([{"match": "spine03", "kind": "roce-400g"}])
-    expect = {e for e in before.graph.edges if "spine03" in e}
+    """match: spine1 changes all links of spine1; kind takes the catalog kind's values."""
+    before, after = with_overrides([{"match": "spine1", "kind": "roce-400g"}])
+    expect = {e for e in before.graph.edges if "spine1" in e}
     assert changed(before, after) == expect
     assert {(after.graph.edges[e]["kind"], after.graph.edges[e]["transport"],
              after.graph.edges[e]["capacity_Bps"]) for e in expect} == {("roce-400g", "roce", 50e9)}  # fmt: skip
@@ -344,16 +348,18 @@ def test_export_rebuilds_every_preset(name: str) -> None:
 
 
 def test_export_writes_bundles_as_cables_and_odd_rates_inline() -> None:
-    """A 2-cable spine bundle is `cables: 2`; an oversubscribed 1.5-cable one (laid as two
-    cables of 37.5 GB/s) is inline with 2 cables."""
+    """A 2-cable spine bundle is `cables: 2`; a NIC at another rate than its kind's is
+    written inline with its unit (it reloads to the same float)."""
     edges = graph_document(load_topology("h100-ib-ndr", nodes=2))["graph"]["edges"]
     spine = [e for e in edges if e["b"].startswith("spine")]
     assert {(e["link"], e["cables"]) for e in spine} == {("ib-ndr", 2)}
     data = preset("h100-ib-ndr", nodes=2)
-    data["network"]["oversubscription"] = 4 / 3
+    data["node"]["nic_bandwidth"] = "200Gb/s"
     edges = graph_document(build(data))["graph"]["edges"]
-    (link,) = {(str(e["link"]), e["cables"]) for e in edges if e["b"].startswith("spine")}
-    assert "'bandwidth': 37500000000.0" in link[0] and "ib-ndr" in link[0] and link[1] == 2
+    nic = {str(e["link"]) for e in edges if e["b"].startswith("leaf")}
+    assert nic == {str({"kind": "ib-ndr", "bandwidth": "200Gb/s", "latency": "0.5us",
+                        "scope": "net", "overhead": format_time(1.5e-6 - 0.5e-6),
+                        "transport": "ib"})}  # fmt: skip
 
 
 def test_graph_ranks_go_server_by_server_in_listed_order() -> None:
@@ -444,18 +450,18 @@ BAD = [
      r"servers: give node .* or servers, not both"),
     # overrides
     (FABRIC, "overrides", [{"bandwidth": "1Gb/s"}], r"overrides\[0\]: give exactly one of link"),
-    (FABRIC, "overrides", [{"link": "a<->b", "match": "a", "latency": 1}],
+    (FABRIC, "overrides", [{"link": "a<->b", "match": "a", "latency": "1us"}],
      r"overrides\[0\]: give exactly one"),
     (FABRIC, "overrides", [{"link": "n0.nic0<->leaf0.r0"}], r"overrides\[0\]: changes nothing"),
-    (FABRIC, "overrides", [{"link": "n0.nic*<->leaf0.r0", "latency": 1}],
+    (FABRIC, "overrides", [{"link": "n0.nic*<->leaf0.r0", "latency": "1us"}],
      r"overrides\[0\]\.link: .*'n0\.nic\*<->leaf0\.r0'"),
-    (FABRIC, "overrides", [{"link": "n9.nic0<->leaf0.r0", "latency": 1}],
+    (FABRIC, "overrides", [{"link": "n9.nic0<->leaf0.r0", "latency": "1us"}],
      r"overrides\[0\]\.link: unknown node 'n9\.nic0'"),
-    (FABRIC, "overrides", [{"link": "n0.nic0<->leaf0.r1", "latency": 1}],
+    (FABRIC, "overrides", [{"link": "n0.nic0<->leaf0.r1", "latency": "1us"}],
      r"overrides\[0\]\.link: no link between 'n0\.nic0' and 'leaf0\.r1'"),
-    (FABRIC, "overrides", [{"match": "leaf*<->core*", "latency": 1}],
+    (FABRIC, "overrides", [{"match": "leaf*<->core*", "latency": "1us"}],
      r"overrides\[0\]\.match: 'leaf\*<->core\*' matches no link"),
-    (FABRIC, "overrides", [{"match": "a<->b<->c", "latency": 1}], r"overrides\[0\]\.match"),
+    (FABRIC, "overrides", [{"match": "a<->b<->c", "latency": "1us"}], r"overrides\[0\]\.match"),
     (FABRIC, "overrides", [{"match": "spine*", "kind": "eth-9"}], r"overrides\[0\]\.kind.*'eth-9'"),
     (FABRIC, "overrides", [{"match": "spine*", "colour": "red"}],
      r"unknown key 'overrides\[0\]\.colour'"),
@@ -549,7 +555,7 @@ def test_cli_export_prints_a_file_that_builds(
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["topologies", "--nodes", "2"], "--nodes: only with --export"),
+    (["topologies", "--nodes", "2"], "--nodes: only with --show or --export"),
     (["topologies", "--export", "mixed-racks-not-here"], "unknown topology preset"),
 ])  # fmt: skip
 def test_cli_errors_are_one_line_exit_2(

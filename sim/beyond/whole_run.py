@@ -170,7 +170,7 @@ def _simulate(est: GoodputEstimate, rel: ReliabilityConfig, step_s: float, gpn: 
 
 
 def _energy(scenario: Any, step: StepResult, est: GoodputEstimate | None,
-            train: TrainingCost | None) -> EnergyEstimate:  # fmt: skip
+            train: TrainingCost | None, fabric_w_per_gpu: float | None) -> EnergyEstimate:  # fmt: skip
     util = step.breakdown.get("compute", 0.0) / step.step_time_s
     notes = [f"GPU busy fraction {util:.3f} = compute share of the simulated step; "
              "communication-only and bubble time count at idle power"]  # fmt: skip
@@ -182,11 +182,14 @@ def _energy(scenario: Any, step: StepResult, est: GoodputEstimate | None,
         busy, idle = step.step_time_s, 0.0
         notes.append("no training.tokens: energy of one step")
     e = training_energy(gpus=step.gpus, gpu=step.gpu, busy_time_s=busy, idle_time_s=idle,
-                        utilisation=util, config=scenario.energy)  # fmt: skip
+                        utilisation=util, config=scenario.energy,
+                        fabric_w_per_gpu=fabric_w_per_gpu)  # fmt: skip
     return replace(e, notes=[*e.notes, *notes])
 
 
-def whole_run(step: StepResult, scenario: Any, gpus_per_node: int) -> WholeRun:
+def whole_run(
+    step: StepResult, scenario: Any, gpus_per_node: int, fabric_w_per_gpu: float | None = None
+) -> WholeRun:
     """Run every layer the scenario asks for over ``step`` (see the module docstring).
 
     Parameters
@@ -198,6 +201,9 @@ def whole_run(step: StepResult, scenario: Any, gpus_per_node: int) -> WholeRun:
         ``energy``, ``model`` for the checkpoint size, ``seed`` for the event simulation).
     gpus_per_node : int
         GPUs per server (failures and preemptions strike whole servers).
+    fabric_w_per_gpu : float, optional
+        The fabric's switches, NICs and optics per GPU (W), counted in the energy unless
+        ``energy.network_w_per_gpu`` is given.
 
     Raises
     ------
@@ -237,7 +243,8 @@ def whole_run(step: StepResult, scenario: Any, gpus_per_node: int) -> WholeRun:
     if scenario.spot is not None:
         spot = spot_comparison(reliability=rel, spot=scenario.spot, usd_per_gpu_hour=usd,
                                **job, **budget)  # type: ignore[arg-type]  # fmt: skip
-    energy = None if scenario.energy is None else _energy(scenario, step, est, train)
+    energy = (None if scenario.energy is None
+              else _energy(scenario, step, est, train, fabric_w_per_gpu))  # fmt: skip
     notes = [] if quote is None else list(quote.notes)
     if tokens is not None and tr.seq_len == 1:
         notes.append("training.tokens counts samples here (one token per sample)")

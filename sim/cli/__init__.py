@@ -30,6 +30,7 @@ BUILTIN_COMMANDS = (
     "collective",
     "topologies",
     "run",
+    "compare",
     "sweep",
     "plan",
     "report",
@@ -41,7 +42,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    from sim.cli import collective, explore, plan, report, run, schema, sweep, topologies
+    from sim.cli import collective, compare, explore, plan, report, run, schema, sweep, topologies
     from sim.version import __version__
 
     parser = argparse.ArgumentParser(
@@ -50,7 +51,7 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"clustersim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (collective, topologies, run, sweep, plan, report, explore, schema):
+    for module in (collective, topologies, run, compare, sweep, plan, report, explore, schema):
         module.register(sub)
     if not argv or argv[0] not in BUILTIN_COMMANDS:
         _register_plugins(sub)

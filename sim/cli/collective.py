@@ -169,15 +169,25 @@ def _whole_bytes(text: str, option: str) -> float:
 
 
 def _busiest(setup: Any, op: str, r: CollectiveResult, args: argparse.Namespace) -> str:
-    """The busiest links of ``r``'s collective, replayed on its network alone."""
-    from sim.cli.outputs import busiest_text, link_table
-    from sim.collectives.simulate import run_on_network
+    """The busiest links and the tiers of ``r``'s collective, replayed on its network
+    alone (recording per-link rates on the flow network)."""
+    from sim.cli.outputs import busiest_text, tiers_text
+    from sim.collectives.simulate import replay_on_network
+    from sim.linkstats import link_stats, tier_rows
 
     _, _, _, sched, _ = setup.tune(op, r.size_bytes, r.algorithm, r.protocol, args.root)
-    time_s, link_bytes = run_on_network(setup, sched, r.protocol, r.size_bytes, args.network)
-    rows = link_table(setup.topology, link_bytes, {}, time_s)
+    time_s, net = replay_on_network(setup, sched, r.protocol, r.size_bytes, args.network,
+                                    record=True)  # fmt: skip
+    samples = getattr(net, "samples", [])
+    topo = getattr(net, "topology", setup.topology)  # the capacities the network ran
+    stats = link_stats(topo, samples, net.link_bytes, {}, time_s,
+                       getattr(net, "flow_counts", None) if samples else None)  # fmt: skip
+    text = tiers_text(tier_rows(stats, topo, {}), time_s)
+    if not samples:
+        text += "\n(peak and time near capacity need the flow network: --network flow)"
+    text += "\n" + busiest_text(stats.rows, args.links)
     return f"# at {int(r.size_bytes)} B, {r.algorithm}/{r.protocol}\n" + "\n".join(
-        f"# {line}" for line in busiest_text(rows, args.links).splitlines()
+        f"# {line}" for line in text.splitlines()
     )
 
 

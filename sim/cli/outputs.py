@@ -16,57 +16,116 @@ __all__ = [
     "busiest_text",
     "link_rows",
     "link_table",
+    "link_tiers",
     "plot",
     "scenario_sets",
+    "tiers_text",
 ]
 
 
 def link_rows(topology: Any, network: Any, step_time_s: float) -> list[dict[str, Any]]:
-    """Per directed link with traffic: name, kind, bytes, utilisation over the step, and
-    bytes per collective (``by``: the network's tags, e.g. ``dp reduce_scatter``).
+    """Per directed link with traffic: name, kind, tier, bytes, average utilisation over
+    the step, peak utilisation and time at >= 90% (from the network's recorded rate
+    samples; None when it did not record), all against the capacity the step runs each
+    link at (line rate times the link's efficiency, as the trace's counters), and bytes
+    per collective (``by``: the network's tags, e.g. ``dp reduce_scatter``).
+    :mod:`sim.linkstats` computes them.
 
     ``network`` is the flow network of a simulated step (``None`` on the analytical one:
     no rows). Its links carry what the step put on the network: every TP rank's DP/ZeRO
     collectives and replica 0's pipeline sends; TP and EP collectives are timed on their
-    groups and are not placed on links.
+    groups and are not placed on links (:func:`link_tiers` reports their bytes per scope).
     """
-    if network is None or step_time_s <= 0:
-        return []
+    stats = _stats(topology, network, step_time_s)
+    return [] if stats is None else stats.rows
+
+
+def link_tiers(
+    topology: Any, network: Any, step_time_s: float, bytes_by_scope: Mapping[str, float]
+) -> list[dict[str, Any]]:
+    """Per tier of links (NVLink, PCIe, NIC up, leaf up, spine down, ...): the
+    aggregates of :func:`sim.linkstats.tier_rows`, ECMP collisions included."""
+    from sim.linkstats import tier_rows
+
+    stats = _stats(topology, network, step_time_s)
+    used = getattr(network, "topology", topology)
+    return [] if stats is None else tier_rows(stats, used, bytes_by_scope)
+
+
+def _stats(topology: Any, network: Any, duration_s: float) -> Any:
+    from sim.linkstats import link_stats
+
+    if network is None or duration_s <= 0:
+        return None
+    # the network's own topology: capacities as the step runs them (scaled by the links'
+    # efficiencies), as the trace's counters see them
+    topology = getattr(network, "topology", topology)
     tags = getattr(network, "link_bytes_by_tag", {})
-    return link_table(topology, network.link_bytes, tags, step_time_s)
+    samples = getattr(network, "samples", [])
+    flows = getattr(network, "flow_counts", None)
+    return link_stats(topology, samples, network.link_bytes, tags, duration_s,
+                      flows if samples else None)  # fmt: skip
 
 
 def link_table(topology: Any, link_bytes: Any, tags: Mapping[str, Any],
                duration_s: float) -> list[dict[str, Any]]:  # fmt: skip
-    """Rows of :func:`link_rows` from per-link byte counters over ``duration_s`` seconds."""
-    rows = []
-    for i in link_bytes.nonzero()[0]:
-        nbytes = float(link_bytes[i])
-        src, dst = topology.links[i]
-        cap = float(topology.capacity_Bps[i])
-        by = {t: float(b[i]) for t, b in sorted(tags.items()) if b[i] > 0}
-        rows.append(
-            {
-                "name": f"{src}->{dst}",
-                "kind": topology.link_kind[i],
-                "bytes": nbytes,
-                "utilisation": min(1.0, nbytes / (cap * duration_s)) if cap > 0 else 0.0,
-                "by": by,
-            }
-        )
-    return rows
+    """Rows of :func:`link_rows` from per-link byte counters over ``duration_s`` seconds
+    (no rate samples: averages only)."""
+    from sim.linkstats import link_stats
+
+    return link_stats(topology, [], link_bytes, tags, duration_s).rows
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def _secs(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
 
 
 def busiest_text(rows: Sequence[Mapping[str, Any]], top: int) -> str:
-    """The ``top`` busiest links (by utilisation, then bytes) as a text table."""
-    best = sorted(rows, key=lambda r: (-r["utilisation"], -r["bytes"], r["name"]))[:top]
-    lines = [f"busiest links ({len(best)} of {len(rows)} with traffic):"]
+    """The ``top`` busiest links as a text table: most time at >= 90% first, then the
+    average utilisation, then bytes."""
+    best = sorted(rows, key=lambda r: (-(r.get("time_above_90_s") or 0.0), -r["utilisation"],
+                                       -r["bytes"], r["name"]))[:top]  # fmt: skip
+    lines = [f"busiest links ({len(best)} of {len(rows)} with traffic):",
+             f"  {'link':<34} {'kind':<10} {'avg':>6} {'peak':>6} {'>=90% s':>8} {'GB':>10}"]  # fmt: skip
     for r in best:
         by = ", ".join(f"{t} {b / 1e9:.1f} GB" for t, b in r.get("by", {}).items())
         lines.append(
             f"  {r['name']:<34} {r['kind']:<10} {r['utilisation']:>6.1%} "
-            f"{r['bytes'] / 1e9:>10.2f} GB" + (f"  ({by})" if by else "")
+            f"{_pct(r.get('peak_utilisation')):>6} {_secs(r.get('time_above_90_s')):>8} "
+            f"{r['bytes'] / 1e9:>10.2f}" + (f"  ({by})" if by else "")
         )
+    return "\n".join(lines)
+
+
+def tiers_text(tiers: Sequence[Mapping[str, Any]], duration_s: float) -> str:
+    """The per-tier view: average and peak utilisation, time near capacity, ECMP spread."""
+    lines = [
+        f"links by tier (over {duration_s:.4g} s; peak and >=90% from the flow network's rate "
+        "at every re-solve):",
+        f"  {'tier':<11} {'links':>6} {'busy':>6} {'GB':>11} {'avg':>6} {'peak':>6} "
+        f"{'link pk':>7} {'>=90% s':>8} {'hot':>5}  ECMP flows/cable max/mean",
+    ]
+    for t in tiers:
+        ecmp = "-"
+        if t.get("ecmp_max_over_mean") is not None:
+            ecmp = f"worst {t['ecmp_max_over_mean']:.2f}, mean {t['ecmp_mean_max_over_mean']:.2f}"
+        lines.append(
+            f"  {t['tier']:<11} {t['links']:>6} {t['busy_links']:>6} {t['bytes'] / 1e9:>11,.1f} "
+            f"{t['utilisation']:>6.1%} {_pct(t.get('peak_utilisation')):>6} "
+            f"{_pct(t.get('peak_link_utilisation')):>7} {_secs(t.get('time_above_90_s')):>8} "
+            f"{t.get('links_above_90') if t.get('links_above_90') is not None else '-':>5}  {ecmp}"
+        )
+        off = t.get("off_link_bytes", 0.0)
+        if off:
+            lines.append(
+                f"  {'':<11} + {off / 1e9:,.1f} GB the step counts but does not place on links "
+                f"(collectives timed on their groups, e.g. TP/EP): "
+                f"{t['utilisation_with_off_link']:.1%} average with them"
+            )
     return "\n".join(lines)
 
 

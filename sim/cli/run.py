@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from sim.cli import variability
 from sim.cli.outputs import add_profile_options, add_set_option
@@ -37,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--links", type=int, metavar="N", default=0,
         help="list the N busiest links (utilisation, bytes, which collectives; flow network)",
     )  # fmt: skip
+    p.add_argument(
+        "--parts", metavar="FILE", help="your own parts catalog for the fabric's cost and power"
+    )
     variability.add_options(p)
     p.set_defaults(handler=run)
 
@@ -45,11 +49,12 @@ def run(args: argparse.Namespace) -> int:
     """Simulate and print a summary (or JSON or CSV); write the trace and figure if asked."""
 
     from sim.beyond import has_run_sections, whole_run, whole_run_text
-    from sim.cli.outputs import busiest_text, link_rows, plot
+    from sim.cli.outputs import busiest_text, link_rows, link_tiers, plot, tiers_text
     from sim.files import check_output_path, dumps_json, write_atomic
     from sim.network import BACKENDS, backend
     from sim.profile_select import text_lines
     from sim.scenario.layer_list import LayerScenario, load_any_scenario
+    from sim.topology.presets import nodes_override_note
     from sim.training.layers import simulate_layer_step
     from sim.training.setup import cached_topology
     from sim.training.step import run_step
@@ -75,20 +80,32 @@ def run(args: argparse.Namespace) -> int:
         result = simulate_layer_step(scenario, args.network)
         record = result.to_dict()
     else:
-        result, pipeline, setup = run_step(scenario, args.network, record=bool(args.trace))
+        result, pipeline, setup = run_step(
+            scenario, args.network, record=bool(args.trace) or bool(args.links)
+        )
         if args.trace:
             write_atomic(args.trace, trace_json(setup, pipeline), "--trace")
         record = result.to_dict()
+        override = nodes_override_note(scenario.cluster.topology, scenario.cluster.nodes)
+        if override is not None:
+            record["notes"] = [*record["notes"], override]
         links = link_rows(setup.topology, pipeline.network, result.step_time_s)
         if links:
             record["links"] = links
+        if args.links:
+            record["link_tiers"] = link_tiers(setup.topology, pipeline.network,
+                                              result.step_time_s, result.link_bytes_by_scope)  # fmt: skip
+        fabric = _fabric(setup.topology, result, scenario, args.parts)
+        if fabric is not None:
+            record["fabric"] = fabric
     sampled = variability.sample(args, scenario, result)
     if sampled is not None:
         record["variability"] = sampled.to_dict()
     run_layers = None
     if has_run_sections(scenario):  # the step's own topology (cached): its server size
         cluster = cached_topology(scenario.cluster.topology, scenario.cluster.nodes, scenario.seed)
-        run_layers = whole_run(result, scenario, cluster.gpus_per_node)
+        fabric_w = record["fabric"]["power_per_gpu_w"] if "fabric" in record else None
+        run_layers = whole_run(result, scenario, cluster.gpus_per_node, fabric_w)
     if run_layers is not None:
         record.update(run_layers.to_dict())
     if args.json:
@@ -104,15 +121,43 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(csv_text([flat], list(flat)))
     else:
         print(result.summary())
-        print("\n".join(text_lines(result.profile)))
+        shown = set(result.notes)
+        for note in record.get("notes", []):
+            if note not in shown:
+                print(f"note: {note}")
+        if "fabric" in record:
+            from sim.cli.fabric_text import fabric_step_lines
+
+            print("\n".join(fabric_step_lines(record["fabric"])))
+        share = result.breakdown.get("compute", 0.0) / result.step_time_s
+        print("\n".join(text_lines(result.profile, result.compute_params, share)))
         if run_layers is not None:
             print(whole_run_text(run_layers))
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
         if args.links:
+            print(tiers_text(record.get("link_tiers", []), result.step_time_s))
             print(busiest_text(record.get("links", []), args.links))
         if sampled is not None:
             print(sampled.summary())
     if args.plot:
         plot([record], None, args.plot)
     return 0
+
+
+def _fabric(topology: Any, result: Any, scenario: Any, parts: str | None) -> dict[str, Any] | None:
+    """The fabric layer of the step (:func:`sim.cost.fabric.fabric_record`) at the
+    scenario's GPU price."""
+    from sim.cost import PriceConfig, resolve_price
+    from sim.cost.fabric import fabric_record
+    from sim.topology.parts import parts_catalog
+
+    quote = resolve_price(PriceConfig(gpu_hour_usd=scenario.price.gpu_hour_usd,
+                                      preset=scenario.price.preset), result.gpu)  # fmt: skip
+    tr = scenario.training
+    return fabric_record(
+        topology, step_time_s=result.step_time_s, gpus=result.gpus,
+        tokens_per_step=float(tr.global_batch * tr.seq_len),
+        gpu_hour_usd=None if quote is None else quote.usd_per_gpu_hour,
+        catalog=parts_catalog(parts),
+    )  # fmt: skip

@@ -50,7 +50,7 @@ def link_factors(topology: Topology, params: CollectiveParams) -> np.ndarray:
 
     >>> from sim.collectives.params import default_params
     >>> from sim.topology.presets import load_topology
-    >>> t = load_topology("h100-tcp-100g", nodes=2)
+    >>> t = load_topology("h100-tcp-100g", nodes=33)  # two leaves: spine cables too
     >>> sorted({round(float(f), 3) for f in link_factors(t, default_params())})
     [0.36, 0.8, 0.822, 0.9]
     """

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import simpy
@@ -47,6 +48,7 @@ __all__ = [
     "PIPELINED",
     "CollectiveResult",
     "CollectiveSetup",
+    "replay_on_network",
     "run_on_network",
     "simulate_collective",
     "sweep_sizes",
@@ -359,8 +361,18 @@ def run_on_network(
     On ``analytical`` this equals the tuner's closed form (a test checks it; the
     simulation uses the closed form directly, which is much faster at scale).
     """
+    time_s, net = replay_on_network(setup, sched, protocol, size_bytes, network)
+    return time_s, net.link_bytes
+
+
+def replay_on_network(
+    setup: CollectiveSetup, sched: Schedule, protocol: str, size_bytes: float, network: str,
+    record: bool = False,
+) -> tuple[float, Any]:  # fmt: skip
+    """As :func:`run_on_network`, returning the network itself (its counters; with
+    ``record`` on the flow network, its per-link rate samples)."""
     env = simpy.Environment()
-    net = make_network(network, env, setup.topology, solve_cache=setup.solve_cache)
+    net = make_network(network, env, setup.topology, record=record, solve_cache=setup.solve_cache)
     env.process(
         run_schedule(
             env, net, sched, setup.endpoints(sched), setup.routes, setup.params, protocol,
@@ -369,4 +381,4 @@ def run_on_network(
         )
     )  # fmt: skip
     env.run()
-    return float(env.now), net.link_bytes
+    return float(env.now), net

@@ -15,7 +15,8 @@ plus the user's own entries::
       pue: hyperscale                # a preset (facility.yaml) or a number >= 1
       grid: us-average               # a preset or grams CO2e per kWh
       server_w_per_gpu: 350          # CPUs, memory, NICs, fans per GPU (W)
-      network_w_per_gpu: 0           # switches and optics per GPU (W); no sourced default
+      network_w_per_gpu: null        # switches, NICs and optics per GPU (W); null: the
+                                     # fabric's bill of materials (sim.cost.bom), else 0
       gpu_idle_w: null               # override the GPU's idle draw (W)
       gpu_busy_w: null               # override the GPU's busy draw (W; default its TDP)
       utilisation: null              # override the busy fraction the caller passes
@@ -86,7 +87,7 @@ class EnergyConfig(BaseModel):
     pue: float | str = "industry-average"
     grid: float | str = "us-average"
     server_w_per_gpu: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    network_w_per_gpu: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    network_w_per_gpu: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     gpu_idle_w: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     gpu_busy_w: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     utilisation: float | None = Field(default=None, ge=0, le=1)

@@ -9,8 +9,10 @@ Power per GPU while training, at utilisation ``u`` (the fraction of the step the
     P_idle   = measured idle draw of a held GPU (power.yaml), else 20% of TDP (flagged)
 
 IT power per GPU adds the server (CPUs, memory, NICs, fans: ``server_w_per_gpu``, 350 W
-derived from an 8 x H100 node measured at 8.4 kW) and the network (``network_w_per_gpu``,
-0 unless given). Time the job spends checkpointing or restarting counts at idle GPU power.
+derived from an 8 x H100 node measured at 8.4 kW) and the network (``network_w_per_gpu``:
+the user's value, else the fabric's switches, NICs and optics from its bill of materials,
+:mod:`sim.cost.bom`, when the caller passes them, else 0). Time the job spends
+checkpointing or restarting counts at idle GPU power.
 
     E_IT       = gpus * [(P_gpu(u) + P_srv + P_net) t_busy + (P_idle + P_srv + P_net) t_idle]
     E_facility = PUE * E_IT                                           (J; reported in kWh)
@@ -37,7 +39,7 @@ from sim.cost.config import EnergyConfig
 from sim.errors import ConfigError
 from sim.packaged import lookup, read_table
 
-__all__ = ["EnergyEstimate", "gpu_power_w", "training_energy"]
+__all__ = ["EnergyEstimate", "facility_value", "gpu_power_w", "training_energy"]
 
 _J_PER_KWH = 3.6e6
 
@@ -81,7 +83,9 @@ def gpu_power_w(idle_w: float, busy_w: float, utilisation: float) -> float:
     return idle_w + (busy_w - idle_w) * utilisation
 
 
-def _facility(kind: str, value: float | str, what: str) -> tuple[float, str]:
+def facility_value(kind: str, value: float | str, what: str) -> tuple[float, str]:
+    """A ``facility.yaml`` preset of table ``kind`` by name, or the user's number: (value,
+    its source)."""
     if isinstance(value, str):
         entry = lookup(read_table("sim.cost", "facility.yaml")[kind], value, what)
         return float(entry["value"]), f"{value}: {entry['source']}"
@@ -126,6 +130,7 @@ def training_energy(
     utilisation: float,
     config: EnergyConfig,
     idle_time_s: float = 0.0,
+    fabric_w_per_gpu: float | None = None,
 ) -> EnergyEstimate:
     """Energy and CO2e of ``gpus`` GPUs training for ``busy_time_s`` and idling ``idle_time_s``.
 
@@ -144,6 +149,9 @@ def training_energy(
         The ``energy`` section.
     idle_time_s : float
         Wall time with the GPUs held but idle (checkpoint writes, restarts), seconds.
+    fabric_w_per_gpu : float, optional
+        The fabric's power per GPU (W: :attr:`sim.cost.bom.BillOfMaterials.power_w` / GPUs),
+        used when ``energy.network_w_per_gpu`` is not given.
 
     Raises
     ------
@@ -168,17 +176,29 @@ def training_energy(
     sources["server_w_per_gpu"] = (
         table["source"] if config.server_w_per_gpu is None else "user value"
     )
-    pue, sources["pue"] = _facility("pue", config.pue, "energy.pue")
-    grid, sources["grid"] = _facility("grid_g_per_kwh", config.grid, "energy.grid")
-    if config.network_w_per_gpu == 0:
-        notes.append("network switches and optics not counted (energy.network_w_per_gpu is 0)")
+    pue, sources["pue"] = facility_value("pue", config.pue, "energy.pue")
+    grid, sources["grid"] = facility_value("grid_g_per_kwh", config.grid, "energy.grid")
+    net_w = config.network_w_per_gpu
+    if net_w is not None:
+        sources["network_w_per_gpu"] = "user value"
+    elif fabric_w_per_gpu is not None:
+        net_w = float(fabric_w_per_gpu)
+        sources["network_w_per_gpu"] = (
+            "the fabric's bill of materials: switches, NICs and optics (parts catalog)"
+        )
+    else:
+        net_w = 0.0
+    if net_w == 0:
+        notes.append(
+            "network switches and optics not counted (no fabric, or energy.network_w_per_gpu 0)"
+        )
     p_gpu = gpu_power_w(idle_w, busy_w, u)
-    overhead = server + config.network_w_per_gpu
+    overhead = server + net_w
     it_j = gpus * ((p_gpu + overhead) * busy_time_s + (idle_w + overhead) * idle_time_s)
     facility_kwh = pue * it_j / _J_PER_KWH
     return EnergyEstimate(
         gpus=gpus, gpu=gpu, utilisation=u, gpu_busy_w=busy_w, gpu_idle_w=idle_w,
-        gpu_power_w=p_gpu, server_w_per_gpu=server, network_w_per_gpu=config.network_w_per_gpu,
+        gpu_power_w=p_gpu, server_w_per_gpu=server, network_w_per_gpu=net_w,
         it_power_w=gpus * (p_gpu + overhead), busy_time_s=float(busy_time_s),
         idle_time_s=float(idle_time_s), it_energy_kwh=it_j / _J_PER_KWH, pue=pue,
         facility_energy_kwh=facility_kwh, grid_g_per_kwh=grid,

@@ -74,6 +74,9 @@ class FlowNetwork:
     samples : list[tuple[float, numpy.ndarray, numpy.ndarray]]
         With ``record``: ``(time_s, link indices, aggregate rate in bytes/s)`` for the
         links carrying traffic from that time on (empty arrays when idle).
+    flow_counts : list[numpy.ndarray]
+        With ``record``: per sample, the flows on each of its links (a flow split over
+        several paths counts its share on each), aligned with the sample's link indices.
 
     Examples
     --------
@@ -126,6 +129,7 @@ class FlowNetwork:
         self._bytes = RouteBytes(self._nlinks)
         self.solves = 0
         self.samples: list[tuple[float, np.ndarray, np.ndarray]] = []
+        self.flow_counts: list[np.ndarray] = []
         self._flows = FlowArrays.empty()
         self._pending: list[PendingTransfer | FlowArrays] = []  # started, not yet sharing
         self._tagged = False  # any flow with a tag so far
@@ -383,8 +387,11 @@ class FlowNetwork:
                 self._request_solve()
 
     def _sample(self) -> None:
-        links, load = link_loads(*self._full_rows(), self._flows.rate, self._nlinks)
+        hops, share = self._full_rows()
+        links, load = link_loads(hops, share, self._flows.rate, self._nlinks)
         self.samples.append((float(self.env.now), links, load))
+        flows = np.bincount(hops.ravel(), weights=share.ravel(), minlength=self._nlinks + 1)
+        self.flow_counts.append(flows[links])
 
 
 def _check_batch(nbytes: np.ndarray, max_rate_Bps: np.ndarray) -> None:

@@ -23,11 +23,13 @@ from scipy.sparse.csgraph import connected_components
 
 from sim.catalog import GpuSpec, LinkSpec, gpu_spec
 from sim.errors import TopologyError
+from sim.topology.cabling import FabricPlan, plan_fabric
 from sim.topology.fabric import add_fabric, add_link
 from sim.topology.graph import add_graph
 from sim.topology.links import link_from_ref
 from sim.topology.model import Topology
 from sim.topology.overrides import apply_overrides
+from sim.topology.parts import parts_catalog, switch_for
 from sim.topology.server import ServerLinks, add_server, server_links
 from sim.topology.spec import NodeSpec, TopologySpec
 
@@ -116,8 +118,9 @@ def _scale_out(
     nics: list[list[str]],
     nic_links: list[LinkSpec | None],
     source: str,
-) -> None:
-    """Add the parametric fabric; NIC<->leaf links at each server's own NIC rate."""
+) -> FabricPlan:
+    """Add the parametric fabric as planned (returned); NIC<->leaf links at each server's
+    own NIC rate."""
     assert spec.network.link is not None  # parse_spec checked it
     fastest = max((x for x in nic_links if x is not None), key=lambda x: x.bandwidth_Bps)
     net_link = link_from_ref(spec.network.link, "network.link", source)
@@ -127,7 +130,10 @@ def _scale_out(
                 f"{source}: {key}: {used.name!r} is a {used.scope} link; the scale-out "
                 "network needs a network link (InfiniBand, RoCE, Ethernet, EFA), e.g. ib-ndr"
             )
-    add_fabric(g, spec.network, nics, fastest, net_link, source)
+    switch = switch_for(parts_catalog(), net_link, spec.network.switch, spec.network.radix)
+    plan = plan_fabric(spec.network, [len(x) for x in nics], fastest.bandwidth_Bps, net_link,
+                       switch, source)  # fmt: skip
+    add_fabric(g, plan, spec.network, nics, fastest, net_link)
     for server, link in zip(nics, nic_links, strict=True):
         if link is None or link == fastest:
             continue
@@ -135,6 +141,7 @@ def _scale_out(
             for leaf in list(g.successors(nic)):
                 if g.nodes[leaf].get("node") is None:
                     add_link(g, nic, leaf, link)
+    return plan
 
 
 def _explicit_gpus(g: nx.DiGraph) -> list[str]:
@@ -182,8 +189,9 @@ def build_topology(spec: TopologySpec, *, seed: int = 0, source: str | None = No
     g = nx.DiGraph(fabric=first.fabric if first else "graph", p2p=first.p2p if first else True)
     per_server = _server_gpus(spec, gpu, source)
     gpus, nics, nic_links = _servers(g, servers, per_server, source)
+    plan = None
     if spec.network.kind != "none":
-        _scale_out(g, spec, nics, nic_links, source)
+        plan = _scale_out(g, spec, nics, nic_links, source)
     if spec.graph is not None:
         add_graph(g, spec.graph, source)
         gpus = gpus or _explicit_gpus(g)
@@ -205,6 +213,7 @@ def build_topology(spec: TopologySpec, *, seed: int = 0, source: str | None = No
         congestion_loss=net.congestion_loss,
         sharp=net.sharp,
         gpu_models=_gpu_models(per_server, len(gpus) // spec.nodes, len(gpus)),
+        fabric=plan,
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from sim.catalog import link_names, link_spec
 from sim.errors import TopologyError
 from sim.topology.model import Topology
+from sim.units import format_bandwidth, format_time
 
 __all__ = ["graph_document"]
 
@@ -48,9 +49,9 @@ def _link(
         if same:
             return kind, cables
     inline: dict[str, Any] = {"kind": kind} if kind in catalog else {}
-    inline.update(bandwidth=cap, latency=lat, scope=data["scope"])
+    inline.update(bandwidth=format_bandwidth(cap), latency=format_time(lat), scope=data["scope"])
     if at_nic or over > 0:
-        inline["overhead"] = over
+        inline["overhead"] = format_time(over)
     if "transport" in data:  # graphs made by hand in code may lack it
         inline["transport"] = str(data["transport"])
     return inline, cables

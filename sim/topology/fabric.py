@@ -1,16 +1,15 @@
-"""Scale-out fabrics: leaves, spines and cores between the servers' NICs.
+"""Scale-out fabrics: leaves, spines and cores between the servers' NICs, laid as planned.
 
 Servers are grouped in *units* of ``nodes_per_leaf``. In a rail-optimized fabric a unit
 has one leaf per rail (NIC index) and NIC ``r`` of each server goes to the rail-``r``
-leaf; otherwise a unit has one top-of-rack leaf holding all its servers' NICs. Leaf
-uplinks follow the design rule *uplink capacity = downlink capacity / oversubscription*:
-a leaf's downlink capacity is (ports down) x (NIC rate), and the bundle between a leaf and
-a spine carries ``downlink / (oversubscription x spines)`` over as many cables of the
-switch link's line rate as that takes; each cable is a link of its own, an equal-cost
-choice for ECMP (flows may collide on one cable while another idles). ``network.link`` sets the kind and per-hop
-latency of switch-to-switch edges. A three-tier fat-tree groups units into pods with
-their own spines; spine ``j`` of every pod joins the ``cores_per_plane`` cores of plane
-``j``, with ``spine downlink / core_oversubscription`` spread over them.
+leaf; otherwise a unit has one top-of-rack leaf holding all its servers' NICs. How many
+spines and cores there are and how many cables join each pair of switches is the
+:class:`~sim.topology.cabling.FabricPlan`'s (:func:`sim.topology.cabling.plan_fabric`):
+every cable is a link of its own at the switch link kind's line rate, an equal-cost choice
+for ECMP (flows may collide on one cable while another idles). ``network.link`` sets the
+kind and per-hop latency of switch-to-switch edges. A three-tier fat-tree groups units
+into pods with their own spines; spine ``j`` of every pod joins the ``cores_per_plane``
+cores of plane ``j``.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import networkx as nx
 
 from sim.catalog import LinkSpec
 from sim.errors import TopologyError
+from sim.topology.cabling import FabricPlan
 from sim.topology.sections import NetworkSpec
 
 __all__ = ["add_fabric", "add_link"]
@@ -64,14 +64,6 @@ def add_link(
         )  # fmt: skip
 
 
-def _uses_rails(net: NetworkSpec) -> bool:
-    if net.kind == "rail-optimized":
-        return True
-    if net.kind == "leaf-spine":
-        return False
-    return True if net.rails is None else net.rails
-
-
 def _add_leaves(
     g: nx.DiGraph, net: NetworkSpec, nics: list[list[str]], nic: LinkSpec, rails: bool
 ) -> list[list[str]]:
@@ -94,100 +86,74 @@ def _add_leaves(
 
 def add_fabric(
     g: nx.DiGraph,
+    plan: FabricPlan,
     net: NetworkSpec,
     nics: list[list[str]],
     nic: LinkSpec,
     link: LinkSpec,
-    source: str,
 ) -> None:
-    """Add the switches of ``net`` and connect every server's NICs to them.
+    """Add the switches of ``plan`` and connect every server's NICs to them.
 
     Parameters
     ----------
     g : networkx.DiGraph
         Graph holding the servers.
+    plan : FabricPlan
+        Switch counts and cables per pair (:func:`sim.topology.cabling.plan_fabric`).
     net : NetworkSpec
         Fabric description (``kind`` not ``none``).
     nics : list[list[str]]
         NIC names per server, in rail order.
     nic : LinkSpec
-        NIC<->leaf link kind (also the downlink rate used for oversubscription).
+        NIC<->leaf link kind (each server's own rate is laid by the caller).
     link : LinkSpec
-        Switch<->switch link kind.
-    source : str
-        Where the spec came from, for messages.
+        Switch<->switch link kind: one link per cable at its line rate.
     """
-    rails = _uses_rails(net)
-    leaves = _add_leaves(g, net, nics, nic, rails)
-    # A leaf's uplinks are sized for its design port count, however many servers are
-    # attached: a 2-server slice of a fat-tree still has full-rate spine links.
-    ports = net.nodes_per_leaf * (1 if rails else max(map(len, nics)))
-    down_Bps = ports * nic.bandwidth_Bps
-    if net.kind == "fat-tree-3tier":
-        _three_tier(g, net, leaves, down_Bps, ports, link, source)
+    leaves = _add_leaves(g, net, nics, nic, plan.rails)
+    leaf, spine = plan.tier("leaf"), plan.tier("spine")
+    assert leaf is not None
+    if spine is None:
         return
-    count = net.spines or ports
-    spines = [f"spine{s:0{len(str(count - 1))}d}" for s in range(count)]
-    _connect_all(
-        g,
-        [leaf for unit in leaves for leaf in unit],
-        spines,
-        "spine",
-        down_Bps / (net.oversubscription * count),
-        link,
-    )
+    if plan.kind == "fat-tree-3tier":
+        _three_tier(g, plan, leaves, net.nodes_per_pod or 4 * net.nodes_per_leaf,
+                    net.nodes_per_leaf, link)  # fmt: skip
+        return
+    spines = [f"spine{s:0{len(str(spine.count - 1))}d}" for s in range(spine.count)]
+    _connect_all(g, [x for unit in leaves for x in unit], spines, "spine",
+                 leaf.cables_per_pair, link)  # fmt: skip
 
 
 def _connect_all(
-    g: nx.DiGraph, lower: list[str], upper: list[str], kind: str, cap_Bps: float, link: LinkSpec
+    g: nx.DiGraph, lower: list[str], upper: list[str], kind: str, cables: int, link: LinkSpec
 ) -> None:
-    """Link every node of ``lower`` to every node of ``upper`` (new, of ``kind``).
-
-    ``cap_Bps`` is the capacity each lower node has toward each upper node; it is laid as
-    ``ceil(cap_Bps / line rate)`` cables of equal capacity (at most the link kind's line
-    rate each), every cable a link of its own.
-    """
-    cables = max(1, math.ceil(cap_Bps / link.bandwidth_Bps * (1 - 1e-9)))
+    """Link every node of ``lower`` to every node of ``upper`` (new, of ``kind``) with
+    ``cables`` cables at ``link``'s line rate, every cable a link of its own."""
     for name in upper:
         g.add_node(name, kind=kind)
     for a in lower:
         for b in upper:
-            add_link(g, a, b, link, cap_Bps / cables, cables)
+            add_link(g, a, b, link, link.bandwidth_Bps, cables)
 
 
 def _three_tier(
-    g: nx.DiGraph,
-    net: NetworkSpec,
-    leaves: list[list[str]],
-    down_Bps: float,
-    ports: int,
+    g: nx.DiGraph, plan: FabricPlan, leaves: list[list[str]], per_pod: int, per_leaf: int,
     link: LinkSpec,
-    source: str,
-) -> None:
-    per_pod = net.nodes_per_pod or 4 * net.nodes_per_leaf
-    if per_pod % net.nodes_per_leaf:
-        raise TopologyError(
-            f"{source}: network.nodes_per_pod: must be a multiple of nodes_per_leaf "
-            f"{net.nodes_per_leaf} (got {per_pod})"
-        )
-    units_per_pod = per_pod // net.nodes_per_leaf
-    pods = math.ceil(len(leaves) / units_per_pod)
-    spines_n = net.spines_per_pod or ports
-    leaf_up = down_Bps / (net.oversubscription * spines_n)
-    spine_down = units_per_pod * len(leaves[0]) * leaf_up
-    cores = net.cores_per_plane
-    core_cap = spine_down / (net.core_oversubscription * cores)
-    pw, sw, cw = len(str(pods - 1)), len(str(spines_n - 1)), len(str(cores - 1))
-    for q in range(pods):
+) -> None:  # fmt: skip
+    leaf, spine, core = plan.tier("leaf"), plan.tier("spine"), plan.tier("core")
+    assert leaf is not None and spine is not None
+    units_per_pod = per_pod // per_leaf
+    spines_n = spine.count // plan.pods
+    cores = core.count // spines_n if core is not None else 0
+    pw, sw, cw = len(str(plan.pods - 1)), len(str(spines_n - 1)), len(str(max(cores - 1, 0)))
+    for q in range(plan.pods):
         pod_leaves = [
             x for unit in leaves[q * units_per_pod : (q + 1) * units_per_pod] for x in unit
         ]
         spines = [f"pod{q:0{pw}d}.spine{j:0{sw}d}" for j in range(spines_n)]
-        _connect_all(g, pod_leaves, spines, "spine", leaf_up, link)
-        for j, spine in enumerate(spines):
-            g.nodes[spine]["pod"] = q
+        _connect_all(g, pod_leaves, spines, "spine", leaf.cables_per_pair, link)
+        for j, name in enumerate(spines):
+            g.nodes[name]["pod"] = q
             for c in range(cores):
-                core = f"core{j:0{sw}d}.{c:0{cw}d}"
-                g.add_node(core, kind="core")
-                n = max(1, math.ceil(core_cap / link.bandwidth_Bps * (1 - 1e-9)))
-                add_link(g, spine, core, link, core_cap / n, n)
+                name_c = f"core{j:0{sw}d}.{c:0{cw}d}"
+                g.add_node(name_c, kind="core")
+                add_link(g, name, name_c, link, link.bandwidth_Bps, spine.cables_per_pair)

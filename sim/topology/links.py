@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Tag
 
 from sim.catalog import TRANSPORTS, LinkSpec, link_spec
 from sim.errors import ConfigError, TopologyError
+from sim.topology.quantities import Bandwidth, Duration
 from sim.units import parse_bandwidth, parse_time
 
 __all__ = [
@@ -55,9 +56,9 @@ class InlineLink(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: str | None = None
-    bandwidth: str | float | None = None
-    latency: str | float | None = None
-    overhead: str | float | None = None
+    bandwidth: Bandwidth | None = None
+    latency: Duration | None = None
+    overhead: Duration | None = None
     transport: Transport | None = None
     scope: Scope | None = None
 

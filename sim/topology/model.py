@@ -39,6 +39,7 @@ import numpy as np
 
 from sim.catalog import GpuSpec
 from sim.errors import TopologyError
+from sim.topology.cabling import FabricPlan
 from sim.topology.congestion import link_loss
 from sim.topology.linkclasses import LinkClasses
 from sim.topology.paths import Path, merge
@@ -102,6 +103,9 @@ class Topology:
     gpu_models : tuple[GpuSpec, ...]
         The GPU model of each GPU of ``gpus`` when servers hold different models (a
         ``servers`` group's ``gpu``); empty when every GPU is ``gpu``.
+    fabric : FabricPlan or None
+        How the parametric scale-out fabric is cabled (switches per tier, cables per
+        pair: :mod:`sim.topology.cabling`); None for single servers and explicit graphs.
     """
 
     name: str
@@ -118,6 +122,7 @@ class Topology:
     congestion_loss: float | None = None
     sharp: bool = False
     gpu_models: tuple[GpuSpec, ...] = ()
+    fabric: FabricPlan | None = None
     links: tuple[tuple[str, str], ...] = field(init=False)
     link_loss: np.ndarray = field(init=False)
     link_index: dict[tuple[str, str], int] = field(init=False)

@@ -18,7 +18,7 @@ from sim.topology.build import build_topology
 from sim.topology.model import Topology
 from sim.topology.spec import MAX_GPUS, TopologySpec, parse_spec
 
-__all__ = ["load_spec", "load_topology", "preset_names"]
+__all__ = ["load_spec", "load_topology", "nodes_override_note", "preset_names"]
 
 _SUFFIXES = (".yaml", ".yml")
 
@@ -145,3 +145,26 @@ def load_topology(name_or_path: str, *, nodes: int | None = None, seed: int = 0)
     """
     spec = load_spec(name_or_path, nodes=nodes)
     return build_topology(spec, seed=seed, source=name_or_path)
+
+
+def nodes_override_note(
+    name_or_path: str, nodes: int | None, key: str = "cluster.nodes"
+) -> str | None:
+    """What a run says when ``nodes`` (a scenario's ``cluster.nodes``) replaces the server
+    count the topology file gives; None when it does not.
+
+    >>> nodes_override_note("h100-ib-ndr", 128)
+    'cluster.nodes 128 replaces the 32 servers of topology h100-ib-ndr (1,024 GPUs, not 256)'
+    >>> nodes_override_note("h100-ib-ndr", 32) is None
+    True
+    """
+    if nodes is None:
+        return None
+    spec = load_spec(name_or_path)
+    if spec.nodes == nodes:
+        return None
+    per = spec.gpus_per_node
+    return (
+        f"{key} {nodes} replaces the {spec.nodes} servers of topology {name_or_path} "
+        f"({nodes * per:,} GPUs, not {spec.nodes * per:,})"
+    )

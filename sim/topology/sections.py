@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sim.topology.links import LinkRef
+from sim.topology.quantities import Bandwidth, Ratio
 
 __all__ = ["SPEC_CONFIG", "NetworkSpec", "NodeSpec", "ServerGroup"]
 
@@ -30,7 +31,7 @@ class NodeSpec(BaseModel):
     nvlink_bridges: LinkRef | None = None
     nics: int = Field(default=0, ge=0)
     nic: LinkRef | None = None
-    nic_bandwidth: str | float | None = None
+    nic_bandwidth: Bandwidth | None = None
     nic_affinity: list[str] | None = None
 
 
@@ -50,14 +51,16 @@ class NetworkSpec(BaseModel):
     model_config = SPEC_CONFIG
     kind: Literal["rail-optimized", "leaf-spine", "fat-tree-3tier", "none"] = "none"
     link: LinkRef | None = None
-    oversubscription: float = Field(default=1.0, ge=1.0)
+    oversubscription: Ratio = Field(default=1.0, ge=1.0)
     nodes_per_leaf: int = Field(default=32, ge=1)
     spines: int | None = Field(default=None, ge=1)
+    switch: str | None = None
+    radix: int | None = Field(default=None, ge=2)
     rails: bool | None = None
     nodes_per_pod: int | None = Field(default=None, ge=1)
     spines_per_pod: int | None = Field(default=None, ge=1)
     cores_per_plane: int = Field(default=2, ge=1)
-    core_oversubscription: float = Field(default=1.0, ge=1.0)
+    core_oversubscription: Ratio = Field(default=1.0, ge=1.0)
     routing: Literal["ecmp", "adaptive"] | None = None
     qps_per_connection: int = Field(default=1, ge=1, le=128)
     pxn: bool = True

@@ -20,9 +20,11 @@ A topology file (YAML) describes a cluster parametrically::
     network:                  # omitted or kind none: a single server
       kind: rail-optimized    # rail-optimized | leaf-spine | fat-tree-3tier | none
       link: ib-ndr            # switch-to-switch link kind
-      oversubscription: 1.0   # leaf downlink : uplink bandwidth, >= 1
+      oversubscription: 1.0   # leaf downlink : uplink bandwidth, >= 1 (2.0, 2 or "2:1")
       nodes_per_leaf: 32      # servers under one leaf (per rail when rail-optimized)
-      spines: null            # 2-tier: spine count (default: leaf downlink ports)
+      spines: null            # 2-tier: spine count (default: one per leaf uplink)
+      switch: null            # parts-catalog switch (default: the link kind's)
+      radix: null             # ports per switch (default: the switch's)
       routing: null           # ecmp | adaptive (default: adaptive on InfiniBand, else ecmp)
       qps_per_connection: 1   # NCCL_IB_QPS_PER_CONNECTION: flows per connection, each hashed
       pxn: true               # NCCL PXN: reach a rail's NIC over NVLink through its own GPU
@@ -30,7 +32,9 @@ A topology file (YAML) describes a cluster parametrically::
       sharp: false            # switches reduce in-network (InfiniBand SHARP: NCCL CollNet)
 
 Three-tier fat-trees add ``nodes_per_pod``, ``spines_per_pod``, ``cores_per_plane``,
-``core_oversubscription`` and ``rails``. Unknown keys are rejected, naming the key.
+``core_oversubscription`` and ``rails``. Unknown keys are rejected, naming the key; so
+are bandwidths and times without a unit. How the fabric is cabled from these (cables at
+the link's line rate, spines and ports checked): :mod:`sim.topology.cabling`.
 
 Every link field takes a catalog name or an inline link (:mod:`sim.topology.links`).
 Servers that differ are ``servers: [{count: 16, node: {...}}, ...]`` in place of
@@ -131,7 +135,8 @@ def _one_line(err: ValidationError, source: str) -> TopologyError:
     if e["type"] == "missing":
         return TopologyError(f"{source}: missing required key {key!r}")
     got = e.get("input")
-    return TopologyError(f"{source}: {key}: {e['msg']} (got {got!r})")
+    msg = e["msg"].removeprefix("Value error, ")
+    return TopologyError(f"{source}: {key}: {msg} (got {got!r})")
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:

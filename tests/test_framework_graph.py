@@ -1,0 +1,134 @@
+"""What a named framework changes in the step's task graph and result: its defaults, TP
+overlap at a measured cost, Megatron-Core's overlapped parameter all-gather, FSDP2's
+gather-once with pipeline parallelism, and memory held as the framework holds it."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.errors import ConfigError
+from sim.scenario.load import load_scenario
+from sim.training.compute.passes import OpsCost, TPOverlap
+from sim.training.graph.costs import chunk_costs, tp_overlap
+from sim.training.graph.execute import run_graph
+from sim.training.graph.task import COLLECTIVE
+from sim.training.memory.allocator import device_memory_bytes
+from sim.training.setup import prepare_step
+from sim.training.step import _timer, simulate_step
+from sim.workload.frameworks import PRESETS, grad_bucket_bytes
+
+SMALL = ["cluster.nodes=4", "parallel.dp=1", "training.global_batch=32"]  # llama2-70b: TP8 PP4 DP1
+
+
+def _run(*sets: str, name: str = "llama2-70b-256-ib"):  # type: ignore[no-untyped-def]
+    setup = prepare_step(load_scenario(name, list(sets)), "analytical")
+    return setup, run_graph(setup, _timer(setup))
+
+
+def test_defaults_come_from_the_framework_and_the_scenario_wins() -> None:
+    """A framework sets ZeRO, gradient dtype, cross-entropy, overlap switches and bucket size
+    where the scenario is silent; what the scenario writes wins."""
+    titan = load_scenario("gpt2-1gpu", ["training.framework=torchtitan"])
+    assert titan.parallel.zero == 3 and titan.training.grad_dtype == "fp32"
+    nemo = load_scenario("gpt2-1gpu", ["training.framework=nemo"])
+    assert nemo.training.grad_dtype == "bf16" and nemo.parallel.overlap_tp
+    mine = load_scenario("gpt2-1gpu", ["training.framework=nemo", "training.grad_dtype=fp32",
+                                       "parallel.overlap_tp=false"])  # fmt: skip
+    assert mine.training.grad_dtype == "fp32" and not mine.parallel.overlap_tp
+    setup = prepare_step(load_scenario("gpt3-175b-1024", ["training.framework=megatron-core"]))
+    assert setup.plan.bucket_bytes == grad_bucket_bytes(PRESETS["megatron-core"], setup.plan.dp)
+
+
+def test_behaviours_need_a_framework_and_bad_ones_are_refused() -> None:
+    with pytest.raises(ConfigError, match="needs training.framework"):
+        load_scenario("gpt2-1gpu", ["framework.tp_comm_overlap=false"])
+    with pytest.raises(ConfigError, match=r"framework.gathered_units: expected an integer >= 1"):
+        load_scenario("gpt2-1gpu", ["training.framework=fsdp", "framework.gathered_units=0"])
+    with pytest.raises(ConfigError, match="training.framework"):
+        load_scenario("gpt2-1gpu", ["training.framework=megatron"])
+
+
+def test_tp_overlap_has_a_measured_cost() -> None:
+    """Overlapped TP communication leaves ``1 - hidden`` of itself exposed (never less than
+    what exceeds the compute) and slows the GEMMs beside it by ``slowdown``."""
+    c = OpsCost(1.0, 0.4, 0.0, 0.0, 0.0, {}, gemm_s=0.8)
+    o = TPOverlap(hidden=0.875, slowdown=0.059)
+    assert c.overlapped_compute_s(o) == pytest.approx(1.0 + 0.059 * 0.8)
+    assert c.exposed_tp_s(o) == pytest.approx(0.125 * 0.4)
+    big = OpsCost(0.1, 1.0, 0.0, 0.0, 0.0, {}, gemm_s=0.1)
+    assert big.exposed_tp_s(o) == pytest.approx(1.0 - 0.1 * 1.059)
+    assert c.exposed_tp_s(None) == 0.4 and c.overlapped_compute_s(None) == 1.0
+
+
+def test_overlap_tp_is_no_longer_free() -> None:
+    """``parallel.overlap_tp`` costs what Transformer Engine's overlap costs: the step is
+    slower than the old free overlap (all TP hidden behind compute) and faster than none."""
+    setup = prepare_step(load_scenario("llama2-70b-256-ib", [*SMALL, "parallel.overlap_tp=true"]))
+    assert tp_overlap(setup) == TPOverlap()
+    costs = chunk_costs(setup, _timer(setup))
+    f = costs[(0, "F")]
+    assert f.tp_exposed_s > 0  # 12.5% of the TP time stays exposed
+    off = simulate_step(load_scenario("llama2-70b-256-ib", SMALL), "analytical")
+    on = simulate_step(load_scenario("llama2-70b-256-ib", [*SMALL, "parallel.overlap_tp=true"]),
+                       "analytical")  # fmt: skip
+    assert on.step_time_s < off.step_time_s
+    assert on.breakdown["compute"] > off.breakdown["compute"]  # GEMMs slowed beside TP
+
+
+def test_megatron_overlaps_the_parameter_gather_with_the_next_forward() -> None:
+    """With the distributed optimizer and --overlap-param-gather, the updated parameters are
+    gathered ahead of each chunk's first forward: no all-gather after the optimizer, the
+    gathers on the links under their tag, and only the first forward of a chunk waits."""
+    sets = ["cluster.nodes=8", "parallel.dp=2", "training.global_batch=32"]
+    _, plain = _run(*sets)
+    assert "param_all_gather" in plain.graph.label
+    setup, mc = _run(*sets, "training.framework=megatron-core")
+    g = mc.graph
+    assert "param_all_gather" not in g.label
+    gathers = [i for i in range(len(g)) if g.label[i] == "zero_all_gather"]
+    assert gathers and all(g.kind[i] == COLLECTIVE for i in gathers)
+    first = {(p.stage, p.chunk): min(q.mb for q in g.passes if q.kind == "F" and
+             (q.stage, q.chunk) == (p.stage, p.chunk)) for p in g.passes}  # fmt: skip
+    for i in gathers:
+        p = g.passes[g.pass_of[i]]
+        assert p.kind == "F" and p.mb == first[(p.stage, p.chunk)]
+    assert {c.tag for i in gathers for c in g.comm[i]} == {"param shard all_gather"}
+    assert setup.plan.zero == 1
+
+
+def test_fsdp2_with_pipeline_parallelism_gathers_once_and_reduces_once() -> None:
+    """torchtitan's FSDP2 under PP gathers each chunk's parameters before its first forward
+    and keeps them; gradients reduce-scatter once per chunk after its last backward."""
+    sets = ["cluster.nodes=8", "parallel.dp=2", "parallel.zero=3", "training.global_batch=32"]
+    setup, fsdp = _run(*sets)
+    _, titan = _run(*sets, "training.framework=torchtitan", "training.grad_dtype=fp32")
+    m = setup.plan.num_microbatches
+
+    def count(run, label_start):  # type: ignore[no-untyped-def]
+        return sum(1 for x in run.graph.label if x.startswith(label_start))
+
+    assert count(titan, "zero_all_gather") * m <= count(fsdp, "zero_all_gather")
+    assert count(titan, "dp_") * m == count(fsdp, "dp_")
+
+
+def test_prefetch_depth_follows_the_framework() -> None:
+    """DeepSpeed keeps one gathered unit ahead (its prefetch), FSDP two."""
+    sets = ["parallel.zero=3"]
+    _, ds = _run(*sets, "training.framework=deepspeed", name="llama3-8b-dgx")
+    g = ds.graph
+    gather = g.stream_order[g.stream("s0.gather")]
+    units = [i for i in range(len(g)) if g.label[i] == "pass"]
+    # gather j (j >= 1) waits for unit j - 1 of its pass
+    waits = [d for i in gather[1:20] for d in g.deps[i] if d in set(units)]
+    assert waits
+
+
+def test_memory_is_held_as_the_framework_holds_it() -> None:
+    """With a framework, memory follows its semantics and fits what a process can use on
+    the GPU; without one, the framework-neutral model and the catalog's HBM."""
+    plain = simulate_step(load_scenario("llama3-8b-dgx"), "analytical")
+    titan = simulate_step(load_scenario("llama3-8b-dgx", ["training.framework=torchtitan"]),
+                          "analytical")  # fmt: skip
+    assert plain.memory_per_gpu_bytes != titan.memory_per_gpu_bytes
+    # what cudaMemGetInfo reported on an H100 80GB (79.18 GiB; the catalog says 80e9 bytes)
+    assert device_memory_bytes("H100-SXM", 80e9) == 85_017_493_504

@@ -40,11 +40,11 @@ def test_defaults_come_from_the_framework_and_the_scenario_wins() -> None:
 
 
 def test_behaviours_need_a_framework_and_bad_ones_are_refused() -> None:
-    with pytest.raises(ConfigError, match="needs training.framework"):
+    with pytest.raises(ConfigError, match=r"needs training\.framework"):
         load_scenario("gpt2-1gpu", ["framework.tp_comm_overlap=false"])
     with pytest.raises(ConfigError, match=r"framework.gathered_units: expected an integer >= 1"):
         load_scenario("gpt2-1gpu", ["training.framework=fsdp", "framework.gathered_units=0"])
-    with pytest.raises(ConfigError, match="training.framework"):
+    with pytest.raises(ConfigError, match=r"training\.framework"):
         load_scenario("gpt2-1gpu", ["training.framework=megatron"])
 
 

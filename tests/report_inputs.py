@@ -27,7 +27,7 @@ from sim import (
     sweep_sizes,
 )
 from sim.catalog import link_spec
-from sim.report.records import SWEEP_METRICS, SWEEP_PARTS
+from sim.studies.columns import SWEEP_METRICS, SWEEP_PARTS
 
 SWEEP_NODES = (1, 2, 3, 4, 8, 16)
 SWEEP_FABRICS = ("h100-ib-ndr", "h100-tcp-100g")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sim.report.backend import MissingExtraError
+from sim.errors import MissingExtraError
 
 __all__ = ["flat_record", "results_frame"]
 

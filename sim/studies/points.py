@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ClusterSimError
-from sim.report.records import SWEEP_METRICS, SWEEP_PARTS
 from sim.result import StepResult
 from sim.scenario.load import apply_overrides
+from sim.studies.columns import SWEEP_METRICS, SWEEP_PARTS
 from sim.studies.grid import override_items
 
 __all__ = ["METRICS", "evaluate_point", "metrics_of"]

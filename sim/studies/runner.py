@@ -18,8 +18,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from sim.errors import ConfigError
-from sim.report.backend import MissingExtraError
+from sim.errors import ConfigError, MissingExtraError
 from sim.studies.efficiency import scaling_columns
 from sim.studies.files import RowFile, cell
 from sim.studies.grid import SweepSpec

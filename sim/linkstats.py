@@ -1,6 +1,6 @@
 """Bottlenecks per link and per tier: average and peak utilisation, time near capacity.
 
-The flow network, asked to record (``FlowNetwork(record=True)``), keeps the aggregate rate
+The flow network, asked to record (``record=True``), keeps the aggregate rate
 on every busy link at every re-solve; rates hold until the next one. From those samples
 and the bytes each link carried:
 

@@ -75,8 +75,10 @@ def run(args: argparse.Namespace) -> int:
     from sim.files import dumps_json
     from sim.studies.compare import compare
 
-    if args.network is not None and args.network not in ("flow", "analytical"):
-        raise ConfigError(f"--network {args.network!r} is unknown; allowed: flow, analytical")
+    if args.network is not None:
+        from sim.network import backend
+
+        backend(args.network, "--network")
     runs = _runs(args)
 
     def progress(i: int, label: str) -> None:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from sim.result import StepResult
 from sim.scenario.load import Scenario
 from sim.topology.model import Topology
-from sim.training.compute.passes import CollectiveTimer
+from sim.training.compute.passes import CollectiveTimer, timer_for
 from sim.training.graph.execute import StepRun, ideal_run, run_graph
 from sim.training.graph.simulate import Progress
 from sim.training.graph.task import COLLECTIVE, COMPUTE, Comm
@@ -27,23 +27,12 @@ from sim.workload.plan import placement_notes
 __all__ = ["run_step", "simulate_step"]
 
 
-_TIMERS: dict[tuple[int, int, str, str, str], tuple[object, object, CollectiveTimer]] = {}
-
-
 def _timer(setup: StepSetup) -> CollectiveTimer:
-    """One CollectiveTimer per (topology, collective parameters, network), reused across
-    scenarios: collective times depend on nothing else."""
-    topo, params = setup.topology, setup.profile.collectives
+    """The step's :class:`CollectiveTimer` (one per topology, parameters, network and the
+    scenario's NCCL_ALGO/NCCL_PROTO restrictions, reused across scenarios)."""
     par = setup.scenario.parallel
-    key = (id(topo), id(params), setup.network, par.nccl_algo, par.nccl_proto)
-    hit = _TIMERS.get(key)
-    if hit is None or hit[0] is not topo or hit[1] is not params:
-        if len(_TIMERS) > 32:
-            _TIMERS.clear()
-        timer = CollectiveTimer(topo, params, setup.network, par.nccl_algo, par.nccl_proto)
-        hit = (topo, params, timer)
-        _TIMERS[key] = hit
-    return hit[2]
+    return timer_for(setup.topology, setup.profile.collectives, setup.network, par.nccl_algo,
+                     par.nccl_proto)  # fmt: skip
 
 
 def simulate_step(

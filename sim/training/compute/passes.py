@@ -36,6 +36,7 @@ __all__ = [
     "Unit",
     "pass_cost",
     "ring_exposed_s",
+    "timer_for",
     "unit_cost",
 ]
 
@@ -124,6 +125,24 @@ class CollectiveTimer:
             planned = (setup.schedule(op, algo, nbytes, chunks=chunks), proto)
             self._planned[key] = planned
         return planned
+
+
+_TIMERS: dict[tuple[int, int, str, str, str], tuple[object, object, CollectiveTimer]] = {}
+
+
+def timer_for(topology: Topology, params: CollectiveParams, network: str,
+              algorithm: str = "auto", protocol: str = "auto") -> CollectiveTimer:  # fmt: skip
+    """One :class:`CollectiveTimer` per (topology, collective parameters, network, tuner
+    restrictions), reused across steps: collective times depend on nothing else (the
+    objects are held, so their ids stay theirs)."""
+    key = (id(topology), id(params), network, algorithm, protocol)
+    hit = _TIMERS.get(key)
+    if hit is None or hit[0] is not topology or hit[1] is not params:
+        if len(_TIMERS) > 32:
+            _TIMERS.clear()
+        hit = (topology, params, CollectiveTimer(topology, params, network, algorithm, protocol))
+        _TIMERS[key] = hit
+    return hit[2]
 
 
 @dataclass(frozen=True)

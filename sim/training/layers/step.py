@@ -10,9 +10,11 @@ gradients fill a contiguous buffer in reverse layer order, cut into buckets of e
 ``parallel.bucket_bytes`` (Megatron-LM's DDP buffer; Horovod's Tensor Fusion and PyTorch
 DDP close a bucket at whole tensors, so theirs vary in size around that); a bucket is
 all-reduced over the data-parallel group as soon as it is full, while the backward goes
-on (``overlap_dp``), or after it, one bucket after another, each timed by
-:func:`sim.simulate_collective` on the real GPUs alone on the network. Then a momentum-SGD
-update, memory-bound: 5 element-sized accesses per parameter.
+on (``overlap_dp``), or after it, one bucket after another. The step is a task graph
+(:func:`layer_graph`: one replica stands for its peers, each bucket's all-reduce a
+collective task over every GPU) run by the executor its network calls for
+(:func:`sim.training.graph.execute.execute`), as a transformer's step is. Then a
+momentum-SGD update, memory-bound: 5 element-sized accesses per parameter.
 
 Memory per GPU: weights, gradients and momentum (3 elements per parameter), the
 activations of one micro-batch, and a 2 GiB workspace margin (an assumption, as for
@@ -25,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from sim.catalog import GpuSpec
-from sim.collectives.simulate import CollectiveResult, CollectiveSetup, simulate_collective
 from sim.errors import ConfigError
 from sim.network import backend
 from sim.profile_select import describe
@@ -33,11 +34,20 @@ from sim.result import StepResult
 from sim.scenario.layer_list import LayerScenario
 from sim.training.compute.kernels import roofline_time_s
 from sim.training.compute.params import ComputeParams, compute_params
+from sim.training.compute.passes import timer_for
+from sim.training.graph.execute import execute
+from sim.training.graph.task import COLLECTIVE, COMPUTE, Comm, PassInfo, StepGraph
 from sim.training.setup import cached_topology, resolve_step_profile
 from sim.workload.plan import DEFAULT_BUCKET_BYTES
 from sim.workload.techniques import techniques_of
 
-__all__ = ["ELEMENT_BYTES", "OPTIMIZER_ACCESSES", "WORKSPACE_BYTES", "simulate_layer_step"]
+__all__ = [
+    "ELEMENT_BYTES",
+    "OPTIMIZER_ACCESSES",
+    "WORKSPACE_BYTES",
+    "layer_graph",
+    "simulate_layer_step",
+]
 
 ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 OPTIMIZER_ACCESSES = 5  # momentum SGD: read weight, grad, momentum; write weight, momentum
@@ -92,29 +102,6 @@ def _layer_times(sc: LayerScenario, gpu: GpuSpec, params: ComputeParams) -> _Tim
     return _Times(fwd, bwd)
 
 
-# (id(topology), id(params), network) -> (topology, params, setup, {bytes: result}); the
-# objects are held so that their ids stay theirs. Equal-sized fusion buffers, and the same
-# cluster across a sweep's points, are simulated once per process.
-_ALL_REDUCE: dict[
-    tuple[int, int, str], tuple[object, object, CollectiveSetup, dict[float, CollectiveResult]]
-] = {}
-
-
-def _all_reduce(topo, params, nbytes: float, network: str) -> CollectiveResult:  # type: ignore[no-untyped-def]
-    """The all-reduce of ``nbytes`` over every GPU of ``topo`` (cached)."""
-    key = (id(topo), id(params), network)
-    hit = _ALL_REDUCE.get(key)
-    if hit is None or hit[0] is not topo or hit[1] is not params:
-        if len(_ALL_REDUCE) > 16:
-            _ALL_REDUCE.clear()
-        hit = (topo, params, CollectiveSetup(topo, None, params), {})
-        _ALL_REDUCE[key] = hit
-    results = hit[3]
-    if nbytes not in results:
-        results[nbytes] = simulate_collective(hit[2], "all_reduce", nbytes, network=network)
-    return results[nbytes]
-
-
 def _buckets(sc: LayerScenario, times: _Times) -> list[tuple[float, float]]:
     """(ready offset into the backward pass in s, bytes) of each gradient bucket.
 
@@ -165,30 +152,61 @@ def simulate_layer_step(
     dp = _check_plan(sc, gpus)
     resolved = resolve_step_profile(sc, topo, profile, force_profile)
     params = compute_params(topo.gpu.name, resolved.profile.compute)
-    collectives = resolved.profile.collectives
     times = _layer_times(sc, topo.gpu, params)
     mb = sc.parallel.micro_batch
     m = sc.training.global_batch // (mb * dp)
-    fwd, bwd = sum(times.forward_s), sum(times.backward_s)
-    compute_end = m * (fwd + bwd)
-    last_bwd_start = compute_end - bwd
-    comm_end, wire = compute_end, dict.fromkeys(("nvlink", "pcie", "net"), 0.0)
-    if dp > 1:
-        free = 0.0
-        for ready, nbytes in _buckets(sc, times):
-            r = _all_reduce(topo, collectives, nbytes, net)
-            start = max(free, last_bwd_start + ready if sc.parallel.overlap_dp else compute_end)
-            free = start + r.time_s
-            for scope, b in r.wire_bytes_by_scope.items():
-                wire[scope] = wire.get(scope, 0.0) + b
-        comm_end = max(compute_end, free)
     el = ELEMENT_BYTES[sc.training.precision]
     optimizer = OPTIMIZER_ACCESSES * el * sc.model.params / (topo.gpu.hbm_Bps * params.mem_eff)
-    step = comm_end + optimizer
-    result = _result(
-        sc, topo, net, dp, m, step, compute_end, comm_end - compute_end, optimizer, wire
-    )
+    graph = layer_graph(sc, topo.gpus, times, m, optimizer)
+    timer = timer_for(topo, resolved.profile.collectives, net)
+    done = execute(graph, timer, net)
+    compute_end = max(e for e, lab in zip(done.end, graph.label, strict=True) if lab == "pass")
+    dp_end = max((e for e, lab in zip(done.end, graph.label, strict=True) if lab == "dp_all_reduce"),
+                 default=compute_end)  # fmt: skip
+    step = done.time_s
+    wire = dict.fromkeys(("nvlink", "pcie", "net"), 0.0)
+    for parts in graph.comm:
+        for c in parts:
+            timer.time_s(c.groups[0], c.op, c.nbytes)
+            for scope, b in timer.wire_bytes[(tuple(c.groups[0]), c.op, float(c.nbytes))].items():
+                wire[scope] += b
+    comm_end = max(compute_end, dp_end)
+    result = _result(sc, topo, net, dp, m, step, compute_end, comm_end - compute_end,
+                     step - comm_end, wire)  # fmt: skip
     return replace(result, profile=describe(resolved, topo))
+
+
+def layer_graph(sc: LayerScenario, gpus: tuple[str, ...], times: _Times, m: int,
+                optimizer_s: float) -> StepGraph:  # fmt: skip
+    """The data-parallel step of a layer-list model as a task graph (one replica stands
+    for its peers): ``m`` micro-batches of forward then backward; in the last backward the
+    gradient buckets (:func:`_buckets`) are all-reduced over every GPU as they fill
+    (``overlap_dp``) or after it, one after the other; then the optimizer."""
+    g = StepGraph()
+    compute, dp = g.stream("s0.compute"), g.stream("s0.dp")
+    fwd, bwd = sum(times.forward_s), sum(times.backward_s)
+    pid = g.add_pass(PassInfo(0, "F", m - 1, 0, 0))
+    ahead = (m - 1) * (fwd + bwd) + fwd  # every micro-batch but the last backward
+    g.add(COMPUTE, compute, (), duration_s=ahead, label="pass", stage=0, pass_of=pid)
+    bid = g.add_pass(PassInfo(0, "B", m - 1, 0, 0))
+    group = (gpus,)
+    cut, last, released = 0.0, -1, []
+    for ready, nbytes in _buckets(sc, times) if len(gpus) > 1 else []:
+        if ready > cut:  # the backward up to the layer that completes this bucket
+            last = g.add(COMPUTE, compute, (), duration_s=ready - cut, label="pass", stage=0,
+                         pass_of=bid)  # fmt: skip
+            cut = ready
+        released.append((last, nbytes))
+    if bwd > cut or last < 0:
+        last = g.add(COMPUTE, compute, (), duration_s=bwd - cut, label="pass", stage=0,
+                     pass_of=bid)  # fmt: skip
+    tail = last
+    for seg, nbytes in released:
+        dep = seg if sc.parallel.overlap_dp and seg >= 0 else last
+        comm = Comm("all_reduce", nbytes, group, tag="dp all_reduce")
+        tail = g.add(COLLECTIVE, dp, (dep,), comm=(comm,), label="dp_all_reduce", stage=0)
+    g.add(COMPUTE, compute, (tail,), duration_s=optimizer_s, label="optimizer", stage=0)
+    return g
 
 
 def _result(sc: LayerScenario, topo, net: str, dp: int, m: int, step: float, compute: float,  # type: ignore[no-untyped-def]

@@ -1,6 +1,5 @@
 """The pipeline timeline per stage, read from a simulated step: the explorer's one window
-on the engine's output (the engine is being rewritten as a task graph; only this adapter
-changes with it)."""
+on the executed task graph (:class:`sim.training.graph.execute.StepRun`)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ def stage_timeline(run: Any) -> list[dict[str, Any]]:
     """Per pipeline stage, its passes in start order: kind (``F``/``B``...), micro-batch,
     model chunk, start and end (seconds from the step's start).
 
-    ``run`` is the pipeline run :func:`sim.training.step.run_step` returns.
+    ``run`` is the executed step :func:`sim.training.step.run_step` returns.
 
     >>> from sim import load_scenario
     >>> from sim.training.step import run_step

@@ -15,6 +15,7 @@ from sim.collectives.params import PROTOCOLS
 from sim.collectives.selection import parse_list
 from sim.errors import ConfigError
 from sim.topology.spec import MAX_GPUS
+from sim.training.compute.attention import FAMILIES as ATTENTION_KERNELS
 from sim.training.scenario_layers import read_tokens
 from sim.training.scenario_sections import NETWORKS
 from sim.training.workload.plan import parse_order
@@ -106,6 +107,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "grad_compression": tuple(COMPRESSIONS), "dp_mode": tuple(DP_MODES),
     "precision": PRECISIONS, "grad_dtype": tuple(GRAD_DTYPES),
     "cross_entropy": ("fp32", "fused"), "optimizer": tuple(OPTIMIZERS),
+    "attention_kernel": ATTENTION_KERNELS,
     "finetune": tuple(FINETUNES), "offload": tuple(OFFLOADS), "network": NETWORKS,
 }  # fmt: skip
 

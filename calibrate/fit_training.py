@@ -133,11 +133,11 @@ FITS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[ParamSpec, ...]]] 
             "llm-foundry-mpt-a100-40gb.csv",
         ),
         (
-            # attention is not fitted on A100: llm-foundry's kernel (fa_triton) and
-            # Megatron's unfused GEMMs are timed from published benchmarks
             ParamSpec("matmul_training_factor", 0.3, 1.0),
+            ParamSpec("attn_eff_max", 0.1, 1.0),
             ParamSpec("mem_eff", 0.1, 1.0),
             ParamSpec("comm_interference", 0.0, 1.0),
+            ParamSpec("attn_odd_head_dim_eff", 0.1, 1.0),
             ParamSpec("matmul_k_half", 8.0, 1024.0, log=True),
             # Megatron-LM's fused kernels (LayerNorm, bias-GeLU, bias-dropout-add, masked
             # softmax) run at stream_eff; A100 has no STREAM figure to fix it (see the

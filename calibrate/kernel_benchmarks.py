@@ -31,7 +31,7 @@ from sim.catalog import gpu_spec
 from sim.training.compute.attention import attention_fraction, attention_tables
 from sim.training.compute.kernels import gemm_time_s
 from sim.training.compute.params import compute_params
-from sim.training.layers.scenario import any_scenario_from_dict
+from sim.training.layers.scenario import LayerScenario, any_scenario_from_dict
 from sim.training.layers.step import simulate_layer_step
 
 __all__ = [
@@ -271,7 +271,9 @@ def predict_cnn(run: CnnRun, compute: Mapping[str, float] | None = None) -> floa
         ]
         (folder / "profile.yaml").write_text("\n".join(lines) + "\n")
         raw["profile"] = str(folder / "profile.yaml")
-    r = simulate_layer_step(any_scenario_from_dict(raw), "analytical")
+    sc = any_scenario_from_dict(raw)
+    assert isinstance(sc, LayerScenario)
+    r = simulate_layer_step(sc, "analytical")
     return float(r.tokens_per_s)
 
 

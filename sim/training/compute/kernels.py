@@ -14,8 +14,8 @@ fitted end to end where the clock was not measured): together the *sustain* fact
   SMs splits K into up to ``sm_count // tiles`` slices of at least :data:`SPLIT_K_MIN`, as
   cuBLAS's split-K kernels do), the main-loop ramp ``K_slice / (K_slice +
   matmul_k_half)`` and the fixed cost ``F / (F + matmul_half_flops)``. The anchor is the
-  shape at which the micro-benchmark ceiling was measured (``mamf_shape``), so the model
-  reproduces that measurement there. A GEMM never runs faster than its operands and
+  shape at which the micro-benchmark ceiling of that dtype was measured (``mamf_shape``,
+  ``fp8_mamf_shape``), so the model reproduces that measurement there. A GEMM never runs faster than its operands and
   result move through HBM at ``stream_eff`` (the roofline's memory side).
 - **Attention** (fused, flash-style) ``(b, heads, s, head_dim, causal)`` of a kernel
   family (``fa2``, ``fa3``, ``cudnn``, ``triton``): the published benchmark rate of that
@@ -133,10 +133,11 @@ def gemm_shape_eff(m: float, n: float, k: float, batch: float, p: ComputeParams)
     return waves * k_slice / (k_slice + p.matmul_k_half) * flops / (flops + p.matmul_half_flops)
 
 
-def _anchor_eff(p: ComputeParams) -> float:
-    if p.mamf_shape is None:
+def _anchor_eff(p: ComputeParams, dtype: str) -> float:
+    anchor = (p.fp8_mamf_shape or p.mamf_shape) if dtype == "fp8" else p.mamf_shape
+    if anchor is None:
         return 1.0
-    m, n, k = p.mamf_shape
+    m, n, k = anchor
     return gemm_shape_eff(m, n, k, 1, p)
 
 
@@ -186,7 +187,7 @@ def gemm_compute_s(m: float, n: float, k: float, batch: float, dtype: str, gpu: 
     eff_max = matmul_eff_max(dtype, p)
     if eff_max <= 0:
         raise ConfigError(f"training.precision: {gpu.name} has no {dtype} GEMM efficiency")
-    shape = gemm_shape_eff(m, n, k, batch, p) / _anchor_eff(p)
+    shape = gemm_shape_eff(m, n, k, batch, p) / _anchor_eff(p, dtype)
     rate = peak_flops(gpu, dtype) * eff_max * sustain(p) * min(shape, 1.0) * eff
     return 2.0 * m * n * k * batch / rate
 

@@ -63,6 +63,8 @@ class ComputeParams:
     mamf_shape : tuple of int or None
         (M, N, K) at which ``matmul_eff_max`` was measured: the GEMM model reproduces
         that measurement exactly there (None: the curve's ceiling is ``matmul_eff_max``).
+    fp8_mamf_shape : tuple of int or None
+        The same for ``fp8_matmul_eff_max`` (None: ``mamf_shape``).
     sustained_clock : float
         Clock a long, power-limited stream of tensor-core kernels sustains in training,
         relative to the clock of the short micro-benchmarks the GEMM ceiling
@@ -146,6 +148,7 @@ class ComputeParams:
     sm_count: int = 132
     gemm_tile: tuple[int, int] = (128, 256)
     mamf_shape: tuple[int, int, int] | None = None
+    fp8_mamf_shape: tuple[int, int, int] | None = None
     sustained_clock: float = 1.0
     attention_table: str | None = None
     conv_eff: float = 1.0
@@ -252,6 +255,7 @@ class _Entry(BaseModel):
     sm_count: int
     gemm_tile: tuple[int, int]
     mamf_shape: tuple[int, int, int] | None = None
+    fp8_mamf_shape: tuple[int, int, int] | None = None
     sustained_clock: float | None = None
     attention_table: str | None = None
     conv_eff: float | None = None
@@ -288,7 +292,16 @@ _OFF_SOURCES = {
     "conv_eff": "not measured: 1, convolutions at the GEMM ceiling",
 }
 _UNSOURCED = frozenset(
-    {"estimate", "basis", "validation", "sources", "vector_dtype", "mamf_shape", "attention_table"}
+    {
+        "estimate",
+        "basis",
+        "validation",
+        "sources",
+        "vector_dtype",
+        "mamf_shape",
+        "fp8_mamf_shape",
+        "attention_table",
+    }
 )
 _INHERIT = "inherit"  # {from: GPU, keys: [...]}: values taken from another entry
 
@@ -338,7 +351,7 @@ def _entries() -> dict[str, ComputeParams]:
     for name, body in _resolved(raw).items():
         e = _entry(_Entry, name, body, "compute.yaml", _UNSOURCED)
         values = e.model_dump(exclude={"launch_overhead", "gemm_tile", "mamf_shape",
-                                       "optimizer_tensor_overhead"})  # fmt: skip
+                                       "fp8_mamf_shape", "optimizer_tensor_overhead"})  # fmt: skip
         values = {k: v for k, v in values.items() if v is not None}
         if e.optimizer_tensor_overhead is not None:
             values["optimizer_tensor_overhead_s"] = parse_time(
@@ -346,11 +359,13 @@ def _entries() -> dict[str, ComputeParams]:
             )
         values["sources"] = {**_OFF_SOURCES, **values["sources"]}
         shape = tuple(int(x) for x in e.mamf_shape) if e.mamf_shape else None
+        fp8 = tuple(int(x) for x in e.fp8_mamf_shape) if e.fp8_mamf_shape else None
         try:
             out[name] = ComputeParams(
                 gpu=name,
                 gemm_tile=(int(e.gemm_tile[0]), int(e.gemm_tile[1])),
                 mamf_shape=shape,  # type: ignore[arg-type]
+                fp8_mamf_shape=fp8,  # type: ignore[arg-type]
                 launch_overhead_s=parse_time(e.launch_overhead, f"{name}.launch_overhead"),
                 **values,
             )

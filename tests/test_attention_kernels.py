@@ -99,7 +99,7 @@ def test_parametric_families_fall_back_to_the_fitted_model() -> None:
 def test_the_scenario_key_reaches_the_attention_ops() -> None:
     base = {"model": {"preset": "llama3-8b"}, "cluster": {"topology": "dgx-h100"},
             "training": {"global_batch": 8, "seq_len": 4096}}  # fmt: skip
-    assert scenario_from_dict(base).training.attention_kernel == "fa2"
+    assert scenario_from_dict(base).training.attention_kernel == "fitted"
     sc = scenario_from_dict({**base, "training": {**base["training"], "attention_kernel": "cudnn"}})
     assert sc.training.attention_kernel == "cudnn"
     ctx = OpContext(model_preset("llama3-8b"), 1, 4096, attention_kernel="cudnn")

@@ -110,9 +110,11 @@ class TrainingSection:
     (``fused_kernels``: Megatron-LM, Transformer Engine) or as eager framework kernels.
     ``attention_kernel`` is the fused attention kernel family (``fa2`` FlashAttention-2,
     ``fa3`` FlashAttention-3, ``cudnn`` cuDNN fused attention as Transformer Engine and
-    Megatron-Core/NeMo call it, ``triton`` Triton's fused attention, or ``fitted``: the
-    compute entry's parametric model), timed from its published kernel benchmarks
-    (:mod:`sim.training.compute.attention`). The optimizer, LoRA/QLoRA and offload keys are read into :attr:`techniques`
+    Megatron-Core/NeMo call it, ``triton`` Triton's fused attention, ``fa_triton``
+    llm-foundry's Triton kernel), timed from its published kernel benchmarks
+    (:mod:`sim.training.compute.attention`); ``fitted`` (the default, what the end-to-end
+    fits assumed) times it by the compute entry's parametric model. The optimizer,
+    LoRA/QLoRA and offload keys are read into :attr:`techniques`
     (:mod:`sim.training.workload.trainable`).
     ``tokens`` is the token budget of the whole run (time, cost and energy to train)."""
 
@@ -123,7 +125,7 @@ class TrainingSection:
     grad_dtype: str = "fp32"
     cross_entropy: str = "fp32"
     fused_kernels: bool = False
-    attention_kernel: str = "fa2"
+    attention_kernel: str = "fitted"
     # optimizer, fine-tuning and offload (defaults: Techniques')
     optimizer: str = DEFAULT.optimizer
     momentum: bool = DEFAULT.momentum

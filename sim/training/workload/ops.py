@@ -77,7 +77,7 @@ class LayerOps:
 def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str = "bf16",
                 flash_attention: bool = True, grad_cast_bytes: float = 0.0,
                 cross_entropy: str = "fp32", fused_kernels: bool = False,
-                attention_kernel: str = "fa2") -> OpContext:  # fmt: skip
+                attention_kernel: str = "fitted") -> OpContext:  # fmt: skip
     """The :class:`OpContext` of ``plan`` (TP, SP, micro-batch, recompute, kernels).
 
     >>> from sim.training.workload.models import model_preset

@@ -131,7 +131,7 @@ class OpContext:
     cross_entropy: str = "fp32"
     fused_kernels: bool = False
     cp: int = 1
-    attention_kernel: str = "fa2"
+    attention_kernel: str = "fitted"
 
     @property
     def tokens(self) -> int:

@@ -74,7 +74,8 @@ class GemmCheck:
 
 @dataclass(frozen=True)
 class AttentionCheck:
-    """A fused attention kernel measured outside the transcribed tables (forward)."""
+    """A fused attention kernel measured outside the transcribed tables (forward, or
+    ``backward``: the direction the tables derive for every family but FA2 on H100)."""
 
     gpu: str
     kernel: str
@@ -85,6 +86,7 @@ class AttentionCheck:
     causal: bool
     tflops: float
     source: str
+    backward: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,11 +119,20 @@ _THONK = (
     "Data!' (thonking.ai, 2024): PyTorch/cuBLAS 8192^3 fp16 with torch.randn inputs on A100"
 )
 
+#: Measured here, 2026-11-26: one H100 80GB HBM3 (700 W) lent through the device tool,
+#: PyTorch 2.11 (cuBLAS, cuDNN 9), 10 warm-up + 30 timed iterations, randn inputs; the
+#: command is in docs/compute.md.
+MEASURED_H100 = "measured 2026-11-26 on one H100 80GB HBM3 (700 W), PyTorch 2.11 (docs/compute.md)"
+
 #: GEMMs measured at shapes other than the catalog anchors (nothing fitted to them).
 GEMM_CHECKS: tuple[GemmCheck, ...] = (
     GemmCheck("H100-SXM", "fp8", 8192, 8192, 8192, 1290.1, f"cuBLASLt fp8 GEMM 8192^3, {_AZURE}"),
     GemmCheck("A100-SXM-80GB", "fp16", 8192, 8192, 8192, 258.0, _THONK),
-)
+    *(GemmCheck("H100-SXM", "bf16", m, n, k, tf, f"torch.matmul, {MEASURED_H100}")
+      for m, n, k, tf in ((8192, 8192, 8192, 750.0), (4096, 14336, 4096, 727.3),
+                          (8192, 10240, 8192, 760.9), (802816, 64, 576, 160.8),
+                          (64, 576, 802816, 162.3))),
+)  # fmt: skip
 
 _PTBENCH = "github.com/pytorch/benchmark pull request 2391 test plan (H100, fp16, no mask)"
 #: Fused attention measured outside the FlashAttention papers' figures (forward).
@@ -132,6 +143,60 @@ ATTENTION_CHECKS: tuple[AttentionCheck, ...] = tuple(
         ("triton", "triton_tutorial_flash_v2", (328.882, 389.723, 433.721, 458.359, 470.732, 476.753)),
     )
     for s, tf in zip((512, 1024, 2048, 4096, 8192, 16384), row, strict=True)
+) + tuple(
+    AttentionCheck("H100-SXM", kernel, 16384 // s, 2048 // d, s, d, causal, tf,
+                   f"torch SDPA ({'flash' if kernel == 'fa2' else 'cuDNN'} backend), {MEASURED_H100}",
+                   bwd)
+    for kernel, d, s, causal, bwd, tf in (
+    ("fa2", 64, 1024, True, False, 216.2),
+    ("fa2", 64, 1024, True, True, 145.2),
+    ("cudnn", 64, 1024, True, False, 328.2),
+    ("cudnn", 64, 1024, True, True, 224.8),
+    ("fa2", 64, 1024, False, False, 284.8),
+    ("fa2", 64, 1024, False, True, 206.0),
+    ("cudnn", 64, 1024, False, False, 418.1),
+    ("cudnn", 64, 1024, False, True, 333.9),
+    ("fa2", 64, 4096, True, False, 280.1),
+    ("fa2", 64, 4096, True, True, 225.4),
+    ("cudnn", 64, 4096, True, False, 437.0),
+    ("cudnn", 64, 4096, True, True, 378.5),
+    ("fa2", 64, 4096, False, False, 304.8),
+    ("fa2", 64, 4096, False, True, 267.2),
+    ("cudnn", 64, 4096, False, False, 470.9),
+    ("cudnn", 64, 4096, False, True, 453.1),
+    ("fa2", 64, 16384, True, False, 292.1),
+    ("fa2", 64, 16384, True, True, 272.6),
+    ("cudnn", 64, 16384, True, False, 476.5),
+    ("cudnn", 64, 16384, True, True, 445.9),
+    ("fa2", 64, 16384, False, False, 303.7),
+    ("fa2", 64, 16384, False, True, 292.0),
+    ("cudnn", 64, 16384, False, False, 494.7),
+    ("cudnn", 64, 16384, False, True, 463.4),
+    ("fa2", 128, 1024, True, False, 226.4),
+    ("fa2", 128, 1024, True, True, 155.0),
+    ("cudnn", 128, 1024, True, False, 437.9),
+    ("cudnn", 128, 1024, True, True, 269.1),
+    ("fa2", 128, 1024, False, False, 327.8),
+    ("fa2", 128, 1024, False, True, 217.2),
+    ("cudnn", 128, 1024, False, False, 596.4),
+    ("cudnn", 128, 1024, False, True, 412.0),
+    ("fa2", 128, 4096, True, False, 308.8),
+    ("fa2", 128, 4096, True, True, 251.4),
+    ("cudnn", 128, 4096, True, False, 578.2),
+    ("cudnn", 128, 4096, True, True, 455.7),
+    ("fa2", 128, 4096, False, False, 352.1),
+    ("fa2", 128, 4096, False, True, 274.9),
+    ("cudnn", 128, 4096, False, False, 663.5),
+    ("cudnn", 128, 4096, False, True, 551.8),
+    ("fa2", 128, 16384, True, False, 327.7),
+    ("fa2", 128, 16384, True, True, 302.4),
+    ("cudnn", 128, 16384, True, False, 630.7),
+    ("cudnn", 128, 16384, True, True, 561.7),
+    ("fa2", 128, 16384, False, False, 333.1),
+    ("fa2", 128, 16384, False, True, 311.1),
+    ("cudnn", 128, 16384, False, False, 671.0),
+    ("cudnn", 128, 16384, False, True, 550.0),
+    )
 )  # fmt: skip
 
 _LAMBDA_TF = (
@@ -177,6 +242,11 @@ CNN_RUNS: tuple[CnnRun, ...] = (
     CnnRun("H100-SXM", "resnet50", "fp16", 1280, 2616.0, "H100 80GB SXM5 (Lambda)",
            _LAMBDA_PT.format(row="H100 80GB SXM5") + "; batch not listed for this row (1280, "
            "the A100 80GB and H100 PCIe rows' value, assumed)"),
+    *(CnnRun("H100-SXM", model, "bf16", bs, ips, "H100 80GB HBM3 (700 W)",
+             f"torchvision, channels_last, bf16 autocast, SGD, eager, synthetic data: {MEASURED_H100}",
+             True, model == "vgg16")
+      for model, bs, ips in (("vgg16", 128, 3146.2), ("resnet50", 256, 3975.1),
+                             ("inception-v3", 128, 2115.8))),
     CnnRun("P100-SXM2-16GB", "vgg16", "fp32", 64, 154.0, "P100 SXM2 (DGX-1)", _TF_DOCS, True, True),
     CnnRun("P100-SXM2-16GB", "resnet50", "fp32", 64, 219.0, "P100 SXM2 (DGX-1)", _TF_DOCS, True),
     CnnRun("P100-SXM2-16GB", "inception-v3", "fp32", 64, 142.0, "P100 SXM2 (DGX-1)", _TF_DOCS, True),
@@ -213,7 +283,8 @@ def predict_attention(check: AttentionCheck) -> float:
     """TFLOP/s the attention tables give at ``check``'s shape (a benchmark: no derate)."""
     table = compute_params(check.gpu).attention_table
     assert table is not None
-    frac = attention_fraction(table, check.kernel, check.head_dim, check.seq, check.causal, False)
+    frac = attention_fraction(table, check.kernel, check.head_dim, check.seq, check.causal,
+                              check.backward)  # fmt: skip
     assert frac is not None
     return frac * gpu_spec(check.gpu).peak_flops["bf16"] / 1e12
 

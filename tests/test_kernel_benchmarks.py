@@ -60,8 +60,17 @@ def test_attention_tables_interpolate_their_own_columns() -> None:
 @pytest.mark.parametrize("check", ATTENTION_CHECKS, ids=_label)
 def test_independent_attention_measurements(check: AttentionCheck) -> None:
     """pytorch/benchmark's H100 runs of FlashAttention-3 (within 12%) and of Triton's
-    fused-attention tutorial kernel (within 20%: a newer Triton than the FA3 paper's)."""
-    tol = 0.12 if check.kernel == "fa3" else 0.20
+    fused-attention tutorial kernel (within 20%: a newer Triton than the FA3 paper's);
+    PyTorch 2.11's SDPA flash and cuDNN backends measured on an H100: forward within 20%
+    (cuDNN has got 4-19% faster since the FA3 paper), backward, which the tables derive
+    from FA2's backward/forward ratio, within 35% (short sequences' backward is slower
+    than that ratio says)."""
+    if check.kernel == "fa3":
+        tol = 0.12
+    elif check.backward:
+        tol = 0.35
+    else:
+        tol = 0.20
     assert predict_attention(check) == pytest.approx(check.tflops, rel=tol)
 
 
@@ -76,6 +85,9 @@ KNOWN_MISSES = {
         "(833): no single eager-PyTorch model matches both; the model follows Lambda's",
     ("A100-SXM-80GB", "resnet50", 2470.0):
         "as above: DLE's 2470 vs Lambda's 1582 on the same A100 80GB SXM4",
+    ("H100-SXM", "inception-v3", 2115.8):
+        "measured on an H100: eager PyTorch dispatches Inception V3's ~1000 small kernels "
+        "per step slower than they run (the model's 4 us launch gap is a GPU-side gap)",
 }  # fmt: skip
 
 

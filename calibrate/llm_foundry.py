@@ -139,7 +139,7 @@ def foundry_scenario(row: FoundryRow, network: str = "analytical") -> Scenario:
         "training": {
             "global_batch": row.micro_batch * row.grad_accum * row.gpus,
             "seq_len": row.seq, "precision": row.precision, "grad_dtype": row.grad_dtype,
-            "cross_entropy": "fused",
+            "cross_entropy": "fused", "attention_kernel": "fa_triton",
         },
         "network": network,
     }  # fmt: skip

@@ -205,6 +205,8 @@ class ComputeSection(BaseModel):
     comm_interference: Fraction0 | None = None
     stream_eff: Fraction | None = None
     attn_odd_head_dim_eff: Fraction | None = None
+    sustained_clock: Fraction | None = None
+    conv_eff: Fraction | None = None
     matmul_half_flops: NonNegative | None = None
     matmul_k_half: NonNegative | None = None
     attn_seq_half: NonNegative | None = None

@@ -74,7 +74,11 @@ def test_nothing_below_imports_the_facade_or_the_commands() -> None:
             if isinstance(node, ast.ImportFrom) and node.module in ("sim",):
                 names = {a.name for a in node.names}
                 assert names <= {"__version__"} and mod.startswith("sim.cli"), (mod, names)
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sim.cli"):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("sim.cli")
+            ):
                 raise AssertionError(f"{mod} imports {node.module}")
 
 

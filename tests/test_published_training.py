@@ -12,7 +12,9 @@ One parameter set per GPU type (topologies/catalog/compute.yaml, fitted by
 Tolerances: the issue's targets (H100 bf16 mean <= 8% and every row <= 15%; fp8 mean <=
 12%), and for A100 no worse than before the per-operation model (Megatron: mean 4.3%, max
 11.6%; llm-foundry A100 80GB and 40GB: mean 14.3% and 16.4%, max 34.9% and 42.4%, with
-the earlier A100 profile). Tests skip when ../shared/data is absent.
+the earlier A100 profile), with the tighter bars of the joint fit below (the 80GB mean
+relaxed by 0.8 points for the op-level compute model, see there). Tests skip when
+../shared/data is absent.
 """
 
 from __future__ import annotations
@@ -84,8 +86,12 @@ def test_a100_megatron_table_no_worse_than_the_table_only_fit() -> None:
         # Issue 8's bar ("no worse than today"): the errors when the issue was filed,
         # 14.3% / 34.9% (80GB) and 16.4% / 42.4% (40GB). The table-balanced joint fit
         # gives 5.8% / 24.5% and 4.4% / 26.3% (row-weighed it gave 5.6% / 25.8% and
-        # 4.1% / 26.1%: the Megatron rows' gain costs these tables 0.2-0.3 points of mean)
-        ("llm-foundry-mpt-a100-80gb.csv", 0.059, 0.246),
+        # 4.1% / 26.1%: the Megatron rows' gain costs these tables 0.2-0.3 points of mean).
+        # The op-level compute model (docs/compute.md) reads unfused attention's s x s
+        # probabilities at HBM speed: Megatron's small models slow down, the shared
+        # residual factor that keeps that table at 2.2% / 6.2% costs the 80GB table 0.8
+        # points of mean (6.6%; its max falls to 21.1%, the 40GB table's to 22.9%)
+        ("llm-foundry-mpt-a100-80gb.csv", 0.067, 0.246),
         ("llm-foundry-mpt-a100-40gb.csv", 0.045, 0.264),
     ],
 )

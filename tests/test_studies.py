@@ -39,14 +39,17 @@ def test_a_study_runs_in_one_command() -> None:
 def test_horovod_brackets_the_published_efficiencies() -> None:
     """Horovod README / docs/benchmarks.rst (128 servers x 4 Pascal GPUs, 25 Gbit/s RoCE):
     90% scaling efficiency at 512 GPUs for Inception V3 and ResNet-101, 68% for VGG-16.
-    With the reduction overlapped the model gives 91-92% for the first two (within 5
-    points); VGG-16's 68% lies between the overlapped and the not-overlapped bound."""
+    With the reduction overlapped the model gives 93-94% for the first two (within 5
+    points) and 74% for VGG-16 (within 8): with its convolutions timed as cuDNN runs them
+    (Winograd in fp32: 123 images/s on one P100 PCIe, TensorFlow's published P100 SXM2
+    figure is 154) VGG-16's backward pass no longer hides its 553 MB all-reduce."""
     rows = rows_of("horovod")
     at512 = {(r["model.preset"], r["parallel.overlap_dp"]): r["scaling_efficiency"]
              for r in rows if r["gpus"] == 512}  # fmt: skip
     for model in ("inception-v3", "resnet101"):
         assert at512[(model, True)] == pytest.approx(0.90, abs=0.05)
-    assert at512[("vgg16", False)] < 0.68 < at512[("vgg16", True)]
+    assert at512[("vgg16", True)] == pytest.approx(0.68, abs=0.08)
+    assert at512[("vgg16", False)] < 0.68
     for model in ("inception-v3", "resnet101", "vgg16"):
         assert at512[(model, False)] < at512[(model, True)]
     assert all(r["scaling_efficiency"] == 1.0 for r in rows if r["gpus"] == 1)

@@ -25,6 +25,7 @@ from sim.topology.spec import parse_spec
 
 PRESETS = {  # name -> (GPUs, servers, GPUs per server) at the preset's default size
     "single-h100": (1, 1, 1),
+    "grand-teton-h100": (64, 8, 8),
     "dgx-h100": (8, 1, 8),
     "h100-ib-ndr": (256, 32, 8),
     "h100-ib-ndr-3tier": (2048, 256, 8),

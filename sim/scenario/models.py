@@ -172,6 +172,7 @@ class TrainingKeys(_Section):
     grad_dtype: Choice = TrainingSection.grad_dtype
     cross_entropy: Choice = TrainingSection.cross_entropy
     fused_kernels: bool = TrainingSection.fused_kernels
+    attention_kernel: Choice = TrainingSection.attention_kernel
     optimizer: Choice = TrainingSection.optimizer
     momentum: bool = TrainingSection.momentum
     finetune: Choice = TrainingSection.finetune

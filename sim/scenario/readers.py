@@ -17,6 +17,7 @@ from sim.collectives.selection import parse_list
 from sim.errors import ConfigError
 from sim.scenario.sections import NETWORKS
 from sim.topology.spec import MAX_GPUS
+from sim.training.compute.attention import FAMILIES as ATTENTION_KERNELS
 from sim.units import parse_bandwidth, parse_bytes
 from sim.workload.frameworks import FRAMEWORKS
 from sim.workload.plan import parse_order
@@ -109,6 +110,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "precision": PRECISIONS, "grad_dtype": tuple(GRAD_DTYPES),
     "cross_entropy": ("fp32", "fused"), "optimizer": tuple(OPTIMIZERS),
     "framework": FRAMEWORKS,
+    "attention_kernel": ATTENTION_KERNELS,
     "finetune": tuple(FINETUNES), "offload": tuple(OFFLOADS), "network": NETWORKS,
 }  # fmt: skip
 

@@ -111,7 +111,13 @@ class TrainingSection:
     Megatron-Core's cross-entropy fusion), and whether norms, activations, residual adds
     (with dropout), rotary and softmax run as fused bandwidth-tuned kernels
     (``fused_kernels``: Megatron-LM, Transformer Engine) or as eager framework kernels.
-    The optimizer, LoRA/QLoRA and offload keys are read into :attr:`techniques`
+    ``attention_kernel`` is the fused attention kernel family (``fa2`` FlashAttention-2,
+    ``fa3`` FlashAttention-3, ``cudnn`` cuDNN fused attention as Transformer Engine and
+    Megatron-Core/NeMo call it, ``triton`` Triton's fused attention, ``fa_triton``
+    llm-foundry's Triton kernel), timed from its published kernel benchmarks
+    (:mod:`sim.training.compute.attention`); ``fitted`` (the default, what the end-to-end
+    fits assumed) times it by the compute entry's parametric model. The optimizer,
+    LoRA/QLoRA and offload keys are read into :attr:`techniques`
     (:mod:`sim.workload.trainable`).
     ``tokens`` is the token budget of the whole run (time, cost and energy to train).
     ``framework`` names the training framework whose defaults the step follows
@@ -125,6 +131,7 @@ class TrainingSection:
     grad_dtype: str = "fp32"
     cross_entropy: str = "fp32"
     fused_kernels: bool = False
+    attention_kernel: str = "fitted"
     # optimizer, fine-tuning and offload (defaults: Techniques')
     optimizer: str = DEFAULT.optimizer
     momentum: bool = DEFAULT.momentum

@@ -17,6 +17,14 @@ connected layer; pooling is folded into the next layer's input. FLOPs count a mu
 as 2. ``activation_bytes`` is what a layer keeps for backward per sample in fp32 (4 bytes):
 its output, and the normalised output where there is batch norm (2 tensors).
 
+Each layer also carries its shape (:class:`~sim.workload.layer_model.ConvShape`) for the
+op-level compute model, with the memory-bound kernels that follow it as element accesses
+per sample: a pooling reads its input and writes its output (backward: reads the output
+gradient, input and output, writes the input gradient); ResNet's residual add reads two
+tensors and writes one (backward: the two branch gradients summed); Inception's
+concatenation copies its branches' outputs (forward and backward); the global average
+pool reads the last feature map.
+
 >>> m = cnn_preset("resnet50")
 >>> round(m.params / 1e6, 1), round(m.flops_per_sample / 2e9, 2)
 (25.6, 3.86)
@@ -25,9 +33,10 @@ its output, and the normalised output where there is batch norm (2 tensors).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from sim.errors import ConfigError
-from sim.workload.layer_model import Layer, LayerModel
+from sim.workload.layer_model import ConvShape, Layer, LayerModel
 
 __all__ = ["CNN_PRESETS", "cnn_preset"]
 
@@ -53,21 +62,41 @@ class _Net:
         params = kh * kw * cin * cout + (cout if bias else 2 * cout)
         macs = kh * kw * cin * cout * oh * ow
         kept = (1 if bias else 2) * cout * oh * ow * ELEM
-        self.layers.append(Layer(f"{name}_{len(self.layers)}", params, 2.0 * macs, float(kept)))
+        shape = ConvShape(cin, cout, kh, kw, h, w, oh, ow, stride, "bias" if bias else "bn")
+        self.layers.append(Layer(f"{name}_{len(self.layers)}", params, 2.0 * macs, float(kept),
+                                 shape))  # fmt: skip
         return oh, ow
 
     def set(self, c: int, h: int, w: int | None = None) -> None:
         self.c, self.h, self.w = c, h, h if w is None else w
 
+    def after(self, fwd: float, bwd: float) -> None:
+        """Attach memory-bound kernels (element accesses per sample) to the last layer."""
+        last = self.layers[-1]
+        shape = last.conv
+        assert shape is not None
+        shape = replace(shape, after_fwd=shape.after_fwd + fwd, after_bwd=shape.after_bwd + bwd)
+        self.layers[-1] = replace(last, conv=shape)
+
     def pool(self, k: int, stride: int, pad: int = 0) -> None:
+        inp = self.c * self.h * self.w
         self.h = (self.h + 2 * pad - k) // stride + 1
         self.w = (self.w + 2 * pad - k) // stride + 1
+        out = self.c * self.h * self.w
+        self.after(inp + out, 2 * (inp + out))
 
-    def fc(self, cout: int, name: str = "fc") -> None:
+    def fc(self, cout: int, name: str = "fc", logits: bool = False) -> None:
         cin = self.c * self.h * self.w
+        shape = ConvShape(cin, cout, 1, 1, 1, 1, 1, 1, 1, "none" if logits else "bias")
         self.layers.append(Layer(f"{name}_{len(self.layers)}", cin * cout + cout, 2.0 * cin * cout,
-                                 float(cout * ELEM)))  # fmt: skip
+                                 float(cout * ELEM), shape))  # fmt: skip
         self.set(cout, 1)
+
+    def global_pool(self) -> None:
+        """Global average pooling: read the last feature map (its gradient: written)."""
+        elements = self.c * self.h * self.w
+        self.after(elements, elements)
+        self.set(self.c, 1)
 
 
 def _resnet(blocks: tuple[int, int, int, int], name: str) -> LayerModel:
@@ -83,8 +112,10 @@ def _resnet(blocks: tuple[int, int, int, int], name: str) -> LayerModel:
             n.set(width, *n.conv(width, 1, stride, 0, "reduce", cin=cin, hw=hw))
             n.set(width, *n.conv(width, 3, 1, 1, "conv3x3"))
             n.set(4 * width, *n.conv(4 * width, 1, 1, 0, "expand"))
-    n.set(n.c, 1)  # global average pool
-    n.fc(1000)
+            block = n.c * n.h * n.w
+            n.after(3 * block, 3 * block)  # residual add; backward: branch gradients summed
+    n.global_pool()
+    n.fc(1000, logits=True)
     return LayerModel(name, tuple(n.layers), 3 * 224 * 224 * ELEM, "He et al. 2016, Table 1")
 
 
@@ -96,21 +127,24 @@ def _vgg16() -> LayerModel:
         n.pool(2, 2)
     n.fc(4096)
     n.fc(4096)
-    n.fc(1000)
+    n.fc(1000, logits=True)
     return LayerModel("vgg16", tuple(n.layers), 3 * 224 * 224 * ELEM,
                       "Simonyan & Zisserman 2015, Table 1 (D)")  # fmt: skip
 
 
 def _branches(n: _Net, cin: int, hw: tuple[int, int], paths: list[list[tuple]]) -> int:
     """Parallel branches on one input; each path is a list of (cout, k, stride, pad);
-    ``("pool", k, s, p)`` pools first (no layer). Returns the concatenated channels."""
-    total = 0
+    ``("pool", k, s, p)`` pools first (no layer; its accesses go to the block's last
+    layer). Returns the concatenated channels; the concatenation copies them."""
+    total, pooled = 0, 0.0
     for path in paths:
         c, size = cin, hw
         for step in path:
             if step[0] == "pool":
                 _, k, s, p = step
+                pooled += cin * size[0] * size[1]
                 size = ((size[0] + 2 * p - k) // s + 1, (size[1] + 2 * p - k) // s + 1)
+                pooled += cin * size[0] * size[1]
                 continue
             cout, k, s, p = step
             size = n.conv(cout, k, s, p, "mixed", cin=c, hw=size)
@@ -118,6 +152,8 @@ def _branches(n: _Net, cin: int, hw: tuple[int, int], paths: list[list[tuple]]) 
         total += c
         out = size
     n.set(total, *out)
+    concat = 2.0 * total * out[0] * out[1]
+    n.after(pooled + concat, 2 * pooled + concat)
     return total
 
 
@@ -167,8 +203,10 @@ def _inception_v3() -> LayerModel:
             n.conv(384, kern, 1, pad, "mixed", cin=384, hw=hw)
         n.conv(192, 1, 1, 0, "mixed", cin=cin, hw=hw)  # after a 3x3 average pool
         n.set(320 + 768 + 768 + 192, *hw)
-    n.set(n.c, 1)
-    n.fc(1000)
+        pooled, concat = 2.0 * cin * hw[0] * hw[1], 2.0 * n.c * hw[0] * hw[1]
+        n.after(pooled + concat, 2 * pooled + concat)
+    n.global_pool()
+    n.fc(1000, logits=True)
     return LayerModel("inception-v3", tuple(n.layers), 3 * 299 * 299 * ELEM,
                       "Szegedy et al. 2016, Table 1 (torchvision Inception3 widths)")  # fmt: skip
 

@@ -104,7 +104,8 @@ def ring_attention_core(ctx: OpContext) -> list[Block]:
     square = 4.0 * b * s_local * s_local * h_rank  # counted: the full local square
     qkvo = ACT_BYTES * b * s_local * (2 * h_rank + 2 * kv_rank)
     diag = Op("attn_core", flops=square, bytes=qkvo, matmul=True, dtype=ctx.half,
-              cls="attn_fwd", shape=(float(b), float(heads_rank), float(s_local), float(d), 1.0))  # fmt: skip
+              cls="attn_fwd", shape=(float(b), float(heads_rank), float(s_local), float(d), 1.0),
+              kernel=ctx.attention_kernel)  # fmt: skip
     # cp - 1 steps, each half a non-causal local square: b (cp - 1) / 2 squares executed
     ring = replace(diag, name="attn_core_ring", flops=(cp - 1) * square,
                    bytes=(cp - 1) * qkvo, shape=(b * (cp - 1) / 2, *diag.shape[1:4], 0.0))  # fmt: skip

@@ -26,19 +26,76 @@ from typing import Any
 from sim.errors import ConfigError
 from sim.files import load_yaml, read_text
 
-__all__ = ["LAYER_KEYS", "Layer", "LayerModel", "layer_model_from_list", "read_layer_list"]
+__all__ = [
+    "LAYER_KEYS",
+    "ConvShape",
+    "Layer",
+    "LayerModel",
+    "layer_model_from_list",
+    "read_layer_list",
+]
 
 LAYER_KEYS = ("name", "params", "flops", "activation_bytes")
 
 
 @dataclass(frozen=True)
+class ConvShape:
+    """Shape of a convolution (a fully connected layer is a 1x1 one on a 1x1 map), for
+    the op-level compute model (:mod:`sim.training.compute.conv`).
+
+    Attributes
+    ----------
+    cin, cout : int
+        Input and output channels.
+    kh, kw : int
+        Kernel height and width.
+    h, w, oh, ow : int
+        Input and output feature-map height and width.
+    stride : int
+        Stride (1: a 3x3 convolution may run as Winograd in fp32).
+    norm : str
+        What follows it: ``"bn"`` (batch norm and ReLU), ``"bias"`` (bias and ReLU) or
+        ``"none"`` (the logits).
+    after_fwd, after_bwd : float
+        Element accesses per sample of the memory-bound kernels that follow the layer in
+        forward and backward (residual adds, pooling, concatenation), beyond its own norm
+        and activation.
+    """
+
+    cin: int
+    cout: int
+    kh: int
+    kw: int
+    h: int
+    w: int
+    oh: int
+    ow: int
+    stride: int = 1
+    norm: str = "bn"
+    after_fwd: float = 0.0
+    after_bwd: float = 0.0
+
+    @property
+    def out_elements(self) -> int:
+        """Output elements per sample, ``cout * oh * ow``."""
+        return self.cout * self.oh * self.ow
+
+    @property
+    def in_elements(self) -> int:
+        """Input elements per sample, ``cin * h * w``."""
+        return self.cin * self.h * self.w
+
+
+@dataclass(frozen=True)
 class Layer:
-    """One layer: parameters, forward FLOPs per sample, activation bytes kept per sample."""
+    """One layer: parameters, forward FLOPs per sample, activation bytes kept per sample,
+    and (CNN presets) the convolution's shape, which the op-level compute model times."""
 
     name: str
     params: int
     flops: float
     activation_bytes: float
+    conv: ConvShape | None = None
 
 
 @dataclass(frozen=True)

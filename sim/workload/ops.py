@@ -76,8 +76,9 @@ class LayerOps:
 
 def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str = "bf16",
                 flash_attention: bool = True, grad_cast_bytes: float = 0.0,
-                cross_entropy: str = "fp32", fused_kernels: bool = False) -> OpContext:  # fmt: skip
-    """The :class:`OpContext` of ``plan`` (TP, SP, micro-batch, recompute).
+                cross_entropy: str = "fp32", fused_kernels: bool = False,
+                attention_kernel: str = "fitted") -> OpContext:  # fmt: skip
+    """The :class:`OpContext` of ``plan`` (TP, SP, micro-batch, recompute, kernels).
 
     >>> from sim.workload.models import model_preset
     >>> context_for(model_preset("llama2-7b"), ParallelPlan(tp=2, global_batch=2), 4096).tp
@@ -85,7 +86,7 @@ def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str =
     """
     return OpContext(model, plan.micro_batch, seq, plan.tp, plan.sp, plan.recompute,
                      precision, flash_attention, grad_cast_bytes, cross_entropy,
-                     fused_kernels, plan.cp)  # fmt: skip
+                     fused_kernels, plan.cp, attention_kernel)  # fmt: skip
 
 
 def _core(ctx: OpContext) -> list[Block]:

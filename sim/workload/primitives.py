@@ -81,6 +81,9 @@ class Op:
         bandwidth-tuned kernel).
     shape : tuple of float
         ``gemm``: ``(M, N, K, batch)``; attention: ``(b, heads, s, head_dim, causal)``.
+    kernel : str
+        Fused attention: the kernel family that runs it (``training.attention_kernel``);
+        empty for every other op.
     """
 
     name: str
@@ -95,6 +98,7 @@ class Op:
     recompute: bool = False
     cls: str = "memory"
     shape: tuple[float, ...] = ()
+    kernel: str = ""
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,8 @@ class OpContext:
     (:mod:`sim.workload.context`).
     ``fused_kernels``: the layer's norms, activations, residual adds (with dropout),
     rotary and softmax are fused bandwidth-tuned kernels (Megatron-LM, Transformer
-    Engine) rather than eager framework kernels.
+    Engine) rather than eager framework kernels. ``attention_kernel``: the fused attention
+    kernel family (:data:`sim.training.compute.attention.FAMILIES`).
     """
 
     model: ModelSpec
@@ -126,6 +131,7 @@ class OpContext:
     cross_entropy: str = "fp32"
     fused_kernels: bool = False
     cp: int = 1
+    attention_kernel: str = "fitted"
 
     @property
     def tokens(self) -> int:
@@ -209,7 +215,7 @@ def attention_core(ctx: OpContext) -> list[Block]:
     shape = (float(b), float(heads_rank), float(s), float(d), 1.0)
     if ctx.flash_attention:
         fwd = Op("attn_core", flops=counted, bytes=qkvo, matmul=True, dtype=ctx.half,
-                 cls="attn_fwd", shape=shape)  # fmt: skip
+                 cls="attn_fwd", shape=shape, kernel=ctx.attention_kernel)  # fmt: skip
         bwd = replace(fwd, name="attn_core_bwd", flops=2 * counted, bytes=2 * qkvo,
                       cls="attn_bwd")  # fmt: skip
         return [([fwd], [bwd])]

@@ -2,22 +2,30 @@
 
 Each op of the workload (:class:`sim.workload.primitives.Op`) names its class
 and shape; this module turns it into seconds with the GPU's catalog parameters
-(:class:`sim.training.compute.params.ComputeParams`):
+(:class:`sim.training.compute.params.ComputeParams`). Tensor-core kernels run at the
+micro-benchmark rates times ``sustained_clock`` (the clock a long power-limited stream
+sustains, relative to the benchmark's) times ``matmul_training_factor`` (a residual
+fitted end to end where the clock was not measured): together the *sustain* factor.
 
 - **GEMM** ``(M, N, K, batch)``: ``2 M N K batch`` FLOPs at
-  ``peak[dtype] * matmul_eff_max * matmul_training_factor * shape_eff / shape_eff(anchor)``
-  where ``shape_eff`` is the product of wave quantization (output tiles of
-  ``gemm_tile`` run in waves of ``sm_count``; the better of the two orientations), the
-  main-loop ramp ``K / (K + matmul_k_half)`` and the fixed cost
-  ``F / (F + matmul_half_flops)``. The anchor is the shape at which the micro-benchmark
-  ceiling was measured (``mamf_shape``), so the model reproduces that measurement there.
-- **Attention** (fused, flash-style) ``(b, heads, s, head_dim, causal)``: the forward
-  executes ``4 b heads s^2 d`` FLOPs with ``d`` padded to a multiple of 32 (the head
-  sizes FlashAttention-2 compiles; 112 runs as 128), times ``(s + 128) / 2s`` under a causal mask
-  (blocks above the diagonal are skipped, 128-wide blocks on it are not); the backward
-  executes 2.5 times the forward (it recomputes the scores). Rate:
-  ``peak * attn_eff_max * matmul_training_factor * s/(s+attn_seq_half) *
-  d/(d+attn_head_dim_half)``, times ``attn_bwd_ratio`` for the backward.
+  ``peak[dtype] * matmul_eff_max * sustain * shape_eff / shape_eff(anchor)``, where
+  ``shape_eff`` is the product of wave quantization (output tiles of ``gemm_tile`` run in
+  waves of ``sm_count``; the better of the two orientations; a GEMM with fewer tiles than
+  SMs splits K into up to ``sm_count // tiles`` slices of at least :data:`SPLIT_K_MIN`, as
+  cuBLAS's split-K kernels do), the main-loop ramp ``K_slice / (K_slice +
+  matmul_k_half)`` and the fixed cost ``F / (F + matmul_half_flops)``. The anchor is the
+  shape at which the micro-benchmark ceiling of that dtype was measured (``mamf_shape``,
+  ``fp8_mamf_shape``), so the model reproduces that measurement there. A GEMM never runs faster than its operands and
+  result move through HBM at ``stream_eff`` (the roofline's memory side).
+- **Attention** (fused, flash-style) ``(b, heads, s, head_dim, causal)`` of a kernel
+  family (``fa2``, ``fa3``, ``cudnn``, ``triton``): the published benchmark rate of that
+  family at that head dim, length and mask (:mod:`sim.training.compute.attention`), on
+  the benchmarks' FLOP convention, times the sustain factor. GPUs without published
+  tables, and family ``fitted``, use the parametric model: the forward executes
+  ``4 b heads s^2 d`` FLOPs with ``d`` padded to a multiple of 32, times ``(s + 128) / 2s``
+  under a causal mask; the backward 2.5 times the forward; rate ``peak * attn_eff_max *
+  sustain * s/(s+attn_seq_half) * d/(d+attn_head_dim_half)``, times ``attn_bwd_ratio``
+  for the backward.
 - **Memory-bound** (norms, activations, dropout, residual adds, rotary, softmax,
   cross-entropy): ``max(bytes / (hbm_Bps * mem_eff), flops / (peak[vector_dtype] *
   vector_eff))``; fused bandwidth-tuned kernels (fp8 cast-transpose, the optimizer step,
@@ -25,16 +33,16 @@ and shape; this module turns it into seconds with the GPU's catalog parameters
 
 Every kernel adds ``launch_overhead_s``.
 
-Whole layers of layer-list models (a convolution with no GEMM shape given) use
-:func:`roofline_time_s` instead: FLOPs at the shape-free GEMM ceiling, bytes at
-``mem_eff``, whichever is longer (an approximation: no shape, wave or im2col effects).
+Whole layers of layer-list models without a convolution shape use
+:func:`roofline_time_s` (FLOPs at the shape-free GEMM ceiling, bytes at ``mem_eff``);
+convolutions with a shape are timed by :mod:`sim.training.compute.conv`.
 
 >>> from sim.catalog import gpu_spec
 >>> from sim.training.compute.params import compute_params
 >>> gpu, p = gpu_spec("H100-SXM"), compute_params("H100-SXM")
 >>> m, n, k = p.mamf_shape
 >>> t = gemm_time_s(m, n, k, 1, "bf16", gpu, p) - p.launch_overhead_s
->>> round(2 * m * n * k / t / 1e12 / p.matmul_training_factor, 1)  # mamf-finder's 794.5
+>>> round(2 * m * n * k / t / 1e12 / sustain(p), 1)  # mamf-finder's 794.5
 794.5
 """
 
@@ -44,26 +52,42 @@ import math
 
 from sim.catalog import GpuSpec
 from sim.errors import ConfigError
+from sim.training.compute.attention import attention_fraction, convention_flops
 from sim.training.compute.params import ComputeParams
 from sim.workload.primitives import Op
 
 __all__ = [
     "CAUSAL_BLOCK",
+    "ELEMENT_BYTES",
     "HEAD_DIM_STEP",
+    "SPLIT_K_MIN",
     "attention_executed_flops",
     "attention_time_s",
+    "gemm_compute_s",
+    "gemm_io_bytes",
     "gemm_shape_eff",
     "gemm_time_s",
     "matmul_eff_max",
     "memory_time_s",
     "op_time_s",
     "roofline_time_s",
+    "sustain",
 ]
 
 #: Attention tile on the diagonal that a causal kernel computes in full (FlashAttention-2).
 CAUSAL_BLOCK = 128
 #: Head sizes fused attention kernels are compiled for are multiples of this.
 HEAD_DIM_STEP = 32
+#: Smallest K slice a split-K GEMM gives one CTA (assumption: 4 main-loop tiles of 128).
+SPLIT_K_MIN = 512
+#: Bytes per element of GEMM operands by dtype (the result is written in 2 bytes, 4 in fp32).
+ELEMENT_BYTES = {"fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
+
+
+def sustain(p: ComputeParams) -> float:
+    """Fraction of the micro-benchmark rate tensor-core kernels sustain in training:
+    ``sustained_clock * matmul_training_factor`` (no units)."""
+    return p.sustained_clock * p.matmul_training_factor
 
 
 def peak_flops(gpu: GpuSpec, dtype: str) -> float:
@@ -77,9 +101,20 @@ def peak_flops(gpu: GpuSpec, dtype: str) -> float:
         ) from None
 
 
-def _waves_eff(rows: float, cols: float, batch: float, tile: tuple[int, int], sms: int) -> float:
+def _split_k(tiles: float, k: float, sms: int) -> int:
+    """K slices of a GEMM with fewer output tiles than SMs (split-K), else 1."""
+    if tiles >= sms:
+        return 1
+    return max(1, min(int(sms // tiles), int(k // SPLIT_K_MIN)))
+
+
+def _waves_eff(rows: float, cols: float, batch: float, tile: tuple[int, int], sms: int,
+               k: float) -> tuple[float, float]:  # fmt: skip
+    """(fraction of the SM slots the tiles fill, K of one slice)."""
     tiles = batch * math.ceil(rows / tile[0]) * math.ceil(cols / tile[1])
-    return tiles / (math.ceil(tiles / sms) * sms)
+    split = _split_k(tiles, k, sms)
+    tiles *= split
+    return tiles / (math.ceil(tiles / sms) * sms), k / split
 
 
 def gemm_shape_eff(m: float, n: float, k: float, batch: float, p: ComputeParams) -> float:
@@ -91,15 +126,18 @@ def gemm_shape_eff(m: float, n: float, k: float, batch: float, p: ComputeParams)
     True
     """
     tile, sms = p.gemm_tile, p.sm_count
-    waves = max(_waves_eff(m, n, batch, tile, sms), _waves_eff(n, m, batch, tile, sms))
+    waves, k_slice = max(
+        _waves_eff(m, n, batch, tile, sms, k), _waves_eff(n, m, batch, tile, sms, k)
+    )
     flops = 2.0 * m * n * k * batch
-    return waves * k / (k + p.matmul_k_half) * flops / (flops + p.matmul_half_flops)
+    return waves * k_slice / (k_slice + p.matmul_k_half) * flops / (flops + p.matmul_half_flops)
 
 
-def _anchor_eff(p: ComputeParams) -> float:
-    if p.mamf_shape is None:
+def _anchor_eff(p: ComputeParams, dtype: str) -> float:
+    anchor = (p.fp8_mamf_shape or p.mamf_shape) if dtype == "fp8" else p.mamf_shape
+    if anchor is None:
         return 1.0
-    m, n, k = p.mamf_shape
+    m, n, k = anchor
     return gemm_shape_eff(m, n, k, 1, p)
 
 
@@ -119,17 +157,39 @@ def matmul_eff_max(dtype: str, p: ComputeParams) -> float:
     return p.matmul_eff_max
 
 
+def gemm_io_bytes(m: float, n: float, k: float, batch: float, dtype: str) -> float:
+    """HBM bytes a GEMM moves at least: both operands read once, the result written once.
+
+    >>> gemm_io_bytes(2, 3, 4, 1, "bf16") == 2 * (2 * 4 + 4 * 3 + 2 * 3)
+    True
+    """
+    el = ELEMENT_BYTES.get(dtype, 2)
+    out = 4 if el == 4 else 2
+    return batch * (el * (m * k + k * n) + out * m * n)
+
+
 def gemm_time_s(m: float, n: float, k: float, batch: float, dtype: str, gpu: GpuSpec,
-                p: ComputeParams) -> float:  # fmt: skip
-    """Seconds for ``batch`` GEMMs of ``(m x k) @ (k x n)`` in ``dtype`` (launch included)."""
+                p: ComputeParams, eff: float = 1.0) -> float:  # fmt: skip
+    """Seconds for ``batch`` GEMMs of ``(m x k) @ (k x n)`` in ``dtype`` (launch included).
+
+    ``eff`` scales the compute rate (a convolution's implicit GEMM: ``conv_eff``).
+    """
     if m <= 0 or n <= 0 or k <= 0 or batch <= 0:
         return p.launch_overhead_s
+    memory = gemm_io_bytes(m, n, k, batch, dtype) / (gpu.hbm_Bps * p.stream_eff)
+    return max(gemm_compute_s(m, n, k, batch, dtype, gpu, p, eff), memory) + p.launch_overhead_s
+
+
+def gemm_compute_s(m: float, n: float, k: float, batch: float, dtype: str, gpu: GpuSpec,
+                   p: ComputeParams, eff: float = 1.0) -> float:  # fmt: skip
+    """Seconds the tensor cores spend on ``batch`` GEMMs of ``(m x k) @ (k x n)`` (the
+    roofline's compute side: no memory bound, no launch)."""
     eff_max = matmul_eff_max(dtype, p)
     if eff_max <= 0:
         raise ConfigError(f"training.precision: {gpu.name} has no {dtype} GEMM efficiency")
-    shape = gemm_shape_eff(m, n, k, batch, p) / _anchor_eff(p)
-    rate = peak_flops(gpu, dtype) * eff_max * p.matmul_training_factor * min(shape, 1.0)
-    return 2.0 * m * n * k * batch / rate + p.launch_overhead_s
+    shape = gemm_shape_eff(m, n, k, batch, p) / _anchor_eff(p, dtype)
+    rate = peak_flops(gpu, dtype) * eff_max * sustain(p) * min(shape, 1.0) * eff
+    return 2.0 * m * n * k * batch / rate
 
 
 def attention_executed_flops(b: float, heads: float, s: float, d: float, causal: bool,
@@ -150,11 +210,23 @@ def attention_executed_flops(b: float, heads: float, s: float, d: float, causal:
 
 
 def attention_time_s(b: float, heads: float, s: float, d: float, causal: bool, backward: bool,
-                     dtype: str, gpu: GpuSpec, p: ComputeParams) -> float:  # fmt: skip
-    """Seconds of a fused attention forward (or backward) kernel (launch included)."""
+                     dtype: str, gpu: GpuSpec, p: ComputeParams,
+                     kernel: str = "fitted") -> float:  # fmt: skip
+    """Seconds of a fused attention forward (or backward) kernel (launch included).
+
+    ``kernel``: the family (:data:`sim.training.compute.attention.FAMILIES`); timed from
+    its published benchmarks where the GPU has a table (``attention_table``), else (and
+    for ``fitted``) by the parametric model.
+    """
+    if kernel != "fitted" and p.attention_table is not None:
+        d_run = -(-d // HEAD_DIM_STEP) * HEAD_DIM_STEP
+        frac = attention_fraction(p.attention_table, kernel, d_run, s, causal, backward)
+        if frac is not None:
+            flops = convention_flops(b, heads, s, d_run, causal, backward)
+            return flops / (peak_flops(gpu, dtype) * frac * sustain(p)) + p.launch_overhead_s
     eff = (
         p.attn_eff_max
-        * p.matmul_training_factor
+        * sustain(p)
         * s / (s + p.attn_seq_half)
         * d / (d + p.attn_head_dim_half)
         * (p.attn_bwd_ratio if backward else 1.0)
@@ -195,9 +267,8 @@ def op_time_s(op: Op, gpu: GpuSpec, p: ComputeParams) -> float:
         return gemm_time_s(m, n, k, batch, op.dtype, gpu, p)
     if op.cls in ("attn_fwd", "attn_bwd"):
         b, heads, s, d, causal = op.shape
-        return attention_time_s(
-            b, heads, s, d, bool(causal), op.cls == "attn_bwd", op.dtype, gpu, p
-        )
+        return attention_time_s(b, heads, s, d, bool(causal), op.cls == "attn_bwd", op.dtype,
+                                gpu, p, op.kernel or "fitted")  # fmt: skip
     return memory_time_s(op.bytes, op.flops, gpu, p, fused=op.cls == "stream")
 
 
@@ -205,7 +276,7 @@ def roofline_time_s(flops: float, nbytes: float, dtype: str, gpu: GpuSpec,
                     p: ComputeParams) -> float:  # fmt: skip
     """Seconds of one whole layer given only its FLOPs and HBM bytes (launch included).
 
-    ``flops`` run at ``peak[dtype] * matmul_eff_max * matmul_training_factor *
+    ``flops`` run at ``peak[dtype] * matmul_eff_max * sustain *
     F / (F + matmul_half_flops)`` (the GEMM ceiling, no shape); ``nbytes`` move at
     ``hbm_Bps * mem_eff``; the longer of the two counts.
 
@@ -218,6 +289,6 @@ def roofline_time_s(flops: float, nbytes: float, dtype: str, gpu: GpuSpec,
     eff_max = matmul_eff_max(dtype, p)
     compute_s = 0.0
     if flops > 0:
-        eff = eff_max * p.matmul_training_factor * flops / (flops + p.matmul_half_flops)
+        eff = eff_max * sustain(p) * flops / (flops + p.matmul_half_flops)
         compute_s = flops / (peak_flops(gpu, dtype) * eff)
     return max(compute_s, nbytes / (gpu.hbm_Bps * p.mem_eff)) + p.launch_overhead_s

@@ -36,7 +36,7 @@ __all__ = ["ComputeParams", "compute_entry_names", "compute_params", "tunable_ke
 _FRACTIONS = (
     "matmul_eff_max", "fp8_matmul_eff_max", "matmul_training_factor", "attn_eff_max",
     "attn_bwd_ratio", "mem_eff", "vector_eff", "comm_interference", "stream_eff",
-    "attn_odd_head_dim_eff",
+    "attn_odd_head_dim_eff", "sustained_clock", "conv_eff",
 )  # fmt: skip
 _MAY_BE_ZERO = ("fp8_matmul_eff_max", "comm_interference", "fp32_matmul_eff_max")
 _TIMES = ("launch_overhead_s", "optimizer_tensor_overhead_s")
@@ -63,6 +63,22 @@ class ComputeParams:
     mamf_shape : tuple of int or None
         (M, N, K) at which ``matmul_eff_max`` was measured: the GEMM model reproduces
         that measurement exactly there (None: the curve's ceiling is ``matmul_eff_max``).
+    fp8_mamf_shape : tuple of int or None
+        The same for ``fp8_matmul_eff_max`` (None: ``mamf_shape``).
+    sustained_clock : float
+        Clock a long, power-limited stream of tensor-core kernels sustains in training,
+        relative to the clock of the short micro-benchmarks the GEMM ceiling
+        (``matmul_eff_max``) and the attention tables were measured at (mamf-finder times
+        150 GEMMs; the FlashAttention benchmarks a few kernels). Applies to GEMMs,
+        convolutions and attention. 1: not measured (the end-to-end factor
+        ``matmul_training_factor`` then carries it).
+    attention_table : str or None
+        Key of ``topologies/catalog/attention.yaml`` whose published kernel benchmarks
+        time this GPU's fused attention (a GPU of the same die: H200 uses H100 SXM's);
+        None: no published table, the parametric model (``attn_eff_max``) times it.
+    conv_eff : float
+        Fraction of the GEMM ceiling cuDNN's implicit-GEMM convolutions reach on the same
+        (M, N, K) (forward, data and weight gradients of the CNN presets).
     matmul_eff_max : float
         Best dense-GEMM fraction of the bf16/fp16 peak in a micro-benchmark
         (mamf-finder's "maximum achievable matmul FLOPS" where published).
@@ -78,12 +94,13 @@ class ComputeParams:
         Inner dimension at which a GEMM's main loop reaches half its rate: the rate
         scales with ``K / (K + matmul_k_half)``.
     matmul_training_factor : float
-        Fraction of the micro-benchmark GEMM rate sustained inside a training step
-        (clocks under sustained power, concurrent NCCL kernels, cache interference);
-        applies to GEMMs and attention kernels.
+        Residual fraction of the micro-benchmark rate sustained inside a training step
+        beyond ``sustained_clock`` (fitted on end-to-end tables where the clock was not
+        measured; concurrent NCCL kernels and cache interference); applies to GEMMs,
+        convolutions and attention kernels.
     attn_eff_max : float
-        Fused (flash) attention forward: fraction of the bf16 peak reached on the FLOPs
-        it executes (a causal mask skips the blocks above the diagonal).
+        Parametric attention model (GPUs without an ``attention_table``): fused attention
+        forward rate, as a fraction of the bf16 peak, on the FLOPs it executes.
     attn_bwd_ratio : float
         Attention backward rate relative to the forward rate.
     attn_seq_half, attn_head_dim_half : float
@@ -131,6 +148,10 @@ class ComputeParams:
     sm_count: int = 132
     gemm_tile: tuple[int, int] = (128, 256)
     mamf_shape: tuple[int, int, int] | None = None
+    fp8_mamf_shape: tuple[int, int, int] | None = None
+    sustained_clock: float = 1.0
+    attention_table: str | None = None
+    conv_eff: float = 1.0
     matmul_eff_max: float = 0.803
     fp8_matmul_eff_max: float = 0.709
     matmul_half_flops: float = 1e9
@@ -234,6 +255,10 @@ class _Entry(BaseModel):
     sm_count: int
     gemm_tile: tuple[int, int]
     mamf_shape: tuple[int, int, int] | None = None
+    fp8_mamf_shape: tuple[int, int, int] | None = None
+    sustained_clock: float | None = None
+    attention_table: str | None = None
+    conv_eff: float | None = None
     matmul_eff_max: float
     fp8_matmul_eff_max: float
     matmul_half_flops: float
@@ -262,8 +287,22 @@ class _Entry(BaseModel):
 _OFF_SOURCES = {
     "fp32_matmul_eff_max": "not measured: fp32 GEMMs use matmul_eff_max",
     "optimizer_tensor_overhead_s": "not measured: 0, a fused multi-tensor optimizer",
+    "sustained_clock": "not measured: 1, the micro-benchmark clock (matmul_training_factor "
+    "carries the difference where it was fitted)",
+    "conv_eff": "not measured: 1, convolutions at the GEMM ceiling",
 }
-_UNSOURCED = frozenset({"estimate", "basis", "validation", "sources", "vector_dtype", "mamf_shape"})
+_UNSOURCED = frozenset(
+    {
+        "estimate",
+        "basis",
+        "validation",
+        "sources",
+        "vector_dtype",
+        "mamf_shape",
+        "fp8_mamf_shape",
+        "attention_table",
+    }
+)
 _INHERIT = "inherit"  # {from: GPU, keys: [...]}: values taken from another entry
 
 
@@ -312,7 +351,7 @@ def _entries() -> dict[str, ComputeParams]:
     for name, body in _resolved(raw).items():
         e = _entry(_Entry, name, body, "compute.yaml", _UNSOURCED)
         values = e.model_dump(exclude={"launch_overhead", "gemm_tile", "mamf_shape",
-                                       "optimizer_tensor_overhead"})  # fmt: skip
+                                       "fp8_mamf_shape", "optimizer_tensor_overhead"})  # fmt: skip
         values = {k: v for k, v in values.items() if v is not None}
         if e.optimizer_tensor_overhead is not None:
             values["optimizer_tensor_overhead_s"] = parse_time(
@@ -320,11 +359,13 @@ def _entries() -> dict[str, ComputeParams]:
             )
         values["sources"] = {**_OFF_SOURCES, **values["sources"]}
         shape = tuple(int(x) for x in e.mamf_shape) if e.mamf_shape else None
+        fp8 = tuple(int(x) for x in e.fp8_mamf_shape) if e.fp8_mamf_shape else None
         try:
             out[name] = ComputeParams(
                 gpu=name,
                 gemm_tile=(int(e.gemm_tile[0]), int(e.gemm_tile[1])),
                 mamf_shape=shape,  # type: ignore[arg-type]
+                fp8_mamf_shape=fp8,  # type: ignore[arg-type]
                 launch_overhead_s=parse_time(e.launch_overhead, f"{name}.launch_overhead"),
                 **values,
             )

@@ -119,7 +119,7 @@ def op_context(setup: StepSetup) -> OpContext:
         cast += FSDP_FLAT_GRAD_BYTES
     return context_for(sc.model, plan, sc.training.seq_len, sc.training.precision,
                        sc.training.flash_attention, cast, sc.training.cross_entropy,
-                       sc.training.fused_kernels)  # fmt: skip
+                       sc.training.fused_kernels, sc.training.attention_kernel)  # fmt: skip
 
 
 def _unit_costs(

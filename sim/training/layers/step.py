@@ -5,7 +5,9 @@ micro-batches of ``parallel.micro_batch`` (gradient accumulation). Per micro-bat
 layers run forward in order, then backward in reverse at twice the forward FLOPs; each
 layer is one roofline op (:func:`sim.training.compute.kernels.roofline_time_s`: FLOPs at
 the GPU's peak for ``training.precision`` times its catalog GEMM efficiency, bytes at its
-catalog HBM efficiency) reading its weights, its input and writing its output. During the last backward pass the
+catalog HBM efficiency) reading its weights, its input and writing its output; a layer
+with a convolution shape (the CNN presets) runs as its kernels instead
+(:mod:`sim.training.compute.conv`). During the last backward pass the
 gradients fill a contiguous buffer in reverse layer order, cut into buckets of exactly
 ``parallel.bucket_bytes`` (Megatron-LM's DDP buffer; Horovod's Tensor Fusion and PyTorch
 DDP close a bucket at whole tensors, so theirs vary in size around that); a bucket is
@@ -32,6 +34,7 @@ from sim.network import backend
 from sim.profile_select import describe
 from sim.result import StepResult
 from sim.scenario.layer_list import LayerScenario
+from sim.training.compute.conv import conv_layer_s
 from sim.training.compute.kernels import roofline_time_s
 from sim.training.compute.params import ComputeParams, compute_params
 from sim.training.compute.passes import timer_for
@@ -89,15 +92,21 @@ def _check_plan(sc: LayerScenario, gpus: int) -> int:
 
 
 def _layer_times(sc: LayerScenario, gpu: GpuSpec, params: ComputeParams) -> _Times:
+    """Per layer: its convolution's kernels where the shape is known
+    (:func:`sim.training.compute.conv.conv_layer_s`), else one roofline op."""
     el = ELEMENT_BYTES[sc.training.precision]
-    dtype, mb = sc.training.precision, sc.parallel.micro_batch
+    dtype, mb, fused = sc.training.precision, sc.parallel.micro_batch, sc.training.fused_kernels
     fwd, bwd = [], []
     prev = sc.model.input_bytes
-    for lay in sc.model.layers:
+    for i, lay in enumerate(sc.model.layers):
         out = lay.activation_bytes
-        flops, nbytes = lay.flops * mb, el * lay.params + (prev + out) * mb
-        fwd.append(roofline_time_s(flops, nbytes, dtype, gpu, params))
-        bwd.append(roofline_time_s(2 * flops, 2 * nbytes, dtype, gpu, params))
+        if lay.conv is not None:
+            fwd.append(conv_layer_s(lay.conv, mb, dtype, gpu, params, False, i == 0, fused))
+            bwd.append(conv_layer_s(lay.conv, mb, dtype, gpu, params, True, i == 0, fused))
+        else:
+            flops, nbytes = lay.flops * mb, el * lay.params + (prev + out) * mb
+            fwd.append(roofline_time_s(flops, nbytes, dtype, gpu, params))
+            bwd.append(roofline_time_s(2 * flops, 2 * nbytes, dtype, gpu, params))
         prev = out
     return _Times(fwd, bwd)
 

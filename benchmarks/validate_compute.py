@@ -1,0 +1,86 @@
+"""The compute model against published op-level measurements: GEMMs by shape, fused
+attention by kernel family, CNN training throughput. Every row names its source.
+
+Run: ``python benchmarks/validate_compute.py`` (GEMM rows need ../shared/data).
+``--solve-conv`` also prints the ``conv_eff`` each GPU's solving CNN row implies (the
+catalog's value). The published rows live in :mod:`calibrate.kernel_benchmarks`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from calibrate.kernel_benchmarks import (
+    ATTENTION_CHECKS,
+    CNN_RUNS,
+    DATA,
+    GEMM_CHECKS,
+    attention_leave_one_out,
+    gemm_tflops,
+    mamf_rows,
+    predict_attention,
+    predict_cnn,
+    solve_conv_eff,
+)
+
+
+def _gemm() -> None:
+    print("== GEMM (micro-benchmark: sustained clock 1; 'sustained' = in a training step)")
+    print(f"{'gpu':<15}{'dtype':<6}{'shape MxNxK':<20}{'published':>10}{'model':>8}{'error':>8}"
+          f"{'sustained':>10}  source")  # fmt: skip
+    rows = (mamf_rows() if DATA.exists() else []) + list(GEMM_CHECKS)
+    for r in rows:
+        model, sus = gemm_tflops(r), gemm_tflops(r, sustained=True)
+        shape = f"{r.m}x{r.n}x{r.k}"
+        print(f"{r.gpu:<15}{r.dtype:<6}{shape:<20}{r.tflops:>10.1f}{model:>8.1f}"
+              f"{model / r.tflops - 1:>+8.1%}{sus:>10.1f}  {r.source}")  # fmt: skip
+    if not DATA.exists():
+        print(f"(mamf-finder rows skipped: {DATA} absent)")
+
+
+def _attention() -> None:
+    print("\n== Fused attention (TFLOP/s, FlashAttention FLOP convention, forward)")
+    loo = attention_leave_one_out()
+    errs = [abs(g / p - 1) for *_, p, g in loo]
+    print(f"published tables, each interior column interpolated from its neighbours: "
+          f"{len(loo)} points, median |error| {statistics.median(errs):.1%}, "
+          f"max {max(errs):.1%}")  # fmt: skip
+    print(
+        f"{'gpu':<10}{'kernel':<8}{'b x h x s x d':<20}{'published':>10}{'model':>8}{'error':>8}  source"
+    )
+    for c in ATTENTION_CHECKS:
+        model = predict_attention(c)
+        shape = f"{c.batch}x{c.heads}x{c.seq}x{c.head_dim}"
+        print(f"{c.gpu:<10}{c.kernel:<8}{shape:<20}{c.tflops:>10.1f}{model:>8.1f}"
+              f"{model / c.tflops - 1:>+8.1%}  {c.source}")  # fmt: skip
+
+
+def _cnn(solve: bool) -> None:
+    print("\n== CNN training throughput, one GPU (images/s; 'solves' rows set conv_eff)")
+    print(f"{'gpu':<16}{'model':<14}{'prec':<6}{'batch':>6}{'kernels':>8}{'published':>10}"
+          f"{'model':>9}{'error':>8}  hardware / source")  # fmt: skip
+    for r in CNN_RUNS:
+        model = predict_cnn(r)
+        tag = "solves" if r.solves else ("fused" if r.fused else "eager")
+        print(f"{r.gpu:<16}{r.model:<14}{r.precision:<6}{r.batch:>6}{tag:>8}{r.images_per_s:>10.1f}"
+              f"{model:>9.1f}{model / r.images_per_s - 1:>+8.1%}  {r.hardware}: {r.source}")  # fmt: skip
+    if solve:
+        print("\nconv_eff solved per GPU:")
+        for r in CNN_RUNS:
+            if r.solves:
+                print(f"  {r.gpu}: {solve_conv_eff(r)} ({r.model}, {r.images_per_s} images/s)")
+
+
+def main() -> None:
+    """Print the three tables."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--solve-conv", action="store_true", help="print the solved conv_eff")
+    args = ap.parse_args()
+    _gemm()
+    _attention()
+    _cnn(args.solve_conv)
+
+
+if __name__ == "__main__":
+    main()

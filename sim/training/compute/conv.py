@@ -1,0 +1,101 @@
+"""Convolution layers of the CNN presets, timed as the kernels cuDNN and the framework run.
+
+A convolution with its batch norm (or bias) and ReLU, for ``b`` samples per micro-batch,
+runs as (per pass; every kernel adds ``launch_overhead_s``):
+
+- **forward**: one implicit GEMM ``(M, N, K) = (b oh ow, cout, cin kh kw)``; then batch
+  norm (statistics: read the output; normalise: read, write) and ReLU (read, write): 5
+  element accesses per output element, or bias and ReLU: 4;
+- **backward**: the data-gradient GEMM ``(b h w, cin, cout kh kw)`` (not for the first
+  layer: the images need no gradient) and the weight-gradient GEMM
+  ``(cout, cin kh kw, b oh ow)``; ReLU backward (read the gradient and the output, write)
+  and batch-norm backward (reduce: read the gradient and the input; apply: read both,
+  write): 8 accesses per output element, or ReLU and bias gradient: 4;
+- the memory-bound kernels that follow the layer (pooling, residual adds,
+  concatenation: :class:`~sim.workload.layer_model.ConvShape`'s ``after_*`` accesses).
+
+Batch norm, ReLU, pooling, residual adds and concatenation are the framework's
+elementwise kernels: as for a transformer (``training.fused_kernels``), eager framework
+kernels (PyTorch's NCHW batch norm and separate ReLU, its autograd copies) move their
+bytes at ``mem_eff``, fused bandwidth-tuned ones (TensorFlow's fused batch norm, cuDNN's
+fused kernels) at ``stream_eff``.
+
+An implicit GEMM runs at the GEMM model's compute rate
+(:func:`sim.training.compute.kernels.gemm_compute_s`: the GEMM ceiling, waves and
+split-K, the sustained clock) times ``conv_eff`` (how close cuDNN's convolution kernels
+come to cuBLAS on the same GEMM shape), and never faster than its real operands move
+through HBM (the input feature map, not its im2col expansion; the weights; the output).
+Fully connected layers are cuBLAS GEMMs (no ``conv_eff``). In fp32 (CUDA cores, no
+tensor cores) 3x3 stride-1 convolutions run as Winograd F(2x2, 3x3): 2.25x fewer
+multiplies (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR
+2016; cuDNN 5's WINOGRAD algorithms). Memory-bound kernels move their element accesses
+(2 bytes each in fp16/bf16, 4 in fp32) at ``hbm_Bps * mem_eff`` (or ``stream_eff``).
+
+Not modelled: NCHW/NHWC layout transposes, kernel fusion beyond cuDNN's (a framework
+that fuses batch norm, ReLU and the residual add moves fewer bytes), data loading.
+
+>>> from sim.catalog import gpu_spec
+>>> from sim.training.compute.params import compute_params
+>>> from sim.workload.layer_model import ConvShape
+>>> c = ConvShape(64, 64, 3, 3, 56, 56, 56, 56)
+>>> gpu, p = gpu_spec("A100-SXM-80GB"), compute_params("A100-SXM-80GB")
+>>> conv_layer_s(c, 256, "bf16", gpu, p, True, False) > conv_layer_s(c, 256, "bf16", gpu, p, False, False)
+True
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sim.catalog import GpuSpec
+from sim.training.compute.kernels import gemm_compute_s
+from sim.training.compute.params import ComputeParams
+
+if TYPE_CHECKING:  # the layer-list package imports this module (no import loop at run time)
+    from sim.workload.layer_model import ConvShape
+
+__all__ = ["NORM_ACCESSES", "WINOGRAD_SAVING", "conv_layer_s"]
+
+#: Element accesses per output element of what follows a layer: (forward, backward).
+NORM_ACCESSES = {"bn": (5, 8), "bias": (4, 4), "none": (0, 1)}
+#: Multiplies saved by Winograd F(2x2, 3x3) over direct 3x3 convolution (36 / 16).
+WINOGRAD_SAVING = 2.25
+#: Kernels launched per pass beyond the GEMMs: (forward, backward).
+_NORM_KERNELS = {"bn": (3, 3), "bias": (2, 2), "none": (0, 1)}
+
+
+def _gemm_s(m: float, n: float, k: float, nbytes: float, dtype: str, gpu: GpuSpec,
+            p: ComputeParams, eff: float) -> float:  # fmt: skip
+    compute = gemm_compute_s(m, n, k, 1, dtype, gpu, p, eff)
+    return max(compute, nbytes / (gpu.hbm_Bps * p.stream_eff)) + p.launch_overhead_s
+
+
+def conv_layer_s(c: ConvShape, b: int, dtype: str, gpu: GpuSpec, p: ComputeParams,
+                 backward: bool, first: bool, fused: bool = False) -> float:  # fmt: skip
+    """Seconds of one convolution (or fully connected) layer's forward or backward pass
+    for a micro-batch of ``b`` samples in ``dtype`` (see the module docstring).
+
+    ``first``: the network's first layer (no data gradient); ``fused``: its elementwise
+    kernels are fused, bandwidth-tuned ones (``stream_eff``), not eager (``mem_eff``).
+    """
+    el = 4 if dtype == "fp32" else 2
+    spatial = c.kh * c.kw * c.h * c.w > 1
+    eff = p.conv_eff if spatial else 1.0
+    if dtype == "fp32" and c.kh == c.kw == 3 and c.stride == 1:
+        eff *= WINOGRAD_SAVING
+    x, y = b * c.in_elements * el, b * c.out_elements * el
+    w = c.cin * c.cout * c.kh * c.kw * el
+    k_in = c.cin * c.kh * c.kw
+    if not backward:
+        t = _gemm_s(b * c.oh * c.ow, c.cout, k_in, x + w + y, dtype, gpu, p, eff)
+    else:
+        t = _gemm_s(c.cout, k_in, b * c.oh * c.ow, x + y + w, dtype, gpu, p, eff)
+        if not first:
+            t += _gemm_s(b * c.h * c.w, c.cin, c.cout * c.kh * c.kw, x + y + w, dtype, gpu, p, eff)
+    side = 1 if backward else 0
+    accesses = NORM_ACCESSES[c.norm][side] * c.out_elements + (
+        c.after_bwd if backward else c.after_fwd
+    )
+    kernels = _NORM_KERNELS[c.norm][side] + (1 if (c.after_bwd if backward else c.after_fwd) else 0)
+    memory = b * accesses * el / (gpu.hbm_Bps * (p.stream_eff if fused else p.mem_eff))
+    return t + memory + kernels * p.launch_overhead_s

@@ -1,0 +1,94 @@
+"""Convolutions as cuDNN runs them, and the GEMM model's split-K and memory bound."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from sim.catalog import gpu_spec
+from sim.training.compute.conv import NORM_ACCESSES, WINOGRAD_SAVING, conv_layer_s
+from sim.training.compute.kernels import (
+    SPLIT_K_MIN,
+    gemm_compute_s,
+    gemm_io_bytes,
+    gemm_shape_eff,
+    gemm_time_s,
+)
+from sim.training.compute.params import compute_params
+from sim.workload.cnn import cnn_preset
+from sim.workload.layer_model import ConvShape
+
+A100 = gpu_spec("A100-SXM-80GB")
+P = replace(compute_params("A100-SXM-80GB"), launch_overhead_s=0.0)
+
+
+def test_few_tiles_and_a_long_k_split_k_across_idle_sms() -> None:
+    """A 128 x 128 output (1 tile of 108 SMs) over K = 108 * 512: cuBLAS-style split-K
+    runs 108 slices of 512, so the waves fill every SM (vs 1/108 without splitting)."""
+    k = 108 * SPLIT_K_MIN
+    eff = gemm_shape_eff(128, 128, k, 1, P)
+    flops = 2 * 128 * 128 * k
+    ramp = SPLIT_K_MIN / (SPLIT_K_MIN + P.matmul_k_half)
+    assert eff == pytest.approx(ramp * flops / (flops + P.matmul_half_flops))
+
+
+def test_a_thin_gemm_is_bound_by_its_hbm_traffic() -> None:
+    """K = 16 on H100: reading A and writing C dominate; the time is the bytes at
+    stream_eff."""
+    h100, p = gpu_spec("H100-SXM"), replace(compute_params("H100-SXM"), launch_overhead_s=0.0)
+    m, n, k = 1 << 20, 256, 16
+    io = gemm_io_bytes(m, n, k, 1, "bf16") / (h100.hbm_Bps * p.stream_eff)
+    assert io > gemm_compute_s(m, n, k, 1, "bf16", h100, p)
+    assert gemm_time_s(m, n, k, 1, "bf16", h100, p) == pytest.approx(io)
+
+
+def test_fully_connected_layer_is_its_gemm_plus_bias_and_relu() -> None:
+    """A 1x1 map: forward = the (b, cout, cin) GEMM (no conv_eff) + 4 accesses/element."""
+    fc = ConvShape(4096, 1000, 1, 1, 1, 1, 1, 1, norm="bias")
+    b = 512
+    gemm = gemm_time_s(b, 1000, 4096, 1, "bf16", A100, P)
+    bias = b * 1000 * NORM_ACCESSES["bias"][0] * 2 / (A100.hbm_Bps * P.mem_eff)
+    got = conv_layer_s(fc, b, "bf16", A100, P, backward=False, first=False)
+    assert got == pytest.approx(max(gemm, 0) + bias)
+
+
+def test_winograd_cuts_fp32_3x3_compute_by_two_and_a_quarter() -> None:
+    """fp32 3x3 stride-1 convolutions run as Winograd F(2x2, 3x3) (Lavin & Gray 2016);
+    a stride-2 one does not."""
+    big = replace(P, stream_eff=1.0, mem_eff=1.0)
+    s1 = ConvShape(256, 256, 3, 3, 56, 56, 56, 56, 1, norm="none")
+    s2 = ConvShape(256, 256, 3, 3, 56, 56, 28, 28, 2, norm="none")
+    c1 = gemm_compute_s(64 * 56 * 56, 256, 256 * 9, 1, "fp32", A100, replace(big, conv_eff=1.0))
+    t1 = conv_layer_s(s1, 64, "fp32", A100, replace(big, conv_eff=1.0), False, False)
+    assert t1 == pytest.approx(c1 / WINOGRAD_SAVING, rel=1e-9)
+    c2 = gemm_compute_s(64 * 28 * 28, 256, 256 * 9, 1, "fp32", A100, replace(big, conv_eff=1.0))
+    t2 = conv_layer_s(s2, 64, "fp32", A100, replace(big, conv_eff=1.0), False, False)
+    assert t2 == pytest.approx(c2, rel=1e-9)
+
+
+def test_the_first_layer_computes_no_data_gradient() -> None:
+    c = cnn_preset("resnet50").layers[0].conv
+    assert c is not None
+    assert conv_layer_s(c, 64, "bf16", A100, P, True, True) < conv_layer_s(
+        c, 64, "bf16", A100, P, True, False
+    )
+
+
+def test_fused_kernels_move_norm_bytes_at_stream_bandwidth() -> None:
+    c = ConvShape(64, 64, 3, 3, 56, 56, 56, 56)
+    eager = conv_layer_s(c, 128, "bf16", A100, P, False, False, fused=False)
+    fused = conv_layer_s(c, 128, "bf16", A100, P, False, False, fused=True)
+    moved = 128 * c.out_elements * NORM_ACCESSES["bn"][0] * 2 / A100.hbm_Bps
+    assert eager - fused == pytest.approx(moved * (1 / P.mem_eff - 1 / P.stream_eff))
+
+
+@pytest.mark.parametrize("name", ["resnet50", "vgg16", "inception-v3", "resnet101"])
+def test_every_cnn_layer_carries_a_shape_matching_its_flops(name: str) -> None:
+    """The shapes the compute model times are the ones the FLOP count came from."""
+    for lay in cnn_preset(name).layers:
+        c = lay.conv
+        assert c is not None
+        assert lay.flops == 2.0 * c.cin * c.kh * c.kw * c.cout * c.oh * c.ow
+        assert c.after_bwd >= c.after_fwd >= 0 and math.isfinite(c.after_fwd)

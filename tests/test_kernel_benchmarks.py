@@ -1,0 +1,109 @@
+"""The compute model against published op-level measurements (calibrate.kernel_benchmarks):
+each check names its source in the table it comes from; the tolerance is here."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from calibrate.kernel_benchmarks import (
+    ATTENTION_CHECKS,
+    CNN_RUNS,
+    DATA,
+    GEMM_CHECKS,
+    AttentionCheck,
+    CnnRun,
+    GemmCheck,
+    attention_leave_one_out,
+    gemm_tflops,
+    mamf_rows,
+    predict_attention,
+    predict_cnn,
+)
+
+
+def _label(x: object) -> str:
+    if isinstance(x, CnnRun):
+        return f"{x.gpu}-{x.model}-{x.precision}-b{x.batch}-{x.images_per_s:g}"
+    if isinstance(x, GemmCheck):
+        return f"{x.gpu}-{x.dtype}-{x.m}x{x.n}x{x.k}"
+    assert isinstance(x, AttentionCheck)
+    return f"{x.gpu}-{x.kernel}-s{x.seq}"
+
+
+def test_the_gemm_model_reproduces_every_published_ceiling_at_its_shape() -> None:
+    """mamf-finder's bf16 and fp8 tables (../shared/data/published): the catalog anchors
+    each dtype's ceiling at its best shape, so the model gives the measurement there."""
+    if not DATA.exists():
+        pytest.skip(f"published tables absent: {DATA}")
+    rows = mamf_rows()
+    assert {(r.gpu, r.dtype) for r in rows} >= {("H100-SXM", "bf16"), ("H100-SXM", "fp8")}
+    for r in rows:
+        assert gemm_tflops(r) == pytest.approx(r.tflops, rel=0.01), r
+
+
+@pytest.mark.parametrize("check", GEMM_CHECKS, ids=_label)
+def test_gemms_at_other_shapes_within_ten_percent(check: GemmCheck) -> None:
+    """Shapes nothing was fitted to (sources in GEMM_CHECKS): within 10%."""
+    assert gemm_tflops(check) == pytest.approx(check.tflops, rel=0.10)
+
+
+def test_attention_tables_interpolate_their_own_columns() -> None:
+    """Each interior published column, interpolated from its neighbours in log2(length):
+    median error under 3%, none over 20% (the interpolation the model uses between them)."""
+    errs = [abs(g / p - 1) for *_, p, g in attention_leave_one_out()]
+    assert len(errs) > 100
+    assert statistics.median(errs) < 0.03 and max(errs) < 0.20
+
+
+@pytest.mark.parametrize("check", ATTENTION_CHECKS, ids=_label)
+def test_independent_attention_measurements(check: AttentionCheck) -> None:
+    """pytorch/benchmark's H100 runs of FlashAttention-3 (within 12%) and of Triton's
+    fused-attention tutorial kernel (within 20%: a newer Triton than the FA3 paper's);
+    PyTorch 2.11's SDPA flash and cuDNN backends measured on an H100: forward within 20%
+    (cuDNN has got 4-19% faster since the FA3 paper), backward, which the tables derive
+    from FA2's backward/forward ratio, within 35% (short sequences' backward is slower
+    than that ratio says)."""
+    if check.kernel == "fa3":
+        tol = 0.12
+    elif check.backward:
+        tol = 0.35
+    else:
+        tol = 0.20
+    assert predict_attention(check) == pytest.approx(check.tflops, rel=tol)
+
+
+#: Published runs the model misses by more than 25%, and why (strict xfail: fixing the
+#: model turns them into passes that must be promoted).
+KNOWN_MISSES = {
+    ("A100-PCIe-40GB", "inception-v3", 1222.3):
+        "tf_cnn_benchmarks' A100 Inception V3 runs at ResNet-50's V100 ratio (0.59); the "
+        "model's convolution efficiency is one number per GPU, solved on VGG-16",
+    ("V100-SXM2-32GB", "resnet50", 1200.0):
+        "NVIDIA's DLE PyTorch figure is 1.44x Lambda's run of the same NGC code on a V100 "
+        "(833): no single eager-PyTorch model matches both; the model follows Lambda's",
+    ("A100-SXM-80GB", "resnet50", 2470.0):
+        "as above: DLE's 2470 vs Lambda's 1582 on the same A100 80GB SXM4",
+    ("H100-SXM", "inception-v3", 2115.8):
+        "measured on an H100: eager PyTorch dispatches Inception V3's ~1000 small kernels "
+        "per step slower than they run (the model's 4 us launch gap is a GPU-side gap)",
+}  # fmt: skip
+
+
+def _cnn_cases() -> list[object]:
+    out: list[object] = []
+    for r in CNN_RUNS:
+        why = KNOWN_MISSES.get((r.gpu, r.model, round(r.images_per_s, 1)))
+        marks = [pytest.mark.xfail(reason=why, strict=True)] if why else []
+        out.append(pytest.param(r, marks=marks, id=_label(r)))
+    return out
+
+
+@pytest.mark.parametrize("run", _cnn_cases())
+def test_cnn_single_gpu_throughput_within_25_percent(run: CnnRun) -> None:
+    """Published single-GPU training throughput (source, batch, precision and framework in
+    CNN_RUNS): predictions within 25%; the rows that solve conv_eff within 5% (P100's
+    VGG-16 needs the GEMM ceiling, conv_eff's bound, and stays 3% short)."""
+    tol = 0.05 if run.solves else 0.25
+    assert predict_cnn(run) == pytest.approx(run.images_per_s, rel=tol)

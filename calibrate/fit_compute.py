@@ -36,6 +36,11 @@ adds is measured too (:mod:`calibrate.compute_overhead`) and replaces it:
   38) over the measured AdamW time per parameter, and ``optimizer_tensor_overhead_s``:
   the rest of the time per tensor.
 
+From a profiler trace of a training step on a GPU (:mod:`calibrate.trace_reader`):
+``kernel_gap`` records (the compute stream's idle time per kernel over a step) →
+``launch_overhead_s``, in place of the tiny-kernel ``launch`` time (kept in the details):
+the step's own gaps are what the simulator's per-kernel overhead stands for.
+
 On a GPU the host dispatches ahead of the kernels, and the catalog's ``stream_eff``
 describes fused kernels that torch's default AdamW is not, so those records are reported
 in the fit details only.
@@ -324,6 +329,10 @@ def fit_compute(
         info["dispatch_per_kernel_s"] = sig(statistics.median(dispatch))
     if cpu and dispatch:
         tree["launch_overhead_s"] = info["dispatch_per_kernel_s"]
+    gaps = [r.time_s for r in recs if r.op == "kernel_gap"]
+    if gaps and not cpu:  # a GPU trace: the compute stream's idle time per kernel in a step
+        info["tiny_kernel_launch_s"] = tree.get("launch_overhead_s")
+        tree["launch_overhead_s"] = sig(statistics.median(gaps))
     if cpu:
         tree.update(optimizer)
     elif optimizer:

@@ -6,9 +6,10 @@ for ``seconds``, timing each window of ``window`` GEMMs with CUDA events (TFLOP/
 window), while ``nvidia-smi`` samples SM and memory clocks, power draw, temperature and
 the active throttle reasons every ``interval_ms`` (a read-only query: the card's settings
 are never touched). The CSV has one row per sample or window, tagged ``smi`` or
-``gemm``, on one time axis (seconds since the stream started). The summary line (and
-``--json``'s ``summary``) gives the first and the last quarter's mean TFLOP/s, their
-ratio (the sustained derate), and the mean SM clock and power of each quarter.
+``gemm``, on one time axis (seconds since the stream started). The summary (the CSV's last
+line) gives the mean TFLOP/s of the first and the last quarter of the windows, their
+ratio (the sustained derate), and the mean SM clock and power of the first and the last
+quarter of the samples.
 nvidia-smi's samples are placed evenly over the stream (its own cadence; a sample's exact
 time is not read), which is what the quarter means need.
 
@@ -92,7 +93,9 @@ def run_clocks(device: str = "cuda", seconds: float = 60.0, n: int = 8192, windo
     for i, line in enumerate(lines):  # evenly spread over the stream (nvidia-smi's own cadence)
         values = [v.strip() for v in line.split(",")]
         t = elapsed * (i + 0.5) / len(lines)
-        rows.append({"kind": "smi", "t_s": round(t, 4), **dict(zip(SMI_FIELDS, values, strict=False))})
+        rows.append(
+            {"kind": "smi", "t_s": round(t, 4), **dict(zip(SMI_FIELDS, values, strict=False))}
+        )
     rows.sort(key=lambda r: (r["t_s"], r["kind"]))
     return rows, _summary(rows, elapsed, smi is not None)
 
@@ -108,23 +111,27 @@ def _num(v: Any) -> float | None:
         return None
 
 
+def _quarters(
+    rows: Sequence[dict[str, Any]], kind: str, key: str
+) -> tuple[float | None, float | None]:
+    """Mean of ``key`` over the first and the last quarter (at least one) of ``kind`` rows."""
+    xs = [x for r in rows if r["kind"] == kind and (x := _num(r.get(key))) is not None]
+    if not xs:
+        return None, None
+    q = max(1, len(xs) // 4)
+    return _mean(xs[:q]), _mean(xs[-q:])
+
+
 def _summary(rows: Sequence[dict[str, Any]], elapsed: float, smi: bool) -> dict[str, Any]:
-    q = elapsed / 4
-    first = [r for r in rows if r["t_s"] <= q]
-    last = [r for r in rows if r["t_s"] >= 3 * q]
-
-    def stat(rs: Sequence[dict[str, Any]], key: str, kind: str) -> float | None:
-        return _mean([x for r in rs if r["kind"] == kind and (x := _num(r.get(key))) is not None])
-
-    f, la = stat(first, "tflops", "gemm"), stat(last, "tflops", "gemm")
+    f, la = _quarters(rows, "gemm", "tflops")
+    sm0, sm1 = _quarters(rows, "smi", "clocks.sm")
+    p0, p1 = _quarters(rows, "smi", "power.draw")
     return {
         "seconds": round(elapsed, 2),
         "first_quarter_tflops": f, "last_quarter_tflops": la,
         "sustained_ratio": la / f if f and la else None,
-        "first_quarter_sm_mhz": stat(first, "clocks.sm", "smi"),
-        "last_quarter_sm_mhz": stat(last, "clocks.sm", "smi"),
-        "first_quarter_power_w": stat(first, "power.draw", "smi"),
-        "last_quarter_power_w": stat(last, "power.draw", "smi"),
+        "first_quarter_sm_mhz": sm0, "last_quarter_sm_mhz": sm1,
+        "first_quarter_power_w": p0, "last_quarter_power_w": p1,
         "note": "" if smi else "nvidia-smi absent: no clock or power samples",
     }  # fmt: skip
 

@@ -43,7 +43,9 @@ def _torchvision() -> ModuleType:
     try:
         import torchvision
     except ImportError:
-        raise CalibrationError("CNN throughput needs torchvision: pip install torchvision") from None
+        raise CalibrationError(
+            "CNN throughput needs torchvision: pip install torchvision"
+        ) from None
     return torchvision
 
 

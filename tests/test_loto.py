@@ -216,7 +216,9 @@ def test_today_s_errors_are_guarded(gpu: str, tmp_path: Path) -> None:
         cache.save()
         use_cache(None)
     for r in results:
-        got = [(float(np.abs(e).mean()), float(np.abs(e).max())) for e in (r.shipped, r.fitted, r.loto)]
+        got = [
+            (float(np.abs(e).mean()), float(np.abs(e).max())) for e in (r.shipped, r.fitted, r.loto)
+        ]
         for (mean, worst), (m0, w0) in zip(got, TODAY[r.table], strict=True):
             assert mean <= m0 + 0.005 and worst <= w0 + 0.01, (r.table, got, TODAY[r.table])
     (tmp_path / "summary.json").write_text(json.dumps([r.summary() for r in results]))

@@ -17,7 +17,9 @@ _ABSENT = ("pydantic", "pydantic_core", "simpy")
 
 
 class _Absent(importlib.abc.MetaPathFinder):
-    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> Any:
+    def find_spec(
+        self, name: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> Any:
         if name.split(".")[0] in _ABSENT:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None

@@ -35,7 +35,12 @@ def vgg16(*, weights: Any = None, num_classes: int = 1000) -> torch.nn.Module:
     return _Tiny(num_classes)
 
 
-def inception_v3(*, weights: Any = None, aux_logits: bool = True, init_weights: bool | None = None,
-                 num_classes: int = 1000) -> torch.nn.Module:
+def inception_v3(
+    *,
+    weights: Any = None,
+    aux_logits: bool = True,
+    init_weights: bool | None = None,
+    num_classes: int = 1000,
+) -> torch.nn.Module:
     assert weights is None
     return _Tiny(num_classes, aux=aux_logits)

@@ -91,10 +91,8 @@ def _one(torch: ModuleType, tv: ModuleType, name: str, device: str, batch: int, 
     def step() -> None:
         with torch.autocast(device, dtype=torch.bfloat16, enabled=gpu):
             out = model(x)
-            if isinstance(out, tuple):  # Inception's (logits, aux_logits) in training
-                loss = ce(out[0], y) + 0.4 * ce(out[1], y)
-            else:
-                loss = ce(out, y)
+            # Inception V3 returns (logits, aux_logits) while training
+            loss = ce(out[0], y) + 0.4 * ce(out[1], y) if isinstance(out, tuple) else ce(out, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

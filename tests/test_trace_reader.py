@@ -66,7 +66,7 @@ def _cpu_step(t0: float, slow: float = 0.0) -> list[dict[str, Any]]:
             80,
             [[4, 4, 128, 32], [4, 4, 128, 32], [4, 4, 128, 32], [], []],
             **{"Concrete Inputs": ["", "", "", "0.", "True"]},
-        ),  # fmt: skip
+        ),
         _op("aten::view", t0 + 500, 3, [[512, 384]]),
         _op("Optimizer.step#AdamW.step", t0 + 600, 300, cat="user_annotation"),
         _op("aten::lerp_", t0 + 610, 20, [[1000], [1000], []]),

@@ -30,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_import(cal)
     _add_fit(cal)
     _add_validate(cal)
+    _add_compare(cal)
 
 
 def _add_collectives(cal: argparse._SubParsersAction) -> None:
@@ -79,6 +80,10 @@ def _add_compute(cal: argparse._SubParsersAction) -> None:
     s.add_argument("--steps", type=int, help="timed steps")
     s.add_argument("--threads", type=int, help="CPU threads torch may use (default: torch's)")
     s.add_argument("--clock", default="wall", help=CLOCK_HELP)
+    s.add_argument("--trace", help="also write a PyTorch profiler (Kineto) trace of the job here")
+    s.add_argument("--trace-steps", type=int, default=5, help="profiled steps (after the timed)")
+    s.add_argument("--config", help="the GPT as key=value,... (layers, hidden, heads, "
+                   "ffn_hidden, vocab, seq, batch, dtype); default by --device and --quick")  # fmt: skip
     s.add_argument("--out", required=True, help="measurement file (JSON)")
     s.set_defaults(handler=_step)
 
@@ -133,6 +138,39 @@ def _add_validate(cal: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_validate)
 
 
+def _add_compare(cal: argparse._SubParsersAction) -> None:
+    p = cal.add_parser(
+        "compare", help="the simulated step beside a measured step and its profiler trace"
+    )
+    p.add_argument("step", metavar="STEP", help="calibrate step measurement file")
+    p.add_argument("--trace", help="its profiler trace (default: the one the file names)")
+    p.add_argument("--profile", help="profile whose compute section to simulate with")
+    p.add_argument("--topology", default="cpu-single", help="topology the job ran on")
+    p.add_argument("--reader", default="json", help="trace reader: json (built in) or hta")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.set_defaults(handler=_compare)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from calibrate.compare import compare, format_comparison
+    from calibrate.measurements import load_measurements
+    from sim.errors import CalibrationError
+    from sim.files import dumps_json, load_yaml, read_text
+    from sim.topology.presets import load_topology
+
+    step = load_measurements(args.step)
+    trace = args.trace or step.meta.details.get("trace")
+    if not isinstance(trace, str) or not trace:
+        raise CalibrationError(f"{args.step}: names no trace; give --trace FILE")
+    compute: dict[str, Any] = {}
+    if args.profile:
+        tree = load_yaml(read_text(args.profile, "profile"), args.profile)
+        compute = dict(tree.get("compute") or {}) if isinstance(tree, dict) else {}
+    c = compare(step, trace, load_topology(args.topology), compute, args.reader)
+    print(dumps_json(c.to_dict(), indent=1, sort_keys=True) if args.json else format_comparison(c))
+    return 0
+
+
 def _collectives(args: argparse.Namespace) -> int:
     _check_out(args.out)
     from calibrate.collectives import run_collectives
@@ -178,12 +216,17 @@ def _compute(args: argparse.Namespace) -> int:
 def _step(args: argparse.Namespace) -> int:
     _check_out(args.out)
     from calibrate.measurements import save_measurements
-    from calibrate.stepjob import run_step_job
+    from calibrate.stepjob import parse_config, run_step_job
 
-    m = run_step_job(args.device, args.quick, steps=args.steps, threads=args.threads,
-                     clock=args.clock)  # fmt: skip
+    if args.trace:
+        _check_out(args.trace)
+    config = parse_config(args.config, args.device, args.quick) if args.config else None
+    m = run_step_job(args.device, args.quick, config=config, steps=args.steps,
+                     threads=args.threads, clock=args.clock, trace=args.trace,
+                     trace_steps=args.trace_steps)  # fmt: skip
     save_measurements(m, args.out)
-    print(f"wrote step job ({m.records[0].time_s * 1e3:.3f} ms/step) to {args.out}")
+    print(f"wrote step job ({m.records[0].time_s * 1e3:.3f} ms/step) to {args.out}"
+          + (f" and its trace to {args.trace}" if args.trace else ""))  # fmt: skip
     return 0
 
 

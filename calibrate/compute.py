@@ -195,10 +195,19 @@ class _Bench:
         return self.torch.randn(*shape, device=self.device, dtype=getattr(self.torch, dtype))
 
 
+#: Large training GEMMs (M tokens, N, K) on a GPU: GPT-3 175B under TP 8 (h 12288: QKV
+#: 4608 x 12288, output 12288 x 1536, FFN 6144 x 12288 and 12288 x 6144) and Llama-2-70B
+#: under TP 8 (h 8192, SwiGLU 28672: gate+up 7168 x 8192, down 8192 x 3584), 8192 tokens.
+LARGE_GEMMS: tuple[tuple[int, int, int], ...] = (
+    (8192, 4608, 12288), (8192, 12288, 1536), (8192, 6144, 12288), (8192, 12288, 6144),
+    (8192, 7168, 8192), (8192, 8192, 3584),
+)  # fmt: skip
+
+
 def _gemm_shapes(device: str, quick: bool) -> list[tuple[int, int, int]]:
-    """(M, N, K) of a transformer layer's GEMMs: QKV, attention out, FFN up, FFN down; on
-    CPU also their weight gradients (M = the layer's width, K = the tokens), the shapes
-    of a small model's training step."""
+    """(M, N, K) of a transformer layer's GEMMs: QKV, attention out, FFN up, FFN down, and
+    their weight gradients (M = the layer's width, K = the tokens); on a GPU (not quick)
+    also :data:`LARGE_GEMMS` and their weight gradients."""
     hiddens: tuple[int, ...]
     tokens: tuple[int, ...]
     if device == "cpu":
@@ -207,8 +216,9 @@ def _gemm_shapes(device: str, quick: bool) -> list[tuple[int, int, int]]:
         hiddens, tokens = ((4096,), (4096,)) if quick else ((2048, 4096, 8192), (4096, 16384))
     fwd = [(m, n, k) for h in hiddens for m in tokens
            for n, k in ((3 * h, h), (h, h), (4 * h, h), (h, 4 * h))]  # fmt: skip
-    wgrad = [(k, n, m) for m, n, k in fwd] if device == "cpu" else []
-    return fwd + wgrad
+    if device != "cpu" and not quick:
+        fwd += list(LARGE_GEMMS)
+    return fwd + [(k, n, m) for m, n, k in fwd]
 
 
 def _add_gemms(b: _Bench) -> None:
@@ -247,24 +257,87 @@ def _add_fp8_gemm(b: _Bench) -> None:
         b.add("gemm", (m, n, k), "float8_e4m3fn", 2.0 * m * n * k, nbytes, make(m, n, k))
 
 
+#: SDPA backends timed one by one on a GPU (torch.nn.attention.SDPBackend names); the
+#: records are ``sdpa_<backend>`` and ``sdpa_<backend>_bwd``. ``sdpa``: torch's own choice.
+SDPA_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION")
+
+
+def _attention_shapes(device: str, quick: bool) -> list[tuple[int, int, int, int, int]]:
+    """(batch, heads, seq, head_dim, causal): on a CPU the small jobs' shapes; on a GPU head
+    dim 64 and 128 at 16k tokens of 4096 channels, seq 2k/4k/8k, causal and not."""
+    if device == "cpu":
+        small = [(4, 4, 128, 32, 1), (2, 4, 256, 64, 1)]
+        return small if quick else [*small, (1, 8, 512, 64, 1), (1, 8, 1024, 64, 0)]
+    seqs, dims, causal = (
+        ((2048, 4096), (128,), (1,)) if quick else ((2048, 4096, 8192), (64, 128), (1, 0))
+    )
+    return [(16384 // s, 4096 // d, s, d, c) for d in dims for s in seqs for c in causal]
+
+
+def _sdpa_case(b: _Bench, shape: tuple[int, int, int, int, int], dtype: str,
+               backend: str | None) -> tuple[Callable[[], Any], Callable[[], Any]]:  # fmt: skip
+    """(forward, backward) calls of one attention shape, under ``backend`` if given."""
+    torch = b.torch
+    bsz, heads, s, d, causal = shape
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    q, k, v = (b.tensor(bsz, heads, s, d, dtype=dtype).requires_grad_() for _ in range(3))
+
+    def pinned() -> Any:
+        if backend is None:
+            import contextlib
+
+            return contextlib.nullcontext()
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel(getattr(SDPBackend, backend))
+
+    def fwd() -> Any:
+        with pinned(), torch.no_grad():
+            return sdpa(q, k, v, is_causal=bool(causal))
+
+    with pinned(), torch.enable_grad():
+        out = sdpa(q, k, v, is_causal=bool(causal))
+    grad = torch.randn_like(out)
+
+    def bwd() -> Any:
+        with pinned():
+            return torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
+
+    return fwd, bwd
+
+
 def _add_attention(b: _Bench) -> None:
-    """Causal SDPA; FLOP = 4·b·heads·s²·d / 2 (QKᵀ and PV, half the square masked)."""
-    sdpa = b.torch.nn.functional.scaled_dot_product_attention
+    """SDPA forward and backward. FLOP counted: ``4 b h s^2 d`` forward (x 2.5 backward),
+    halved when causal (half the square is masked); bytes: q, k, v, out (+ their gradients)."""
     dtype = "bfloat16" if b.device == "cuda" else "float32"
-    if b.device == "cpu":
-        shapes = [(2, 4, 256, 64)] if b.quick else [(2, 8, 512, 64), (1, 8, 2048, 64)]
-    else:
-        shapes = [(4, 32, 2048, 128)] + ([] if b.quick else [(1, 32, 8192, 128)])
-    for bsz, heads, s, d in shapes:
-        q, k, v = (b.tensor(bsz, heads, s, d, dtype=dtype) for _ in range(3))
-        flops = 4.0 * bsz * heads * s * s * d / 2
-        nbytes = 4 * bsz * heads * s * d * DTYPE_BYTES[dtype]
-        b.add("sdpa", (bsz, heads, s, d), dtype, flops, nbytes,
-              partial(sdpa, q, k, v, is_causal=True))  # fmt: skip
+    backends: list[str | None] = [None]
+    if b.device == "cuda" and not b.quick:
+        backends += list(SDPA_BACKENDS)
+    for backend in backends:
+        name = "sdpa" if backend is None else f"sdpa_{backend.split('_')[0].lower()}"
+        for shape in _attention_shapes(b.device, b.quick):
+            bsz, heads, s, d, causal = shape
+            flops = 4.0 * bsz * heads * s * s * d / (2 if causal else 1)
+            nbytes = 4 * bsz * heads * s * d * DTYPE_BYTES[dtype]
+            try:
+                fwd, bwd = _sdpa_case(b, shape, dtype, backend)
+                fwd()
+                bwd()
+            except (RuntimeError, ValueError, AttributeError, ImportError) as err:
+                first = (
+                    str(err).strip().splitlines()[0][:120]
+                    if str(err).strip()
+                    else type(err).__name__
+                )
+                b.notes.append(f"{name} {shape} not run: {first}")
+                continue
+            b.add(name, shape, dtype, flops, nbytes, fwd)
+            b.add(f"{name}_bwd", shape, dtype, 2.5 * flops, 2 * nbytes, bwd)
 
 
 def _add_memory_ops(b: _Bench) -> None:
-    """copy, add, GELU, layernorm; bytes = reads + writes, FLOP nominal per element."""
+    """copy, add, GELU, layernorm, softmax (and RMSNorm where torch has it); bytes = reads +
+    writes, FLOP nominal per element (the simulator's counts: GELU 8, norms 5, softmax 5)."""
     torch, fn = b.torch, b.torch.nn.functional
     dtype = "bfloat16" if b.device == "cuda" else "float32"
     e = DTYPE_BYTES[dtype]
@@ -278,7 +351,10 @@ def _add_memory_ops(b: _Bench) -> None:
         ("add", 1.0 * n, 3.0 * n * e, lambda: torch.add(x, y, out=out)),
         ("gelu", 8.0 * n, 2.0 * n * e, lambda: fn.gelu(x)),
         ("layernorm", 5.0 * n, 2.0 * n * e, lambda: fn.layer_norm(x, (hidden,), weight, bias)),
+        ("softmax", 5.0 * n, 2.0 * n * e, lambda: torch.log_softmax(x, dim=-1)),
     ]
+    if hasattr(fn, "rms_norm"):
+        cases.append(("rmsnorm", 4.0 * n, 2.0 * n * e, lambda: fn.rms_norm(x, (hidden,), weight)))
     for op, flops, nbytes, call in cases:
         b.add(op, (rows, hidden), dtype, flops, nbytes, call)
 

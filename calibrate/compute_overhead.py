@@ -6,15 +6,17 @@ hides behind queued kernels; on a CPU it adds to every kernel. And ``torch.optim
 (the default, non-fused one) steps a CPU model tensor by tensor, a handful of kernels each.
 Micro-benchmarks of what the simulator charges per kernel and per optimizer step:
 
-- ``dispatch``: a tiny ``Linear`` forward and backward through autograd (the simulator's
-  forward GEMM, input-gradient and weight-gradient kernels: ``shape = (3,)`` kernels), and
-  a tiny LayerNorm then GELU forward and backward (``shape = (4,)``); the work on 4×8
-  tensors is negligible, so ``time_s / shape[0]`` is the overhead per simulated kernel;
+- ``dispatch``: tiny forwards and backwards through autograd, each as many kernels as the
+  simulator counts for it (``shape = (kernels,)``): a ``Linear`` (forward GEMM, input and
+  weight gradients: 3), a LayerNorm then GELU (4), a residual add (2), causal SDPA (2)
+  and a cross-entropy (2); the work on tensors of a few dozen values is negligible, so
+  ``time_s / shape[0]`` is the overhead per simulated kernel (the fit takes the median
+  over the five, a steadier figure than any one);
 - ``optimizer``: one ``AdamW.step`` over ``shape = (tensors, elements)`` fp32 parameters
-  with gradients: many tiny tensors (mostly the per-tensor overhead) and a million
-  parameters in 16 tensors (mostly the time per parameter); ``bytes`` is the least
-  traffic of an fp32 AdamW step (read weight, gradient, both moments; write weight and
-  moments: 28 bytes per parameter).
+  with gradients: many tiny tensors (mostly the per-tensor overhead), mid-sized ones, and
+  a million parameters in 16 tensors (mostly the time per parameter); ``bytes`` is the
+  least traffic of an fp32 AdamW step (read weight, gradient, both moments; write weight
+  and moments: 28 bytes per parameter).
 
 ``calibrate.fit_compute`` turns them into ``launch_overhead_s``,
 ``optimizer_tensor_overhead_s`` and ``stream_eff``.
@@ -32,26 +34,43 @@ ADAMW_MIN_BYTES = 28
 
 
 def add_dispatch(b: Any) -> None:
-    """Tiny forward + backward through autograd; ``shape[0]``: kernels the simulator counts.
+    """Tiny forwards + backwards through autograd; ``shape[0]``: kernels the simulator
+    counts for each.
 
     ``b`` is ``calibrate.compute._Bench``.
     """
     torch = b.torch
+    fn = torch.nn.functional
     with torch.enable_grad():
         lin = torch.nn.Linear(8, 8).to(b.device)
         norm = torch.nn.LayerNorm(8).to(b.device)
-        x = b.tensor(4, 8)
+        x = b.tensor(4, 8).requires_grad_()
+        y = b.tensor(4, 8).requires_grad_()
+        q = b.tensor(1, 1, 4, 8).requires_grad_()
+        target = torch.zeros(4, dtype=torch.long, device=b.device)
         ones = torch.ones(4, 8, device=b.device)
+        ones_q = torch.ones(1, 1, 4, 8, device=b.device)
 
         def linear() -> None:
             lin(x).backward(ones)
 
         def norm_gelu() -> None:
-            torch.nn.functional.gelu(norm(x)).backward(ones)
+            fn.gelu(norm(x)).backward(ones)
 
-        cases: list[tuple[int, Callable[[], None]]] = [(3, linear), (4, norm_gelu)]
-        for kernels, fn in cases:
-            _add_repeated(b, "dispatch", (kernels,), fn)
+        def residual() -> None:
+            (x + y).backward(ones)
+
+        def attention() -> None:
+            fn.scaled_dot_product_attention(q, q, q, is_causal=True).backward(ones_q)
+
+        def cross_entropy() -> None:
+            fn.cross_entropy(x, target).backward()
+
+        cases: list[tuple[int, Callable[[], None]]] = [
+            (3, linear), (4, norm_gelu), (2, residual), (2, attention), (2, cross_entropy),
+        ]  # fmt: skip
+        for kernels, case in cases:
+            _add_repeated(b, "dispatch", (kernels,), case)
 
 
 def _add_repeated(b: Any, op: str, shape: tuple[int, ...], fn: Callable[[], None]) -> None:
@@ -71,7 +90,7 @@ def add_optimizer(b: Any) -> None:
     # many tiny tensors; then a million parameters (2**26 on a GPU) in tensors the size of
     # a small model's (a CPU's caches hold a 256 KiB tensor's weight and moments)
     many = (16, 2**16) if b.device == "cpu" else (4, 2**24)
-    for tensors, elements in ((64, 16), many):
+    for tensors, elements in ((64, 16), (32, 2**12), many):
         params = [torch.nn.Parameter(b.tensor(elements)) for _ in range(tensors)]
         for p in params:
             p.grad = b.tensor(elements)

@@ -9,8 +9,19 @@ From ``compute`` measurement files (``calibrate.compute.run_compute``):
   rest, ``matmul_training_factor`` 1 (a micro-benchmark is not a training step) and the
   measured ``launch`` time per call; fp32 GEMMs (when the training dtype is another)
   → ``fp32_matmul_eff_max`` on the same curve;
-- elementwise records (copy, add, GELU, layernorm) → ``mem_eff``: median achieved
-  bytes/s over the GPU's HBM bandwidth;
+- attention records (``sdpa``: torch's own kernel choice, forward and ``sdpa_bwd``) →
+  ``attn_eff_max`` and ``attn_bwd_ratio``, fitted in log time through the simulator's
+  attention model (:func:`sim.training.compute.kernels.attention_time_s`: the FLOPs the
+  kernel executes under its causal mask, the sequence and head-size factors) with the
+  catalog's ``attn_seq_half`` and ``attn_head_dim_half``; per-backend records
+  (``sdpa_flash``, ``sdpa_efficient``, ``sdpa_cudnn``) are fitted the same way and
+  reported in the details only;
+- elementwise records (copy, add, GELU, layernorm, softmax, RMSNorm) → ``mem_eff`` and
+  ``vector_eff``, fitted together in log time through the simulator's memory-bound model
+  (:func:`sim.training.compute.kernels.memory_time_s`: bytes at ``mem_eff`` of the HBM
+  bandwidth or nominal FLOPs at ``vector_eff`` of the vector peak, whichever is slower):
+  on a GPU every one is bandwidth-bound (``vector_eff`` keeps its catalog value unless a
+  record needs it), on a CPU thread GELU's erf and softmax's exp are compute-bound;
 - launch records → ``launch_overhead_s``: median time per tiny kernel (s).
 
 On a CPU, where one thread runs both the framework and the kernels, what eager training
@@ -24,6 +35,11 @@ adds is measured too (:mod:`calibrate.compute_overhead`) and replaces it:
   (:func:`sim.training.graph.optimizer.optimizer_bytes_per_param` with fp32 gradients:
   38) over the measured AdamW time per parameter, and ``optimizer_tensor_overhead_s``:
   the rest of the time per tensor.
+
+From a profiler trace of a training step on a GPU (:mod:`calibrate.trace_reader`):
+``kernel_gap`` records (the compute stream's idle time per kernel over a step) →
+``launch_overhead_s``, in place of the tiny-kernel ``launch`` time (kept in the details):
+the step's own gaps are what the simulator's per-kernel overhead stands for.
 
 On a GPU the host dispatches ahead of the kernels, and the catalog's ``stream_eff``
 describes fused kernels that torch's default AdamW is not, so those records are reported
@@ -46,7 +62,7 @@ from calibrate.fit import sig
 from calibrate.measurements import ComputeRecord, Measurements
 from sim.catalog import GpuSpec
 from sim.errors import CalibrationError, ConfigError
-from sim.training.compute.kernels import gemm_time_s
+from sim.training.compute.kernels import attention_time_s, gemm_time_s, memory_time_s
 from sim.training.compute.params import ComputeParams, compute_params
 from sim.training.graph.optimizer import optimizer_bytes_per_param
 
@@ -54,8 +70,10 @@ __all__ = ["fit_compute"]
 
 #: Record dtype (torch spelling) → catalog peak key.
 PEAK_KEY = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8"}
-#: Framework elementwise kernels whose bandwidth sets ``mem_eff``.
-ELEMENTWISE = ("copy", "add", "gelu", "layernorm")
+#: Framework elementwise kernels that set ``mem_eff`` and ``vector_eff``.
+ELEMENTWISE = ("copy", "add", "gelu", "layernorm", "softmax", "rmsnorm")
+#: Attention records: torch's own choice, and one per pinned backend (details only).
+ATTENTION = ("sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn")
 #: Gradient bytes of the simulator's default plan (fp32 gradients).
 GRAD_BYTES = 4
 
@@ -175,6 +193,84 @@ def _fit_optimizer(recs: Sequence[ComputeRecord], gpu: GpuSpec) -> dict[str, flo
             "optimizer_tensor_overhead_s": sig(max(0.0, float(overhead)))}  # fmt: skip
 
 
+def _log_fit(model: Any, y: np.ndarray, x0: Sequence[float], low: Sequence[float],
+             high: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Robust least squares of ``log model(x)`` on ``y``; the solution and its APEs (%)."""
+    sol = least_squares(lambda x: model(x) - y, x0, bounds=(low, high), loss="soft_l1",
+                        f_scale=0.05)  # fmt: skip
+    return sol.x, _apes(model(sol.x), y)
+
+
+def _attn_shape(r: ComputeRecord) -> tuple[float, float, float, float, bool]:
+    if len(r.shape) not in (4, 5):
+        raise CalibrationError(
+            f"{r.op} record shape {r.shape}: expected (b, heads, s, d[, causal])"
+        )
+    causal = bool(r.shape[4]) if len(r.shape) == 5 else True
+    b, h, s, d = (float(v) for v in r.shape[:4])
+    return b, h, s, d, causal
+
+
+def _attention_model(recs: Sequence[ComputeRecord], backward: bool, field: str, key: str,
+                     gpu: GpuSpec, base: ComputeParams) -> Any:  # fmt: skip
+    """log seconds of ``recs`` under ``base`` with ``field`` = x[0]."""
+    shapes = [_attn_shape(r) for r in recs]
+
+    def f(x: np.ndarray) -> np.ndarray:
+        values: dict[str, Any] = {field: float(x[0])}
+        p = replace(base, **values)
+        return np.log([attention_time_s(*sh, backward, key, gpu, p) for sh in shapes])
+
+    return f
+
+
+def _fit_attention(recs: Sequence[ComputeRecord], name: str, gpu: GpuSpec,
+                   base: ComputeParams) -> tuple[dict[str, float], dict[str, Any]]:  # fmt: skip
+    """``attn_eff_max`` from ``name`` forward records, ``attn_bwd_ratio`` from ``name_bwd``
+    (at the fitted ``attn_eff_max``); a micro-benchmark runs at ``matmul_training_factor`` 1."""
+    fwd = [r for r in recs if r.op == name]
+    bwd = [r for r in recs if r.op == f"{name}_bwd"]
+    if not fwd:
+        return {}, {}
+    key = _peak_key(fwd[0].dtype, gpu)
+    y = np.log([r.time_s for r in fwd])
+    model = _attention_model(fwd, False, "attn_eff_max", key, gpu, base)
+    (eff,), apes = _log_fit(model, y, [0.3], [1e-5], [1.0])
+    tree = {"attn_eff_max": sig(float(eff))}
+    info = {f"{name}_records": len(fwd), f"{name}_mape_pct": sig(float(apes.mean()))}
+    if bwd:
+        at = replace(base, attn_eff_max=tree["attn_eff_max"])
+        model = _attention_model(bwd, True, "attn_bwd_ratio", key, gpu, at)
+        (ratio,), ab = _log_fit(model, np.log([r.time_s for r in bwd]), [0.8], [1e-3], [1.0])
+        tree["attn_bwd_ratio"] = sig(float(ratio))
+        info[f"{name}_bwd_mape_pct"] = sig(float(ab.mean()))
+    return tree, info
+
+
+def _fit_elementwise(recs: Sequence[ComputeRecord], gpu: GpuSpec,
+                     base: ComputeParams) -> tuple[dict[str, float], dict[str, Any]]:  # fmt: skip
+    """``mem_eff`` and ``vector_eff`` through the memory-bound model (module docstring)."""
+    mem = [r for r in recs if r.op in ELEMENTWISE and r.bytes > 0]
+    if not mem:
+        return {}, {}
+    y = np.log([r.time_s for r in mem])
+
+    def model(x: np.ndarray) -> np.ndarray:
+        p = replace(base, mem_eff=float(x[0]), vector_eff=float(x[1]))
+        return np.log([memory_time_s(r.bytes, r.flops, gpu, p) for r in mem])
+
+    # start: bandwidth as the fastest bandwidth-bound record gives it, FLOP rate as the
+    # slowest one with FLOPs does (a start where no record is compute-bound would leave
+    # vector_eff without a gradient)
+    vector = gpu.peak_flops.get(base.vector_dtype) or max(gpu.peak_flops.values())
+    bw = max(min(1.0, r.achieved_Bps / gpu.hbm_Bps) for r in mem)
+    rates = [r.achieved_flops_per_s / vector for r in mem if r.flops > 0]
+    x0 = [max(bw, 1e-4), min(max(min(rates, default=base.vector_eff), 1e-5), 1.0)]
+    (mem_eff, vector_eff), apes = _log_fit(model, y, x0, [1e-4, 1e-5], [1.0, 1.0])
+    tree = {"mem_eff": sig(float(mem_eff)), "vector_eff": sig(float(vector_eff))}
+    return tree, {"mem_records": len(mem), "mem_mape_pct": sig(float(apes.mean()))}
+
+
 def fit_compute(
     measurements: Sequence[Measurements], gpu: GpuSpec
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -214,10 +310,17 @@ def fit_compute(
         t, i = _fit_matmul(gemms, gpu, _base(gpu, threads, launch))
         tree.update(t)
         info.update(i)
-    mem = [r.achieved_Bps / gpu.hbm_Bps for r in recs if r.op in ELEMENTWISE and r.bytes > 0]
-    if mem:
-        tree["mem_eff"] = sig(min(1.0, statistics.median(mem)))
-        info["mem_records"] = len(mem)
+    base = _base(gpu, threads, launch)
+    t, i = _fit_elementwise(recs, gpu, base)
+    tree.update(t)
+    info.update(i)
+    for name in ATTENTION:
+        t, i = _fit_attention(recs, name, gpu, base)
+        info.update(i)
+        if name == "sdpa":
+            tree.update(t)
+        elif t:
+            info[f"{name}_fit"] = t
     if launches:
         tree["launch_overhead_s"] = sig(launch)
     dispatch = [r.time_s / r.shape[0] for r in recs if r.op == "dispatch" and r.shape]
@@ -226,6 +329,10 @@ def fit_compute(
         info["dispatch_per_kernel_s"] = sig(statistics.median(dispatch))
     if cpu and dispatch:
         tree["launch_overhead_s"] = info["dispatch_per_kernel_s"]
+    gaps = [r.time_s for r in recs if r.op == "kernel_gap"]
+    if gaps and not cpu:  # a GPU trace: the compute stream's idle time per kernel in a step
+        info["tiny_kernel_launch_s"] = tree.get("launch_overhead_s")
+        tree["launch_overhead_s"] = sig(statistics.median(gaps))
     if cpu:
         tree.update(optimizer)
     elif optimizer:

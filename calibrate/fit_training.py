@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +36,13 @@ import numpy as np
 
 from calibrate.catalog_write import CATALOG, write_catalog
 from calibrate.llm_foundry import foundry_scenario, read_foundry_table
-from calibrate.published import megatron_scenario, read_megatron_table
+from calibrate.prediction_cache import PredictionCache, row_key
+from calibrate.published import (
+    mcore_scenario,
+    megatron_scenario,
+    read_mcore_table,
+    read_megatron_table,
+)
 from calibrate.solver import solve
 from sim.errors import CalibrationError
 from sim.result import StepResult
@@ -54,13 +61,21 @@ __all__ = [
     "holdout_errors",
     "predict",
     "rows_for",
+    "table_rows",
     "table_weights",
+    "use_cache",
     "use_workers",
     "validation",
     "write_catalog",
 ]
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "published"
+#: The published tables: ``$CLUSTERSIM_DATA/published`` when set (a checkout whose
+#: ``../shared`` is elsewhere), else ``../shared/data/published`` beside the checkout.
+DATA = (
+    Path(os.environ["CLUSTERSIM_DATA"]) / "published"
+    if os.environ.get("CLUSTERSIM_DATA")
+    else Path(__file__).resolve().parents[2] / "shared" / "data" / "published"
+)
 
 
 @dataclass(frozen=True)
@@ -94,8 +109,9 @@ class ParamSpec:
 class TrainingRow:
     """One published run: its scenario, what was measured, and how to read the prediction.
 
-    ``metric``: ``tokens_per_gpu`` (tokens/s per GPU) or ``hw_tflops`` (hardware TFLOP/s
-    per GPU, recompute included). ``group``: rows held out together.
+    ``metric``: ``tokens_per_gpu`` (tokens/s per GPU), ``hw_tflops`` (hardware TFLOP/s
+    per GPU, recompute included) or ``model_tflops`` (model TFLOP/s per GPU). ``group``:
+    rows held out together.
     """
 
     table: str
@@ -109,6 +125,8 @@ class TrainingRow:
         """The prediction in the row's metric."""
         if self.metric == "tokens_per_gpu":
             return r.tokens_per_s / r.gpus
+        if self.metric == "model_tflops":
+            return r.tflops_per_gpu
         return r.hw_tflops_per_gpu
 
 
@@ -175,25 +193,35 @@ def table_weights(rows: Sequence[TrainingRow]) -> np.ndarray:
     return np.array([len(rows) / (len(counts) * counts[t]) for t in tables])
 
 
+def table_rows(table: str, data: Path = DATA) -> list[TrainingRow]:
+    """The rows of one published table (a file name under ``data``).
+
+    Raises
+    ------
+    CalibrationError
+        The file is absent or not a table this module reads.
+    """
+    path = data / table
+    if not path.exists():
+        raise CalibrationError(f"published table absent: {path}")
+    if table.startswith("megatron-core"):
+        return [TrainingRow(table, f"GPT {r.name} {r.gpus}gpu", r.name, mcore_scenario(r),
+                            r.tflops_per_gpu, "model_tflops")
+                for r in read_mcore_table(path)]  # fmt: skip
+    if table.startswith("megatron"):
+        return [TrainingRow(table, f"GPT {r.name} {r.gpus}gpu", r.name, megatron_scenario(r),
+                            r.tflops_per_gpu, "hw_tflops")
+                for r in read_megatron_table(path)]  # fmt: skip
+    return [TrainingRow(table, f.label, f"mpt-{f.model}", foundry_scenario(f),
+                        f.tokens_per_s_per_gpu, "tokens_per_gpu")
+            for f in read_foundry_table(path)]  # fmt: skip
+
+
 def rows_for(gpu: str, data: Path = DATA) -> list[TrainingRow]:
     """Every published row of GPU type ``gpu`` (a key of :data:`FITS`) found under ``data``."""
     if gpu not in FITS:
         raise CalibrationError(f"--gpu {gpu!r}: no published tables; known: {', '.join(FITS)}")
-    out: list[TrainingRow] = []
-    for table in FITS[gpu][1]:
-        path = data / table
-        if not path.exists():
-            raise CalibrationError(f"published table absent: {path}")
-        if table.startswith("megatron"):
-            for r in read_megatron_table(path):
-                out.append(TrainingRow(table, f"GPT {r.name} {r.gpus}gpu", r.name,
-                                       megatron_scenario(r), r.tflops_per_gpu, "hw_tflops"))  # fmt: skip
-        else:
-            for f in read_foundry_table(path):
-                out.append(TrainingRow(table, f.label, f"mpt-{f.model}",
-                                       foundry_scenario(f), f.tokens_per_s_per_gpu,
-                                       "tokens_per_gpu"))  # fmt: skip
-    return out
+    return [row for table in FITS[gpu][1] for row in table_rows(table, data)]
 
 
 _POOL: list[Any] = []  # [multiprocessing pool, its rows] when --jobs > 1
@@ -213,12 +241,35 @@ def use_workers(rows: Sequence[TrainingRow], jobs: int) -> None:
         _POOL[0] = multiprocessing.get_context("fork").Pool(jobs)
 
 
-def predict(rows: Sequence[TrainingRow], compute: Mapping[str, float] | None = None) -> np.ndarray:
-    """Predicted value of each row in its metric, with ``compute`` laid over the catalog."""
+_CACHE: list[PredictionCache] = []  # [cache] after use_cache
+
+
+def use_cache(cache: PredictionCache | None) -> None:
+    """Look every prediction up in ``cache`` first from now on (None: stop). Results do
+    not depend on it (:mod:`calibrate.prediction_cache`)."""
+    _CACHE[:] = [cache] if cache is not None else []
+
+
+def _simulate(rows: Sequence[TrainingRow], compute: Mapping[str, float] | None) -> np.ndarray:
     if _POOL and all(any(r is p for p in _POOL[1]) for r in rows):
         index = [next(i for i, p in enumerate(_POOL[1]) if p is r) for r in rows]
         return np.array(_POOL[0].map(_predict_one, [(i, compute) for i in index], chunksize=1))
     return np.array([r.read(simulate_step(r.scenario, compute=compute)) for r in rows])
+
+
+def predict(rows: Sequence[TrainingRow], compute: Mapping[str, float] | None = None) -> np.ndarray:
+    """Predicted value of each row in its metric, with ``compute`` laid over the catalog."""
+    if not _CACHE:
+        return _simulate(rows, compute)
+    cache = _CACHE[0]
+    keys = [row_key(r.scenario, r.metric, compute) for r in rows]
+    out = [cache.get(k) for k in keys]
+    missing = [i for i, v in enumerate(out) if v is None]
+    if missing:
+        for i, v in zip(missing, _simulate([rows[i] for i in missing], compute), strict=True):
+            out[i] = float(v)
+            cache.put(keys[i], float(v))
+    return np.array(out, dtype=float)
 
 
 @dataclass(frozen=True)

@@ -27,14 +27,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
-from pydantic import BaseModel
-
-from calibrate.measurement_models import RECORD_MODELS, FileModel
 from sim.errors import CalibrationError
 from sim.files import read_text, write_atomic
-from sim.validation import validate_model
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = [
     "DTYPE_BYTES",
@@ -272,6 +271,11 @@ def measurements_from_dict(data: Mapping[str, Any], where: str = "measurements")
     CalibrationError
         One line naming ``where`` and the bad field, e.g. ``m.json: records[3].time_s``.
     """
+    # pydantic is imported here, not at the top: a run on a machine without it (a lent GPU
+    # whose image has torch but not this project's dependencies) still measures and saves
+    from calibrate.measurement_models import RECORD_MODELS, FileModel
+    from sim.validation import validate_model
+
     top = validate_model(FileModel, data, where, CalibrationError)
     model = RECORD_MODELS[top.kind]
     cls = _RECORD_TYPE[top.kind]
@@ -334,7 +338,12 @@ def save_measurements(m: Measurements, path: str | os.PathLike[str]) -> Path:
         text = json.dumps(data, sort_keys=True, indent=1, allow_nan=False, ensure_ascii=True)
     except ValueError as err:
         raise CalibrationError(f"{out}: cannot write measurements: {err}") from None
-    measurements_from_dict(json.loads(text), str(out))  # never write what we cannot read
+    try:
+        measurements_from_dict(json.loads(text), str(out))  # never write what we cannot read
+    except ModuleNotFoundError as err:
+        # no pydantic here (a bare GPU machine): the file is checked when it is loaded
+        if not str(err.name or "").startswith("pydantic"):
+            raise
     return write_atomic(out, text + "\n", "--out")
 
 

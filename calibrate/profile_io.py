@@ -42,10 +42,14 @@ __all__ = ["dump_profile", "fit_profile", "load_files", "topology_for", "write_p
 
 
 def load_files(paths: Sequence[str | os.PathLike[str]]) -> list[Measurements]:
-    """Read measurement files; CalibrationError naming the first bad one."""
+    """Read measurement files, and profiler traces (``calibrate step --trace``) as
+    ``compute`` files of their kernels (:func:`calibrate.trace_reader.trace_measurements`);
+    CalibrationError naming the first bad one."""
+    from calibrate.trace_reader import is_chrome_trace, trace_measurements
+
     if not paths:
         raise CalibrationError("no measurement files given")
-    return [load_measurements(p) for p in paths]
+    return [trace_measurements(p) if is_chrome_trace(p) else load_measurements(p) for p in paths]
 
 
 def topology_for(name: str, measurements: Sequence[Measurements], nodes: int | None = None,

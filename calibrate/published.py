@@ -1,4 +1,5 @@
-"""Published training tables as validation data: Megatron-LM's A100 weak-scaling runs.
+"""Published training tables as validation data: Megatron-LM's A100 weak-scaling runs and
+Megatron-Core's H100 weak-scaling runs.
 
 Narayanan et al. (SC21) / the Megatron-LM README table: GPT models of 1.7B to 1T
 parameters on 32 to 3072 A100 80GB (Selene: DGX A100, 8 GPUs per node, HDR InfiniBand),
@@ -24,6 +25,22 @@ fp16 mixed precision, whose gradients Megatron-LM all-reduced in fp16 unless
 
 The fit of the A100 parameters to this table and to the llm-foundry A100 tables is
 :mod:`calibrate.fit_training` (``python -m calibrate.fit_training --gpu A100-SXM``).
+
+Megatron-Core H100 (``megatron-core-h100-weak-scaling.csv``: the Megatron-LM README's
+"Performance Benchmarking" table, GPT 1.7B-462B on 48-6144 H100): TP, PP and DP per row;
+sequence 4096, vocab 131072, ``--overlap-grad-reduce --overlap-param-gather
+--tp-comm-overlap``; per-GPU *model* TFLOP/s (compared with
+``StepResult.model_tflops_per_gpu``). Assumptions for every row (:func:`mcore_scenario`;
+stated, not tuned per row): bf16 (the README does not say; presumably bf16), micro-batch 1
+(batch / DP sequences per replica, as the batch column grows with DP fixed at 48), the
+distributed optimizer (``--overlap-param-gather`` needs it: ZeRO-1), gradients reduced in
+bf16 (Megatron-Core's default ``grad_reduce_in_fp32=False``), sequence parallelism with
+TP > 1 (``--tp-comm-overlap`` needs it) and TP communication overlapped, the
+non-interleaved 1F1B schedule, no activation recomputation, Transformer Engine's fused
+kernels and flash attention, GeLU MLP of 4 x hidden with biases, LayerNorm, learned
+absolute positions (Megatron's defaults), untied embeddings and output weights; the
+fabric is not stated, assumed 8 x 400 Gb/s NDR InfiniBand per 8-GPU server
+(``h100-ib-ndr``; NVIDIA's EOS).
 """
 
 from __future__ import annotations
@@ -40,10 +57,15 @@ from sim.scenario.load import Scenario, scenario_from_dict
 from sim.training.step import simulate_step
 
 __all__ = [
+    "MCORE_SEQ",
+    "MCORE_VOCAB",
     "SC21_RUNS",
+    "McoreRow",
     "MegatronRow",
+    "mcore_scenario",
     "megatron_scenario",
     "predict_rows",
+    "read_mcore_table",
     "read_megatron_table",
 ]
 
@@ -170,3 +192,73 @@ def predict_rows(
             for r in rows
         ]
     )
+
+
+#: Megatron-Core benchmark table: sequence length and vocabulary (the README's text).
+MCORE_SEQ = 4096
+MCORE_VOCAB = 131072
+
+
+@dataclass(frozen=True)
+class McoreRow:
+    """One row of the Megatron-Core H100 weak-scaling table."""
+
+    name: str
+    heads: int
+    hidden: int
+    layers: int
+    tp: int
+    pp: int
+    dp: int
+    gpus: int
+    batch: int
+    tflops_per_gpu: float
+
+
+def read_mcore_table(path: str | Path) -> list[McoreRow]:
+    """Read ``megatron-core-h100-weak-scaling.csv`` (line 1: source, line 2: header).
+
+    Raises CalibrationError when the file is not that table or a row's TP x PP x DP is not
+    its GPU count.
+    """
+    p = Path(path)
+    try:
+        lines = p.read_text().splitlines()[1:]
+        rows = [
+            McoreRow(r["model_size"], int(r["attention_heads"]), int(r["hidden_size"]),
+                     int(r["num_layers"]), int(r["tensor_mp_size"]), int(r["pipeline_mp_size"]),
+                     int(r["data_parallel_size"]), int(r["num_gpus"]), int(r["batch_size"]),
+                     float(r["per_gpu_teraflops"]))
+            for r in csv.DictReader(lines)
+        ]  # fmt: skip
+    except (OSError, KeyError, ValueError) as e:
+        raise CalibrationError(f"{path}: not a Megatron-Core weak-scaling table ({e})") from None
+    for r in rows:
+        if r.tp * r.pp * r.dp != r.gpus:
+            raise CalibrationError(
+                f"{path}: row {r.name}: TP {r.tp} x PP {r.pp} x DP {r.dp} != {r.gpus} GPUs"
+            )
+    return rows
+
+
+def mcore_scenario(row: McoreRow, network: str = "analytical") -> Scenario:
+    """The scenario of one Megatron-Core row under the module's stated assumptions."""
+    raw = {
+        "model": {
+            "layers": row.layers, "hidden": row.hidden, "heads": row.heads,
+            "vocab": MCORE_VOCAB, "max_seq": MCORE_SEQ, "tied_embeddings": False,
+            "bias": True, "dropout": 0.0,
+        },
+        "cluster": {"topology": "h100-ib-ndr", "nodes": max(1, row.gpus // 8)},
+        "parallel": {
+            "tp": row.tp, "pp": row.pp, "dp": row.dp, "sp": row.tp > 1, "zero": 1,
+            "micro_batch": 1, "schedule": "1f1b", "recompute": "none",
+            "overlap_tp": row.tp > 1, "overlap_dp": True,
+        },
+        "training": {
+            "global_batch": row.batch, "seq_len": MCORE_SEQ, "precision": "bf16",
+            "flash_attention": True, "fused_kernels": True, "grad_dtype": "bf16",
+        },
+        "network": network,
+    }  # fmt: skip
+    return scenario_from_dict(raw, f"mcore-{row.name}")

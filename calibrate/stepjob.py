@@ -17,6 +17,7 @@ T = batch·seq tokens, h hidden, f ffn_hidden, V vocab.
 from __future__ import annotations
 
 import dataclasses
+import json
 import platform
 import time
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from calibrate.compute import check_clock, cpu_model, gpu_driver, resolve_device
 from calibrate.measurements import Measurements, Meta, StepRecord, summarize_times, utc_now
 from sim.errors import CalibrationError
 
-__all__ = ["StepJobConfig", "model_flops_per_step", "run_step_job"]
+__all__ = ["StepJobConfig", "model_flops_per_step", "parse_config", "run_step_job"]
 
 PRECISIONS = ("float32", "bfloat16")
 
@@ -75,6 +76,35 @@ DEFAULTS = {
     ("cuda", False): StepJobConfig(layers=12, hidden=2048, heads=16, ffn_hidden=8192,
                                    vocab=50304, seq=2048, batch=8, dtype="bfloat16"),
 }  # fmt: skip
+
+
+def parse_config(text: str, device: str = "cpu", quick: bool = True) -> StepJobConfig:
+    """The default config of (``device``, ``quick``) with ``key=value,...`` laid over it.
+
+    >>> parse_config("layers=3,dtype=bfloat16").layers
+    3
+
+    Raises
+    ------
+    CalibrationError
+        An unknown key, a value of the wrong type, or a config the job refuses.
+    """
+    base = DEFAULTS.get((device, quick), StepJobConfig())
+    fields = {f.name: f.type for f in dataclasses.fields(StepJobConfig)}
+    values: dict[str, Any] = {}
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        key, _, raw = item.partition("=")
+        key = key.strip()
+        if key not in fields or not raw:
+            raise CalibrationError(
+                f"--config {item!r}: expected key=value with key one of {', '.join(fields)}"
+            )
+        kind = type(getattr(base, key))
+        try:
+            values[key] = kind(raw.strip())
+        except ValueError:
+            raise CalibrationError(f"--config {key}={raw!r}: expected a {kind.__name__}") from None
+    return dataclasses.replace(base, **values)
 
 
 def model_flops_per_step(c: StepJobConfig) -> float:
@@ -130,8 +160,13 @@ def _build_model(c: StepJobConfig) -> Any:
 
 
 def _time_steps(torch: ModuleType, c: StepJobConfig, device: str, steps: int, warmup: int,
-                clock: Callable[[], float] = time.perf_counter) -> tuple[list[float], int]:  # fmt: skip
-    """Seconds per step for ``steps`` timed steps after ``warmup``; and the parameter count."""
+                clock: Callable[[], float] = time.perf_counter, trace: str | None = None,
+                trace_steps: int = 0) -> tuple[list[float], int]:  # fmt: skip
+    """Seconds per step for ``steps`` timed steps after ``warmup``; and the parameter count.
+    With ``trace``, ``trace_steps`` more steps run under the PyTorch profiler afterwards
+    (so that its overhead stays out of the timed steps), each inside a
+    :data:`~calibrate.trace_reader.STEP_ANNOTATION` span, and the Chrome trace is written
+    to ``trace``."""
     torch.manual_seed(0)
     model = _build_model(c).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=c.lr)
@@ -156,7 +191,28 @@ def _time_steps(torch: ModuleType, c: StepJobConfig, device: str, steps: int, wa
         sync()
         if i >= warmup:
             times.append(clock() - t0)
+    if trace:
+        _profile(torch, device, step, sync, trace, trace_steps)
     return times, sum(p.numel() for p in model.parameters())
+
+
+def _profile(torch: ModuleType, device: str, step: Callable[[], None], sync: Callable[[], None],
+             path: str, steps: int) -> None:  # fmt: skip
+    """Run ``steps`` steps under the Kineto profiler; write its Chrome trace to ``path``."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from calibrate.trace_reader import STEP_ANNOTATION, TRACE_METADATA
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with profile(activities=activities, record_shapes=True) as prof:
+        for _ in range(steps):
+            with record_function(STEP_ANNOTATION):
+                step()
+                sync()
+        prof.add_metadata_json(TRACE_METADATA, json.dumps(
+            {"device": device, "cpu_threads": torch.get_num_threads(),
+             "torch_version": torch.__version__}))  # fmt: skip
+    prof.export_chrome_trace(path)
 
 
 def run_step_job(
@@ -168,6 +224,8 @@ def run_step_job(
     created: str | None = None,
     threads: int | None = None,
     clock: str = "wall",
+    trace: str | None = None,
+    trace_steps: int = 5,
 ) -> Measurements:
     """Train a small GPT for a few steps and time each step.
 
@@ -207,9 +265,12 @@ def run_step_job(
     c = config or DEFAULTS[(device, quick)]
     steps = (5 if quick else 20) if steps is None else steps
     warmup = (2 if quick else 5) if warmup is None else warmup
-    if steps < 1 or warmup < 0:
-        raise CalibrationError(f"step job: need steps >= 1 and warmup >= 0, got {steps}, {warmup}")
-    times, n_params = _time_steps(torch, c, device, steps, warmup, timer)
+    if steps < 1 or warmup < 0 or trace_steps < 1:
+        raise CalibrationError(
+            f"step job: need steps >= 1, warmup >= 0 and trace steps >= 1, got {steps}, "
+            f"{warmup}, {trace_steps}"
+        )
+    times, n_params = _time_steps(torch, c, device, steps, warmup, timer, trace, trace_steps)
     median, spread = summarize_times(times)
     flops = model_flops_per_step(c)
     record = StepRecord(
@@ -227,6 +288,7 @@ def run_step_job(
         driver=gpu_driver() if gpu else None, torch_version=torch.__version__, world_size=1,
         nodes=1, gpus_per_node=1 if gpu else None, time_statistic="median", spread="p90-p10",
         details={"device": device, "cpu_model": cpu_model(), "quick": quick,
-                 "cpu_threads": torch.get_num_threads(), "clock": clock},
+                 "cpu_threads": torch.get_num_threads(), "clock": clock,
+                 **({"trace": trace, "trace_steps": trace_steps} if trace else {})},
     )  # fmt: skip
     return Measurements(kind="step", meta=meta, records=(record,))

@@ -214,12 +214,14 @@ def model_gemms(gpu_name: str, shapes: list[tuple[int, int, int]], dtype: str, k
 
 def test_compute_fit_recovers_the_matmul_curve_and_memory_efficiency() -> None:
     """Records timed by the simulator's GEMM model (wave quantization, K ramp and the mamf
-    anchor of the H100 entry) with eff_max 0.7, F_half 2e9 come back as those values."""
+    anchor of the H100 entry) with eff_max 0.7, F_half 2e9 come back as those values; a
+    copy timed by its memory-bound model (launch included) gives mem_eff 0.8."""
     gpu = load_topology("dgx-h100").gpu
     recs = model_gemms("H100-SXM", SQUARE, "bfloat16", "bf16", "cuda", matmul_eff_max=0.7,
                        matmul_half_flops=2e9, launch_overhead_s=5e-6)  # fmt: skip
-    recs.append(ComputeRecord("copy", (1,), "bfloat16", 0.0, 1e9, 1e9 / (0.8 * gpu.hbm_Bps), None,
-                              0.0, 0.8 * gpu.hbm_Bps, 10, "cuda"))  # fmt: skip
+    t_copy = 1e9 / (0.8 * gpu.hbm_Bps) + 5e-6
+    recs.append(ComputeRecord("copy", (1,), "bfloat16", 0.0, 1e9, t_copy, None, 0.0, 1e9 / t_copy,
+                              10, "cuda"))  # fmt: skip
     recs.append(
         ComputeRecord("launch", (1,), "float32", 0.0, 0.0, 5e-6, None, 0.0, 0.0, 10, "cuda")
     )

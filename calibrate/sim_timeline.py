@@ -14,7 +14,7 @@ to it means rewriting this function alone. What it returns is engine-neutral:
   ``compute``, ``tp/sp comm``, ``dp/zero comm``, ``pp send``), seconds;
 - ``step_time_s`` and the result's ``breakdown``.
 
->>> from sim.training.scenario import load_scenario
+>>> from sim.scenario.load import load_scenario
 >>> t = simulated_timeline(load_scenario("gpt2-1gpu"))
 >>> t.step_time_s > 0 and t.microbatches >= 1 and {o.cls for o in t.ops} >= {"gemm", "memory"}
 True
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sim.training.scenario import Scenario
+from sim.scenario.load import Scenario
 
 __all__ = ["SimOp", "SimTimeline", "simulated_timeline"]
 
@@ -59,9 +59,9 @@ class SimTimeline:
 
 def _ops(setup: Any) -> list[SimOp]:
     from sim.training.compute.kernels import op_time_s
-    from sim.training.engine.stage import op_context
-    from sim.training.workload.ops import chunk_ops
-    from sim.training.workload.stages import stage_layers
+    from sim.training.graph.costs import op_context
+    from sim.workload.ops import chunk_ops
+    from sim.workload.stages import stage_layers
 
     plan = setup.plan
     layers = stage_layers(plan, setup.scenario.model)[0]
@@ -101,7 +101,7 @@ def simulated_timeline(scenario: Scenario, compute: Mapping[str, object] | None 
     -------
     SimTimeline
     """
-    from sim.training.engine.optimizer import optimizer_s
+    from sim.training.graph.optimizer import optimizer_s
     from sim.training.step import run_step
 
     result, run, setup = run_step(scenario, network, compute)

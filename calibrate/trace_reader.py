@@ -7,7 +7,7 @@ What is read (:func:`read_trace`):
   wraps every profiled step in one), and inside each the optimizer's span
   (``Optimizer.step#...``);
 - **kernels**: on a GPU every ``kernel``/``gpu_memcpy``/``gpu_memset`` event, attributed
-  to the innermost ``cpu_op`` that launched it (the ``cuda_runtime`` launch with the same
+  to the innermost ``cpu_op`` that launched it (the ``cuda_runtime`` or ``cuda_driver`` launch with the same
   ``correlation``) and to the step whose span holds that launch; on a CPU, where the ops
   run on the calling thread, every *leaf* ``cpu_op`` (no ``cpu_op`` inside it) that does
   work (not a view, reshape or transpose: :data:`METADATA_OPS`);
@@ -162,9 +162,15 @@ def is_chrome_trace(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` looks like a Chrome trace-event JSON (begins with an object that
     has ``traceEvents`` near its start); cheap: reads 64 KiB at most."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(65536)
-    except OSError:
+        if str(path).endswith(".gz"):
+            import gzip
+
+            with gzip.open(path, "rb") as g:
+                head = g.read(65536)
+        else:
+            with open(path, "rb") as f:
+                head = f.read(65536)
+    except (OSError, EOFError):
         return False
     return head.lstrip().startswith(b"{") and b'"traceEvents"' in head
 
@@ -192,7 +198,9 @@ def classify(op: str, name: str, in_optimizer: bool) -> str:
 
 
 def _document(path: Path) -> dict[str, Any]:
-    text = read_text(path, "trace file", max_bytes=1 << 30)
+    # PyTorch's profiler writes .json.gz too
+    gz = path.suffix == ".gz"
+    text = _gunzip(path) if gz else read_text(path, "trace file", max_bytes=1 << 30)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
@@ -200,6 +208,20 @@ def _document(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise CalibrationError(f"{path}: not a Chrome trace (no traceEvents list)")
     return doc
+
+
+def _gunzip(path: Path, limit: int = 1 << 30) -> str:
+    """A gzipped trace's text, inflated up to ``limit`` bytes (a bigger one is refused)."""
+    import gzip
+
+    try:
+        with gzip.open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except (OSError, EOFError) as err:
+        raise CalibrationError(f"{path}: not a gzipped trace ({err})") from None
+    if len(data) > limit:
+        raise CalibrationError(f"{path}: over {limit >> 20} MiB once inflated")
+    return data.decode("utf-8", errors="replace")
 
 
 def _json_events(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -275,11 +297,11 @@ def _within(spans: Sequence[tuple[float, float]], t: float) -> int:
 
 
 def _owners(events: Sequence[Mapping[str, Any]]) -> dict[Any, Mapping[str, Any]]:
-    """correlation id -> the innermost cpu_op open when its ``cuda_runtime`` launch ran
+    """correlation id -> the innermost cpu_op open when its launch (runtime or driver) ran
     (one pass per thread over the events sorted by start, with a stack of open ops)."""
     by_tid: dict[Any, list[Mapping[str, Any]]] = {}
     for e in events:
-        if e.get("cat") in ("cpu_op", "cuda_runtime"):
+        if e.get("cat") in ("cpu_op", *LAUNCHES):
             by_tid.setdefault(e.get("tid"), []).append(e)
     out: dict[Any, Mapping[str, Any]] = {}
     for evs in by_tid.values():
@@ -376,7 +398,7 @@ def _gpu_kernels(events: Sequence[Mapping[str, Any]], gpu: Sequence[Mapping[str,
                  steps: Sequence[tuple[float, float]],
                  opt: Sequence[tuple[float, float]]) -> list[Kernel]:  # fmt: skip
     launches = {(e.get("args") or {}).get("correlation"): e for e in events
-                if e.get("cat") == "cuda_runtime"}  # fmt: skip
+                if e.get("cat") in LAUNCHES}  # fmt: skip
     owners = _owners(events)
     out = []
     for k in gpu:
@@ -444,6 +466,15 @@ def _attention_key(r: KernelRow) -> tuple[str, tuple[int, ...]] | None:
     return ("sdpa" if r.cls == "attn_fwd" else "sdpa_bwd"), (*r.dims[0], causal)
 
 
+#: Host events that launch a kernel: the runtime's (cudaLaunchKernel) and the driver's
+#: (cuLaunchKernelEx: cuBLAS's Hopper GEMMs, nvjet, are launched through the driver).
+LAUNCHES = ("cuda_runtime", "cuda_driver")
+
+#: Device events that are not an op's kernel: an op's memsets and copies (cuBLAS clears
+#: its workspace before a GEMM) would otherwise stand for the op's time.
+DEVICE_COPIES = ("Memset", "Memcpy")
+
+
 def trace_records(rows: Iterable[KernelRow], device: str,
                   samples: Mapping[tuple[str, tuple[tuple[int, ...], ...]], list[float]] | None = None,
                   ) -> list[ComputeRecord]:  # fmt: skip
@@ -461,6 +492,8 @@ def trace_records(rows: Iterable[KernelRow], device: str,
 
     rows = list(rows)
     for r in rows:
+        if r.name.startswith(DEVICE_COPIES):  # cuBLAS's workspace memset beside its GEMM
+            continue
         if cpu and samples and r.cls != "optimizer":
             r = replace(r, time_s=min(samples.get((r.op or r.name, r.dims), [r.time_s])))
         dtype = r.dtypes[0] if r.dtypes else "float32"

@@ -36,7 +36,10 @@ stated, not tuned per row): bf16 (the README does not say; presumably bf16), mic
 distributed optimizer (``--overlap-param-gather`` needs it: ZeRO-1), gradients reduced in
 bf16 (Megatron-Core's default ``grad_reduce_in_fp32=False``), sequence parallelism with
 TP > 1 (``--tp-comm-overlap`` needs it) and TP communication overlapped, the
-non-interleaved 1F1B schedule, no activation recomputation, Transformer Engine's fused
+non-interleaved 1F1B schedule, Megatron-Core's own behaviour (``training.framework:
+megatron-core``: ``--overlap-param-gather`` gathers each bucket's updated parameters one
+bucket ahead of the next step's forward, as its forward pre-hooks dispatch them without
+interleaving; :mod:`sim.workload.frameworks`), no activation recomputation, Transformer Engine's fused
 kernels and flash attention, GeLU MLP of 4 x hidden with biases, LayerNorm, learned
 absolute positions (Megatron's defaults), untied embeddings and output weights; the
 fabric is not stated, assumed 8 x 400 Gb/s NDR InfiniBand per 8-GPU server
@@ -258,6 +261,7 @@ def mcore_scenario(row: McoreRow, network: str = "analytical") -> Scenario:
         "training": {
             "global_batch": row.batch, "seq_len": MCORE_SEQ, "precision": "bf16",
             "flash_attention": True, "fused_kernels": True, "grad_dtype": "bf16",
+            "framework": "megatron-core",
         },
         "network": network,
     }  # fmt: skip

@@ -151,7 +151,8 @@ class ServerRouter:
         direct PCIe path would cross the host while a GPU next to the NIC is an NVLink
         hop away (NCCL's PXN: "PCI + NVLink", GPU -> NIC direction only)."""
         tmpl = srv.tmpl
-        owner = tmpl.pxn_peer(s, port) if self.pxn else None
+        ports = tuple(p for p, _, _, _ in srv.attach)
+        owner = tmpl.pxn_peer(s, port, ports) if self.pxn else None
         if owner is None:
             return self._inside(srv, s, port, src, dst, 0, out)
         hop = self._inside(srv, s, owner, src, dst, 0, out)

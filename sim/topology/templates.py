@@ -40,7 +40,7 @@ class ServerTemplate:
         self._width: dict[int, list[float]] = {}
         self._next: dict[tuple[int, int], tuple[int, ...]] = {}
         self._fixed: dict[tuple[int, int], tuple[tuple[int, int], ...] | None] = {}
-        self._pxn: dict[tuple[int, int], int | None] = {}
+        self._pxn: dict[tuple[int, int, tuple[int, ...]], int | None] = {}
 
     def dist_to(self, t: int) -> list[float]:
         """Hops from every local node to ``t`` without passing through a GPU."""
@@ -102,14 +102,17 @@ class ServerTemplate:
             self._fixed[key] = tuple(path) if path is not None else None
         return self._fixed[key]
 
-    def pxn_peer(self, s: int, port: int) -> int | None:
+    def pxn_peer(self, s: int, port: int, ports: tuple[int, ...] = ()) -> int | None:
         """The GPU through which ``s`` should reach NIC ``port`` (NCCL's PXN), or None.
 
         PXN applies when the shortest PCIe path from ``s`` to the port crosses the host
         (another PCIe switch) while some GPU sits at the port's own PCIe switch and is one
-        NVLink hop from ``s`` (through the NVSwitch or directly).
+        NVLink hop from ``s`` (through the NVSwitch or directly). Where several GPUs share
+        that switch (a DGX H100 PCIe switch holds two GPUs and two NICs), the peer is the
+        GPU whose own NIC (:meth:`preferred` among ``ports``) is ``port``, as NCCL's PXN
+        proxies through the NIC's local rank; else the lowest-numbered.
         """
-        key = (s, port)
+        key = (s, port, ports)
         if key not in self._pxn:
             peer = None
             if self.host is not None and self.dist_to(port)[s] > 2:
@@ -117,7 +120,8 @@ class ServerTemplate:
                     g for g in self.gpu_rank
                     if g != s and self.dist_to(port)[g] == 2 and self._nvlink_hop(s, g)
                 ]  # fmt: skip
-                peer = min(near) if near else None
+                own = [g for g in near if ports and self.preferred(g, ports, True) == port]
+                peer = min(own or near) if near else None
             self._pxn[key] = peer
         return self._pxn[key]
 

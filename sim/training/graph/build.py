@@ -48,7 +48,7 @@ from sim.training.graph.buckets import (
 from sim.training.graph.costs import param_units
 from sim.training.graph.offload import optimizer_tasks
 from sim.training.graph.task import COLLECTIVE, COMPUTE, TRANSFER, Comm, PassInfo, StepGraph
-from sim.training.schedule.pipeline import make_schedule
+from sim.training.schedule.pipeline import Step, make_schedule
 from sim.training.setup import StepSetup
 from sim.workload.techniques import techniques_of
 from sim.workload.zero import zero_semantics
@@ -104,6 +104,14 @@ class _Builder:
             and fw.overlap_param_gather
             and any(stage_comm(setup, s).dp_param_gather_bytes > 0 for s in range(self.p))
         )
+        #: under the interleaved schedule Megatron aligns the dispatch across pipeline
+        #: ranks (``align_param_gather``, on by default, forced off without interleaving:
+        #: megatron/training/arguments.py): every bucket of chunks 0 and 1 is all-gathered
+        #: at the step's start, chunk c's when chunk c-1's first forward begins
+        #: (``param_sync_func`` in schedules.py); otherwise each bucket's all-gather is
+        #: dispatched by the forward pre-hook of the bucket before it (one ahead)
+        self.align = self.param_overlap and self.v > 1
+        self.chunk_start: dict[tuple[int, int], int] = {}
 
     # -- passes ---------------------------------------------------------------------------
     def stage_passes(self, s: int) -> None:
@@ -126,10 +134,12 @@ class _Builder:
             buckets = self.buckets[s] if release else []
             prev = self.last_compute[s]
             if cost.gathers:
-                first, ends = self._gathered(s, cost, pid, compute, prev)
+                first, ends = self._gathered(s, cost, pid, compute, prev, self._align(s, st))
             else:
                 first, ends = self._segments(s, cost, pid, compute, len(buckets))
             self.pass_first[(st.kind, vs, st.mb)] = first
+            if st.kind == "F" and st.mb == first_f[st.chunk]:
+                self.chunk_start[(s, st.chunk)] = first[-1]
             self.pass_end[(st.kind, vs, st.mb)] = ends[-1]
             self.last_compute[s] = ends[-1]
             if buckets:
@@ -174,17 +184,35 @@ class _Builder:
                 pending = 0.0
         return [tasks[0]], [tasks[k] for k in seg_of]
 
+    def _align(self, s: int, st: Step) -> list[int] | None:
+        """Dependencies of an aligned parameter all-gather (:attr:`align`): none for chunks
+        0 and 1, the first forward of the chunk before for the others; None: not aligned."""
+        if not (self.align and st.kind == "F"):
+            return None
+        before = self.chunk_start.get((s, st.chunk - 1)) if st.chunk >= 2 else None
+        return [before] if before is not None else []
+
     def _gathered(
-        self, s: int, cost: PassCost, pid: int, compute: int, prev: int
+        self,
+        s: int,
+        cost: PassCost,
+        pid: int,
+        compute: int,
+        prev: int,
+        aligned: list[int] | None = None,
     ) -> tuple[list[int], list[int]]:
-        """A pass whose units wait for their parameter gathers (ZeRO-3/FSDP)."""
+        """A pass whose units wait for their parameter gathers (ZeRO-3/FSDP); ``aligned``:
+        the gathers' only dependencies (dispatched together, see :attr:`align`)."""
         g, stage = self.g, self.setup.stages[s]
         gather = g.stream(f"s{s}.gather")
         units: list[int] = []
         first: list[int] = []
         d = self.depth
         for j, unit in enumerate(cost.units):
-            deps = [units[j - d]] if j >= d else ([prev] if prev >= 0 and j == 0 else [])
+            if aligned is not None:
+                deps = aligned
+            else:
+                deps = [units[j - d]] if j >= d else ([prev] if prev >= 0 and j == 0 else [])
             key = ("gather", s, unit.gather_bytes, unit.expert_gather_bytes)
             parts = self._comms.get(key)
             if parts is None:

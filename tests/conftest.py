@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+#: Not test modules: ``device_stub/sitecustomize.py`` hides pydantic and simpy from any
+#: process that imports it, so ``--doctest-modules`` must never collect (import) it.
+collect_ignore = ["device_stub"]
+
 #: Packages whose versions can change results (printed in the test run's header).
 VERSIONED = ("numpy", "scipy", "networkx", "simpy", "pydantic", "PyYAML", "torch", "matplotlib")
 

@@ -85,9 +85,11 @@ def test_the_timer_passes_its_restriction_to_the_tuner() -> None:
 
 # The shipped defaults (profile=none): the networks are compared, not the profiles. With the
 # 2-node InfiniBand profile the IB ZeRO-3 case is 10.2% apart (analytical gathers go first on
-# the NICs; the flow network shares them with the reductions and sends).
+# the NICs; the flow network shares them with the reductions and sends). The framework is
+# taken away too: Megatron-Core has no ZeRO-3, and with its preset the IB case is 11.0% apart
+# (analytical 3.337 s, flow 3.751 s: the flow network exposes 0.53 s more of the gathers).
 SMALL_ZERO3 = ["parallel.zero=3", "cluster.nodes=8", "parallel.dp=2", "training.global_batch=32",
-               "profile=none"]  # fmt: skip
+               "profile=none", "training.framework=null"]  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -22,13 +22,15 @@ from sim.errors import CalibrationError
 
 ROOT = Path(__file__).resolve().parents[1]
 STUB = ROOT / "tests" / "device_stub"
+#: Switches the stub on (tests/device_stub/sitecustomize.py is inert without it).
+STUB_ON = {"CLUSTERSIM_DEVICE_STUB": "1"}
 SCRIPT = ROOT / "calibrate" / "scripts" / "device_h100.sh"
 torch = pytest.importorskip("torch", reason="real runs need torch (clustersim[calibrate])")
 
 
 def _bare(args: list[str], tmp: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """``python args`` as on the GPU image: no pydantic, no simpy, stub torchvision."""
-    env = {**os.environ, "PYTHONPATH": f"{STUB}{os.pathsep}{ROOT}", "OUT": str(tmp)}
+    env = {**os.environ, "PYTHONPATH": f"{STUB}{os.pathsep}{ROOT}", "OUT": str(tmp), **STUB_ON}
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout, check=False)  # fmt: skip
 
@@ -98,7 +100,7 @@ def test_step_configs_parse_over_the_defaults() -> None:
 @pytest.mark.slow
 def test_the_whole_script_runs_dry_on_a_cpu(tmp_path: Path) -> None:
     """Every piece in the GPU image's conditions, at CPU sizes: 7 files, none failed."""
-    env = {**os.environ, "PYTHONPATH": str(STUB), "OUT": str(tmp_path)}
+    env = {**os.environ, "PYTHONPATH": str(STUB), "OUT": str(tmp_path), **STUB_ON}
     r = subprocess.run(["bash", str(SCRIPT), "cpu"], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=3000, check=False)  # fmt: skip
     assert r.returncode == 0, r.stdout[-3000:]

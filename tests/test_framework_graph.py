@@ -9,6 +9,7 @@ import pytest
 from sim.errors import ConfigError
 from sim.scenario.load import load_scenario
 from sim.training.compute.passes import OpsCost, TPOverlap
+from sim.training.graph.build import AHEAD_LABEL
 from sim.training.graph.costs import chunk_costs, tp_overlap
 from sim.training.graph.execute import run_graph
 from sim.training.graph.task import COLLECTIVE
@@ -18,6 +19,8 @@ from sim.training.step import _timer, simulate_step
 from sim.workload.frameworks import PRESETS, grad_bucket_bytes
 
 SMALL = ["cluster.nodes=4", "parallel.dp=1", "training.global_batch=32"]  # llama2-70b: TP8 PP4 DP1
+#: The shipped scenarios name their frameworks; this takes it away (the framework-neutral step).
+NONE = "training.framework=null"
 
 
 def _run(*sets: str, name: str = "llama2-70b-256-ib"):  # type: ignore[no-untyped-def]
@@ -41,7 +44,7 @@ def test_defaults_come_from_the_framework_and_the_scenario_wins() -> None:
 
 def test_behaviours_need_a_framework_and_bad_ones_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"needs training\.framework"):
-        load_scenario("gpt2-1gpu", ["framework.tp_comm_overlap=false"])
+        load_scenario("gpt2-1gpu", ["training.framework=null", "framework.tp_comm_overlap=false"])
     with pytest.raises(ConfigError, match=r"framework.gathered_units: expected an integer >= 1"):
         load_scenario("gpt2-1gpu", ["training.framework=fsdp", "framework.gathered_units=0"])
     with pytest.raises(ConfigError, match=r"training\.framework"):
@@ -68,8 +71,9 @@ def test_overlap_tp_is_no_longer_free() -> None:
     costs = chunk_costs(setup, _timer(setup))
     f = costs[(0, "F")]
     assert f.tp_exposed_s > 0  # 12.5% of the TP time stays exposed
-    off = simulate_step(load_scenario("llama2-70b-256-ib", SMALL), "analytical")
-    on = simulate_step(load_scenario("llama2-70b-256-ib", [*SMALL, "parallel.overlap_tp=true"]),
+    base = [*SMALL, NONE]
+    off = simulate_step(load_scenario("llama2-70b-256-ib", base), "analytical")
+    on = simulate_step(load_scenario("llama2-70b-256-ib", [*base, "parallel.overlap_tp=true"]),
                        "analytical")  # fmt: skip
     assert on.step_time_s < off.step_time_s
     assert on.breakdown["compute"] > off.breakdown["compute"]  # GEMMs slowed beside TP
@@ -80,12 +84,12 @@ def test_megatron_overlaps_the_parameter_gather_with_the_next_forward() -> None:
     gathered ahead of each chunk's first forward: no all-gather after the optimizer, the
     gathers on the links under their tag, and only the first forward of a chunk waits."""
     sets = ["cluster.nodes=8", "parallel.dp=2", "training.global_batch=32"]
-    _, plain = _run(*sets)
+    _, plain = _run(*sets, NONE)
     assert "param_all_gather" in plain.graph.label
     setup, mc = _run(*sets, "training.framework=megatron-core")
     g = mc.graph
     assert "param_all_gather" not in g.label
-    gathers = [i for i in range(len(g)) if g.label[i] == "zero_all_gather"]
+    gathers = [i for i in range(len(g)) if g.label[i] == AHEAD_LABEL]
     assert gathers and all(g.kind[i] == COLLECTIVE for i in gathers)
     first = {(p.stage, p.chunk): min(q.mb for q in g.passes if q.kind == "F" and
              (q.stage, q.chunk) == (p.stage, p.chunk)) for p in g.passes}  # fmt: skip
@@ -126,7 +130,7 @@ def test_prefetch_depth_follows_the_framework() -> None:
 def test_memory_is_held_as_the_framework_holds_it() -> None:
     """With a framework, memory follows its semantics and fits what a process can use on
     the GPU; without one, the framework-neutral model and the catalog's HBM."""
-    plain = simulate_step(load_scenario("llama3-8b-dgx"), "analytical")
+    plain = simulate_step(load_scenario("llama3-8b-dgx", [NONE]), "analytical")
     titan = simulate_step(load_scenario("llama3-8b-dgx", ["training.framework=torchtitan"]),
                           "analytical")  # fmt: skip
     assert plain.memory_per_gpu_bytes != titan.memory_per_gpu_bytes

@@ -245,7 +245,7 @@ def test_groups_partition_ranks_and_coords_round_trip(
 def test_public_api_is_pinned() -> None:
     """The plan module's public names (the engine imports these)."""
     assert set(plan_module.__all__) == {
-        "AXES", "GROUP_KINDS", "PLACEMENT_AXES", "RECOMPUTE", "SCHEDULE_NAMES", "Coord",
-        "ParallelPlan", "full_order", "groups", "parse_order", "placement_notes", "rank_coords",
+        "AXES", "DEFAULT_BUCKET_BYTES", "GROUP_KINDS", "PLACEMENT_AXES", "RECOMPUTE", "SCHEDULE_NAMES", "Coord",
+        "ParallelPlan", "full_order", "group_of", "groups", "parse_order", "placement_notes", "rank_coords",
         "rank_of",
     }  # fmt: skip

@@ -168,14 +168,19 @@ def test_fill_gaps() -> None:
 # --- complete counters -----------------------------------------------------------------
 
 
-def test_parameter_gathers_are_on_the_links() -> None:
-    """ZeRO-1's all-gather of the updated parameters runs on the flow network: its bytes
+@pytest.mark.parametrize(
+    ("overlap", "tag"),
+    [("false", "shard param all_gather"), ("true", "param shard all_gather")],
+)
+def test_parameter_gathers_are_on_the_links(overlap: str, tag: str) -> None:
+    """ZeRO-1's all-gather of the updated parameters runs on the flow network, after the
+    optimizer or ahead of the next forward (Megatron's ``overlap_param_gather``): its bytes
     are in the per-link counters under their tag, as every other collective's."""
     sets = ["cluster.nodes=4", "parallel.dp=1", "parallel.zero=1", "training.global_batch=32",
-            "parallel.pp=2", "parallel.dp=2"]  # fmt: skip
+            "parallel.pp=2", "parallel.dp=2", f"framework.overlap_param_gather={overlap}"]  # fmt: skip
     result, run, _ = run_step(load_scenario("llama2-70b-256-ib", sets))
     tags = run.network.link_bytes_by_tag  # type: ignore[union-attr]
-    assert tags["shard param all_gather"].sum() > 0
+    assert tags[tag].sum() > 0
     assert tags["dp reduce_scatter"].sum() > 0
     assert result.breakdown["param_gather"] > 0
 

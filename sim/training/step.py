@@ -150,13 +150,15 @@ def _ideal(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> StepRun:
 
 def _breakdown(line: StageTimeline, ideal: StageTimeline) -> dict[str, float]:
     """The critical stage's time by cause; ``zero3_gather_exposed`` is what per-layer
-    parameter gathers (ZeRO-3, FSDP SHARD_GRAD_OP forwards) leave on the critical path;
+    parameter gathers (ZeRO-3, FSDP SHARD_GRAD_OP forwards) leave on the critical path,
+    ``param_gather`` the distributed optimizer's all-gather after the step or what it
+    leaves exposed when run ahead of the forward (``overlap_param_gather``);
     ``cp_comm_exposed`` what the ring attention's K/V transfers leave exposed."""
     busy = line.compute_s + line.tp_exposed_s + line.ep_s + line.cp_exposed_s
-    busy += line.zero3_exposed_s
+    busy += line.zero3_exposed_s + line.param_exposed_s
     idle = max(0.0, line.compute_end_s - busy)
     ideal_busy = ideal.compute_s + ideal.tp_exposed_s + ideal.ep_s + ideal.cp_exposed_s
-    ideal_busy += ideal.zero3_exposed_s
+    ideal_busy += ideal.zero3_exposed_s + ideal.param_exposed_s
     ideal_idle = max(0.0, ideal.compute_end_s - ideal_busy)
     bubble = min(idle, ideal_idle)
     return {
@@ -169,7 +171,7 @@ def _breakdown(line: StageTimeline, ideal: StageTimeline) -> dict[str, float]:
         "pp_comm_exposed": idle - bubble,
         "dp_comm_exposed": line.dp_end_s - line.compute_end_s,
         "optimizer": line.optimizer_s,
-        "param_gather": line.param_gather_s,
+        "param_gather": line.param_gather_s + line.param_exposed_s,
     }
 
 

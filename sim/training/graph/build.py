@@ -53,7 +53,11 @@ from sim.training.setup import StepSetup
 from sim.workload.techniques import techniques_of
 from sim.workload.zero import zero_semantics
 
-__all__ = ["build_step_graph", "p2p_latency_s"]
+__all__ = ["AHEAD_LABEL", "build_step_graph", "p2p_latency_s"]
+
+#: Label of the parameter all-gathers a distributed optimizer runs ahead of the next
+#: step's forward (``overlap_param_gather``): what they leave exposed is ``param_gather``
+AHEAD_LABEL = "param_gather_ahead"
 
 
 def p2p_latency_s(setup: StepSetup) -> float:
@@ -219,12 +223,13 @@ class _Builder:
                 parts = self._comms[key] = self._gather_parts(
                     stage.group("shard"), stage.group("edp"), unit
                 )
-            gt = g.add(COLLECTIVE, gather, deps, comm=parts, label="zero_all_gather", stage=s,
+            label = AHEAD_LABEL if self.param_overlap else "zero_all_gather"
+            gt = g.add(COLLECTIVE, gather, deps, comm=parts, label=label, stage=s,
                        pass_of=pid, nic=s if self.shared else -1)  # fmt: skip
             ut = g.add(COMPUTE, compute, (gt,), duration_s=unit.busy_s, label="pass", stage=s,
                        pass_of=pid)  # fmt: skip
-            if j == 0:
-                first = [gt, ut]
+            if j == 0:  # an aligned gather does not wait for the pass's input
+                first = [ut] if aligned is not None else [gt, ut]
             units.append(ut)
         return first, units
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sim.network import backend
 from sim.network.base import Network
 from sim.training.compute.passes import CollectiveTimer, PassCost
-from sim.training.graph.build import build_step_graph
+from sim.training.graph.build import AHEAD_LABEL, build_step_graph
 from sim.training.graph.costs import chunk_costs
 from sim.training.graph.listsched import list_schedule
 from sim.training.graph.simulate import Progress, simulate_graph
@@ -169,15 +169,23 @@ def stage_timelines(
     lines = [StageTimeline() for _ in range(stages)]
     first = [float("inf")] * len(graph.passes)
     last = [0.0] * len(graph.passes)
+    ahead: dict[int, int] = {}  # pass -> its first compute task, where gathers ran ahead
     for i, pid in enumerate(graph.pass_of):
         if pid < 0:
+            continue
+        if graph.label[i] == AHEAD_LABEL:
+            ahead.setdefault(pid, -1)
             continue
         first[pid] = min(first[pid], start[i])
         if graph.kind[i] == COMPUTE:
             last[pid] = max(last[pid], end[i])
+            if ahead.get(pid, 0) == -1:
+                ahead[pid] = i
+    for pid, task in ahead.items():
+        first[pid] = min(first[pid], _ready_without_gathers(graph, task, end))
     for pid, info in enumerate(graph.passes):
         rec = PassRecord(info.stage, info.kind, info.mb, info.chunk, first[pid], last[pid])
-        lines[info.stage].add_pass(costs[(info.vstage, info.kind)], rec)
+        lines[info.stage].add_pass(costs[(info.vstage, info.kind)], rec, pid in ahead)
     for line in lines:
         line.compute_end_s = max((r.end_s for r in line.passes), default=0.0)
     ends = [line.compute_end_s for line in lines]
@@ -203,3 +211,13 @@ def stage_timelines(
         line.optimizer_s = min(tail, optimizer[s])
         line.param_gather_s = tail - line.optimizer_s
     return lines
+
+
+def _ready_without_gathers(graph: StepGraph, task: int, end: list[float]) -> float:
+    """When ``task`` (a pass's first compute) could have started but for the parameter
+    gathers run ahead of it: its other inputs and the compute before it on its stream.
+    The pass counts from there, so a gather it waited for shows as exposed."""
+    ready = max((end[d] for d in graph.deps[task] if graph.label[d] != AHEAD_LABEL), default=0.0)
+    order = graph.stream_order[graph.stream_of[task]]
+    k = order.index(task)
+    return max(ready, end[order[k - 1]]) if k > 0 else ready

@@ -36,16 +36,22 @@ class StageTimeline:
     end_s: float = 0.0
     optimizer_s: float = 0.0
     param_gather_s: float = 0.0
+    param_exposed_s: float = 0.0
     passes: list[PassRecord] = field(default_factory=list)
     comm: list[tuple[str, float, float]] = field(default_factory=list)  # (name, start, end)
 
-    def add_pass(self, cost: PassCost, rec: PassRecord) -> None:
-        """Account one pass that ran from ``rec.start_s`` to ``rec.end_s``."""
+    def add_pass(self, cost: PassCost, rec: PassRecord, ahead: bool = False) -> None:
+        """Account one pass that ran from ``rec.start_s`` to ``rec.end_s``; ``ahead``: its
+        gathers are a distributed optimizer's parameter all-gathers run ahead of the
+        forward (their exposure is ``param_exposed_s``), else ZeRO-3/FSDP unit gathers."""
         self.compute_s += cost.compute_s
         self.tp_exposed_s += cost.tp_exposed_s
         self.ep_s += cost.ep_s
         self.cp_exposed_s += cost.cp_exposed_s
         waited = rec.end_s - rec.start_s - cost.busy_s
         if waited > 1e-9 * max(cost.busy_s, 1e-12):  # not rounding: gathers left exposed
-            self.zero3_exposed_s += waited
+            if ahead:
+                self.param_exposed_s += waited
+            else:
+                self.zero3_exposed_s += waited
         self.passes.append(rec)

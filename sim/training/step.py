@@ -24,7 +24,7 @@ from sim.training.techniques import apply_techniques
 from sim.training.techniques_report import techniques_record
 from sim.workload.plan import placement_notes
 
-__all__ = ["run_step", "simulate_step"]
+__all__ = ["collective_timer", "run_step", "simulate_step"]
 
 
 _TIMERS: dict[tuple[int, int, str, str, str], tuple[object, object, CollectiveTimer]] = {}
@@ -44,6 +44,13 @@ def _timer(setup: StepSetup) -> CollectiveTimer:
         hit = (topo, params, timer)
         _TIMERS[key] = hit
     return hit[2]
+
+
+def collective_timer(setup: StepSetup) -> CollectiveTimer:
+    """The :class:`CollectiveTimer` that steps of ``setup``'s topology, collective
+    parameters and network share: what a caller costs with it (a planner's bound) is
+    cached for the step that follows."""
+    return _timer(setup)
 
 
 def simulate_step(

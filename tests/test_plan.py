@@ -85,7 +85,7 @@ def test_the_memory_check_agrees_with_the_simulated_step() -> None:
 
 def test_the_step_time_bound_is_below_every_simulated_step() -> None:
     s = load_scenario("llama2-70b-256-ib", ["cluster.nodes=4"])
-    shapes = ShapeTimes(s, s.cluster.topology, 8, True)
+    shapes = ShapeTimes(s, s.cluster, 32)
     found, _ = layouts(s.model, 32, 8, s.training.global_batch)
     for lay in found[::53]:
         lay = dataclasses.replace(lay, recompute="full")

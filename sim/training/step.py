@@ -24,7 +24,7 @@ from sim.training.techniques import apply_techniques
 from sim.training.techniques_report import techniques_record
 from sim.workload.plan import placement_notes
 
-__all__ = ["run_step", "simulate_step"]
+__all__ = ["collective_timer", "run_step", "simulate_step"]
 
 
 def _timer(setup: StepSetup) -> CollectiveTimer:
@@ -33,6 +33,13 @@ def _timer(setup: StepSetup) -> CollectiveTimer:
     par = setup.scenario.parallel
     return timer_for(setup.topology, setup.profile.collectives, setup.network, par.nccl_algo,
                      par.nccl_proto)  # fmt: skip
+
+
+def collective_timer(setup: StepSetup) -> CollectiveTimer:
+    """The :class:`CollectiveTimer` that steps of ``setup``'s topology, collective
+    parameters and network share: what a caller costs with it (a planner's bound) is
+    cached for the step that follows."""
+    return _timer(setup)
 
 
 def simulate_step(

@@ -8,7 +8,14 @@ the analytical network, and prunes three ways before simulating:
    the search stops when the next bound exceeds the K-th best time found;
 3. memory is checked before simulating (:mod:`.memory`): each layout gets the least
    recompute that fits, and layouts that fit with none are rejected with their overflow
-   (so the rejected layouts listed are the most promising ones: those reached before the cut).
+   (so the rejected layouts listed are the most promising ones: those reached before the cut);
+4. a layout that fits waits in a queue, by bound: the search takes the layout of least
+   bound once no unchecked layout can have a lower one, and tightens its bound from its
+   own pass costs (:func:`.bounds.step_bounds`, cheapest first) until none is left to
+   try; only then is it simulated. Where the least bound exceeds the K-th best time,
+   the rest is cut.
+
+Every cut is by a lower bound, so the ranking is the one simulating every layout gives.
 
 The finalists are then run with each overlap switch off too (the search assumes overlap
 never slows a step; the finalists check it). Ties break on cost per step, then on the
@@ -22,17 +29,18 @@ says, per recipe, its best fitting configuration or why none fits.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sim.errors import ClusterSimError, ConfigError
 from sim.result import StepResult
 from sim.scenario.load import ClusterSection, Scenario
-from sim.studies.plan.bounds import ShapeTimes, lower_bound_s, shape_of
+from sim.studies.plan.bounds import ShapeTimes, lower_bound_s, shape_of, step_bounds
 from sim.studies.plan.memory import estimate_memory, least_memory
 from sim.studies.plan.recipes import FULL, Recipe, own_recipe
 from sim.studies.plan.space import RECOMPUTE_ORDER, Layout, Skipped, layouts
@@ -162,8 +170,7 @@ class _Search:
         self.gpus, self.per_node = int(topo.num_gpus), int(topo.gpus_per_node)
         self.models = tuple(topo.gpu_models or (topo.gpu,))
         self.hbm = capacity_bytes(scenario, self.models)
-        multi = topo.nodes > 1 or cluster.nodes is not None
-        self.shapes = ShapeTimes(scenario, cluster.topology, self.per_node, multi)
+        self.shapes = ShapeTimes(scenario, cluster, self.gpus)
         self.rejected: list[Rejected] = []
         self.simulated = 0
 
@@ -241,33 +248,59 @@ class _Search:
             return None
         return Candidate(layout, r)
 
-    def run(self, candidates: Sequence[Layout]) -> tuple[list[Candidate], int]:
-        """Go through the layouts in bound order: check memory, simulate, stop at the cut.
+    def tighter(self, layout: Layout) -> Iterator[float]:
+        """The layout's :func:`step_bounds`, tightest last."""
+        return step_bounds(_with(self.scenario, layout, self.cluster))
 
-        The bound of a layout without recompute is below that of any recompute, so the
-        order is sound; memory is checked only for layouts reached before the cut.
+    def run(self, candidates: Sequence[Layout]) -> tuple[list[Candidate], int]:
+        """Go through the layouts in bound order: check memory, queue, tighten, simulate,
+        stop at the cut.
+
+        The probe bound of a layout without recompute is below that of any recompute, and
+        a tightened bound is at least the probe bound, so once the least bound waiting
+        (checked, or not yet) exceeds the K-th best time, every layout left does.
         """
         found: list[Candidate] = []
-        pruned = 0
         order = sorted(((self.bound(lay), lay) for lay in candidates), key=lambda x: (x[0], x[1]))
+        waiting: list[tuple[float, Layout, Iterator[float]]] = []  # fitted, by bound so far
+        pruned = 0
 
         def cut(bound: float) -> bool:
             return len(found) >= self.top and bound > found[self.top - 1].result.step_time_s
 
-        for i, (lb, lay) in enumerate(order):
+        i = 0
+        while i < len(order) or waiting:
+            if waiting and (i == len(order) or waiting[0][:2] <= order[i]):
+                bound, lay, tighter = heapq.heappop(waiting)
+                if cut(bound):
+                    pruned += 1 + len(waiting) + len(order) - i
+                    break
+                nxt = next(tighter, None)
+                if nxt is not None:
+                    heapq.heappush(waiting, (max(bound, nxt), lay, tighter))
+                    continue
+                c = self.simulate(lay)
+                if c is not None:
+                    found.append(c)
+                    found.sort(key=_rank_key)
+                continue
+            lb, lay = order[i]
             if cut(lb):
-                pruned += len(order) - i
+                pruned += len(order) - i + len(waiting)
                 break
+            i += 1
             fitted = self.fit(lay)
             if fitted is None:
                 continue
             if cut(fitted[1]):
                 pruned += 1
                 continue
-            c = self.simulate(fitted[0])
-            if c is not None:
-                found.append(c)
-                found.sort(key=_rank_key)
+            try:  # a layout that does not resolve is rejected now, as its simulation would be
+                tighter = self.tighter(fitted[0])
+            except ClusterSimError as e:
+                self.rejected.append(Rejected(fitted[0], str(e), bound_s=fitted[1]))
+                continue
+            heapq.heappush(waiting, (fitted[1], fitted[0], tighter))
         return found, pruned
 
     def refine(self, found: list[Candidate]) -> list[Candidate]:
@@ -278,6 +311,13 @@ class _Search:
             alts = [dataclasses.replace(lay, overlap_tp=False)] if lay.tp > 1 else []
             alts += [dataclasses.replace(lay, overlap_dp=False)] if lay.dp * lay.cp > 1 else []
             for alt in alts:
+                if len(out) >= self.top:  # an alternative bound above the K-th cannot rank
+                    kth = sorted(out, key=_rank_key)[self.top - 1].result.step_time_s
+                    try:
+                        if max([self.bound(alt), *self.tighter(alt)]) > kth:
+                            continue
+                    except ClusterSimError:
+                        pass  # simulated: it says why
                 cand = self.simulate(alt)
                 if cand is not None:
                     out.append(cand)

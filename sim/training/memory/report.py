@@ -48,7 +48,7 @@ from sim.training.memory.allocator import (
     reserved_when_roomy,
 )
 from sim.training.memory.states import framework_states, model_states
-from sim.training.schedule.pipeline import chunk_in_flight, in_flight, make_schedule
+from sim.training.schedule.pipeline import held as held_in_flight
 from sim.workload.frameworks import Semantics
 from sim.workload.models import ModelSpec
 from sim.workload.plan import ParallelPlan
@@ -203,8 +203,7 @@ def memory_per_stage(
             model, plan, seq, hbm_bytes, params, flash_attention, cross_entropy, tech, semantics
         )
     params = params or MemoryParams()
-    schedule = make_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.virtual_stages)
-    held = in_flight(schedule)
+    held = held_in_flight(plan.schedule, plan.pp, plan.num_microbatches, plan.virtual_stages)[0]
     layers = stage_layers(plan, model)
     reports = []
     for stage in range(plan.pp):
@@ -233,8 +232,9 @@ def _framework_stages(
 ) -> list[MemoryReport]:
     """:func:`memory_per_stage` under framework ``sem``."""
     params = params or framework_memory_params(sem)
-    schedule = make_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.virtual_stages)
-    held, chunks = in_flight(schedule), chunk_in_flight(schedule)
+    held, chunks = held_in_flight(
+        plan.schedule, plan.pp, plan.num_microbatches, plan.virtual_stages
+    )
     layers = stage_layers(plan, model)
     inside = params.workspace_bytes - params.outside_allocator_bytes
     reports = []

@@ -11,6 +11,7 @@ with free communication.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import NamedTuple
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "Step",
     "chunk_in_flight",
     "gpipe",
+    "held",
     "in_flight",
     "interleaved_1f1b",
     "make_schedule",
@@ -153,3 +155,17 @@ def chunk_in_flight(schedule: Schedule) -> list[list[int]]:
             peak[st.chunk] = max(peak[st.chunk], held[st.chunk])
         out.append(peak)
     return out
+
+
+@lru_cache(maxsize=512)
+def held(
+    name: str, p: int, m: int, v: int = 1
+) -> tuple[tuple[float, ...], tuple[tuple[int, ...], ...]]:
+    """:func:`in_flight` and :func:`chunk_in_flight` of schedule ``name``, cached: a memory
+    estimate asks for them once per plan, a planner for hundreds of plans of few shapes.
+
+    >>> held("1f1b", 4, 8)[0]
+    (4.0, 3.0, 2.0, 1.0)
+    """
+    schedule = make_schedule(name, p, m, v)
+    return tuple(in_flight(schedule)), tuple(tuple(c) for c in chunk_in_flight(schedule))

@@ -20,9 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from sim.errors import ConfigError
+from sim.errors import ConfigError, MissingExtraError
 from sim.files import write_atomic
-from sim.report.backend import MissingExtraError
 
 __all__ = ["FORMATS", "RowFile", "cell", "csv_text", "read_rows"]
 

@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import math
 
-import networkx as nx
-
 from sim.catalog import LinkSpec
 from sim.errors import TopologyError
+from sim.topology.digraph import DiGraph
 from sim.topology.sections import NetworkSpec
 
 __all__ = ["add_fabric", "add_link"]
 
 
 def add_link(
-    g: nx.DiGraph,
+    g: DiGraph,
     u: str,
     v: str,
     link: LinkSpec,
@@ -38,7 +37,7 @@ def add_link(
 
     Parameters
     ----------
-    g : networkx.DiGraph
+    g : DiGraph
         The graph to extend.
     u, v : str
         Endpoint node names. The direction leaving a NIC also carries the link kind's
@@ -73,7 +72,7 @@ def _uses_rails(net: NetworkSpec) -> bool:
 
 
 def _add_leaves(
-    g: nx.DiGraph, net: NetworkSpec, nics: list[list[str]], nic: LinkSpec, rails: bool
+    g: DiGraph, net: NetworkSpec, nics: list[list[str]], nic: LinkSpec, rails: bool
 ) -> list[list[str]]:
     """Add leaves and NIC<->leaf links; return the leaves of each unit."""
     per = net.nodes_per_leaf
@@ -93,7 +92,7 @@ def _add_leaves(
 
 
 def add_fabric(
-    g: nx.DiGraph,
+    g: DiGraph,
     net: NetworkSpec,
     nics: list[list[str]],
     nic: LinkSpec,
@@ -104,7 +103,7 @@ def add_fabric(
 
     Parameters
     ----------
-    g : networkx.DiGraph
+    g : DiGraph
         Graph holding the servers.
     net : NetworkSpec
         Fabric description (``kind`` not ``none``).
@@ -139,7 +138,7 @@ def add_fabric(
 
 
 def _connect_all(
-    g: nx.DiGraph, lower: list[str], upper: list[str], kind: str, cap_Bps: float, link: LinkSpec
+    g: DiGraph, lower: list[str], upper: list[str], kind: str, cap_Bps: float, link: LinkSpec
 ) -> None:
     """Link every node of ``lower`` to every node of ``upper`` (new, of ``kind``).
 
@@ -156,7 +155,7 @@ def _connect_all(
 
 
 def _three_tier(
-    g: nx.DiGraph,
+    g: DiGraph,
     net: NetworkSpec,
     leaves: list[list[str]],
     down_Bps: float,

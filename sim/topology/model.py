@@ -1,4 +1,4 @@
-"""The built cluster: a directed networkx graph plus indexed links and routes.
+"""The built cluster: a directed graph plus indexed links and routes.
 
 Nodes carry ``kind`` (``gpu``, ``nvswitch``, ``pcie_switch``, ``host``, ``nic``, ``leaf``,
 ``spine``, ``core``) and, for parts inside a server, ``node`` (the server index). Every
@@ -34,12 +34,12 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import networkx as nx
 import numpy as np
 
 from sim.catalog import GpuSpec
 from sim.errors import TopologyError
 from sim.topology.congestion import link_loss
+from sim.topology.digraph import DiGraph
 from sim.topology.linkclasses import LinkClasses
 from sim.topology.paths import Path, merge
 from sim.topology.routing import ServerRouter, build_router
@@ -76,8 +76,10 @@ class Topology:
     ----------
     name : str
         Preset or file name.
-    graph : networkx.DiGraph
-        Parts and directed links (see module docstring for attributes).
+    graph : sim.topology.digraph.DiGraph or networkx.DiGraph
+        Parts and directed links (see module docstring for attributes). Built topologies
+        hold a :class:`~sim.topology.digraph.DiGraph` (``graph.to_networkx()`` for
+        networkx's algorithms); a ``networkx.DiGraph`` works the same.
     gpus : tuple[str, ...]
         GPU node names in global rank order (rank-major within servers).
     gpu : GpuSpec
@@ -105,7 +107,7 @@ class Topology:
     """
 
     name: str
-    graph: nx.DiGraph
+    graph: DiGraph
     gpus: tuple[str, ...]
     gpu: GpuSpec
     nodes: int

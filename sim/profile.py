@@ -33,7 +33,7 @@ from typing import Any
 
 from sim.collectives.params import CollectiveParams, default_params
 from sim.errors import ConfigError
-from sim.files import load_yaml, read_text
+from sim.files import load_shipped_yaml, load_yaml, read_text
 from sim.profile_models import ProfileModel
 from sim.validation import validate_model
 
@@ -152,15 +152,18 @@ def profile_names() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder else []
 
 
-def _read(name_or_path: str) -> tuple[str, str]:
+def _read(name_or_path: str) -> tuple[str, Any]:
+    """(name, parsed YAML) of a profile file or a shipped profile's name."""
     path = Path(name_or_path)
+    where = f"profile {name_or_path!r}"
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.is_file():
             raise ConfigError(f"profile file {name_or_path!r} does not exist")
-        return path.stem, read_text(path, "profile file")
+        return path.stem, load_yaml(read_text(path, "profile file"), where)
     folder = _profiles_dir()
     if folder and name_or_path in profile_names():
-        return name_or_path, (folder / f"{name_or_path}.yaml").read_text()
+        text = (folder / f"{name_or_path}.yaml").read_text()
+        return name_or_path, load_shipped_yaml(text, where)
     known = ", ".join(profile_names()) or "none shipped"
     raise ConfigError(
         f"unknown profile {name_or_path!r}; give a YAML path, 'none', or one of: {known}"
@@ -184,9 +187,8 @@ def load_profile(name_or_path: str | None) -> Profile:
 def _load(name_or_path: str | None, _stamp: int | None) -> Profile:
     if name_or_path is None:
         return Profile("defaults", default_params())
-    name, text = _read(name_or_path)
+    name, tree = _read(name_or_path)
     where = f"profile {name_or_path!r}"
-    tree = load_yaml(text, where)
     model = validate_model(ProfileModel, tree, where)
     coll = default_params().merged(tree.get("collectives") or {}, f"profile {name}: collectives")
     hw = model.hardware

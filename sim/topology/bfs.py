@@ -63,9 +63,8 @@ def hops_from(adj: Adjacency, source: int) -> np.ndarray:
         # Concatenated ranges indptr[u]:indptr[u + 1] of every frontier node u.
         offsets = np.repeat(starts - np.cumsum(counts) + counts, counts)
         nbrs = adj.indices[offsets + np.arange(total)]
-        nbrs = np.unique(nbrs[dist[nbrs] == np.inf])
-        dist[nbrs] = level
-        frontier = nbrs
+        dist[nbrs[dist[nbrs] == np.inf]] = level
+        frontier = np.flatnonzero(dist == level)
     return dist
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "check_output_path",
     "dumps_json",
     "load_shipped_yaml",
+    "load_shipped_yaml_entry",
     "load_yaml",
     "read_text",
     "write_atomic",
@@ -216,6 +217,83 @@ def load_shipped_yaml(text: str, source: str) -> Any:
         return load_yaml(text, source)  # its message, or its value where libyaml refused
     finally:
         loader.dispose()
+
+
+def load_shipped_yaml_entry(text: str, key: str, source: str) -> Any:
+    """``load_shipped_yaml(text, source).get(key)``, parsing only that top-level entry.
+
+    libyaml's events locate the lines of the entry ``key:`` of the document's top-level
+    block mapping, and only those lines are parsed, so the rest of the file is never
+    built into Python objects (choosing a profile reads six profiles' ``hardware``
+    only). Anything unusual (a flow-style or indented top level, an alias in the entry,
+    no libyaml) parses the whole file instead: same value either way.
+
+    >>> load_shipped_yaml_entry("a: 1\\nb: {c: [2, 3]}\\nd: 4\\n", "b", "demo.yaml")
+    {'c': [2, 3]}
+    """
+    plain = _LIBYAML and not any(c in text for c in _OTHER_BREAKS)
+    lines = _entry_lines(text, key) if plain else None
+    if lines is None:
+        doc = load_shipped_yaml(text, source)
+        return doc.get(key) if isinstance(doc, dict) else None
+    if not lines:
+        return None
+    first, end = lines
+    chunk = "\n".join(text.split("\n")[first:end]) + ("\n" if end is not None else "")
+    return load_shipped_yaml(chunk, source)[key]
+
+
+#: Line breaks YAML counts besides "\n" (a file with one is parsed whole).
+_OTHER_BREAKS = ("\r", "\x85", "\u2028", "\u2029")
+
+
+def _entry_lines(text: str, key: str) -> tuple[int, int | None] | tuple[()] | None:
+    """Line range of top-level entry ``key`` (``()``: no such key), or None when the
+    document is not a plain block mapping at column 0 with the entry free of aliases."""
+    loader = yaml.CSafeLoader(text)
+    try:
+        top = [loader.get_event() for _ in range(3)][2]
+        if not isinstance(top, yaml.MappingStartEvent) or top.flow_style or _at(top)[1]:
+            return None
+        start: int | None = None
+        while True:
+            k = loader.get_event()
+            if isinstance(k, yaml.MappingEndEvent):
+                return () if start is None else (start, None)
+            if not isinstance(k, yaml.ScalarEvent) or _at(k)[1]:
+                return None
+            if start is not None:  # the next key: the entry ends on the line above it
+                return start, _at(k)[0]
+            found = k.value == key
+            if found:
+                start = _at(k)[0]
+            if not _skip_value(loader, aliases_ok=not found):
+                return None
+    except yaml.YAMLError:
+        return None
+    finally:
+        loader.dispose()
+
+
+def _at(event: yaml.Event) -> tuple[int, int]:
+    """(line, column) where ``event`` starts (0-based)."""
+    mark: Any = event.start_mark
+    return mark.line, mark.column
+
+
+def _skip_value(loader: Any, aliases_ok: bool) -> bool:
+    """Consume one node's events; False when it holds an alias and ``aliases_ok`` is not."""
+    depth = 0
+    while True:
+        e = loader.get_event()
+        if isinstance(e, yaml.AliasEvent) and not aliases_ok:
+            return False
+        if isinstance(e, yaml.CollectionStartEvent):
+            depth += 1
+        elif isinstance(e, yaml.CollectionEndEvent):
+            depth -= 1
+        if depth == 0:
+            return True
 
 
 def read_text(path: str | os.PathLike[str], what: str, max_bytes: int | None = None) -> str:

@@ -33,8 +33,8 @@ from typing import Any
 
 from sim.collectives.params import CollectiveParams, default_params
 from sim.errors import ConfigError
-from sim.files import load_shipped_yaml, load_yaml, read_text
-from sim.profile_models import ProfileModel
+from sim.files import load_shipped_yaml, load_shipped_yaml_entry, load_yaml, read_text
+from sim.profile_models import HardwareModel, ProfileModel
 from sim.validation import validate_model
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "Profile",
     "load_profile",
     "profile_names",
+    "shipped_hardware",
 ]
 
 PROFILE_SCHEMA = "clustersim.profile/1"
@@ -170,6 +171,27 @@ def _read(name_or_path: str) -> tuple[str, Any]:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def shipped_hardware(name: str) -> Hardware | None:
+    """What shipped profile ``name`` was measured on (None: it does not say).
+
+    Only the file's ``hardware`` section is read and validated, so choosing among the
+    shipped profiles (:mod:`sim.profile_select`) loads in full only the one chosen.
+    """
+    folder = _profiles_dir()
+    if folder is None or name not in profile_names():
+        raise ConfigError(f"unknown shipped profile {name!r}")
+    where = f"profile {name!r}"
+    raw = load_shipped_yaml_entry((folder / f"{name}.yaml").read_text(), "hardware", where)
+    if raw is None:
+        return None
+    return _hardware(validate_model(HardwareModel, raw, where, at=("hardware",)))
+
+
+def _hardware(hw: HardwareModel) -> Hardware:
+    return Hardware(hw.gpu, dict(hw.links), hw.gpus, hw.nodes, hw.backend, hw.device)
+
+
 def load_profile(name_or_path: str | None) -> Profile:
     """Load a profile by shipped name or path; ``None`` or ``"none"`` gives the defaults.
 
@@ -197,8 +219,7 @@ def _load(name_or_path: str | None, _stamp: int | None) -> Profile:
         coll,
         dict(tree.get("compute") or {}),
         dict(model.provenance or {}),
-        None if hw is None else Hardware(hw.gpu, dict(hw.links), hw.gpus, hw.nodes, hw.backend,
-                                         hw.device),
+        None if hw is None else _hardware(hw),
         tuple(ErrorBar(b.what, b.metric, b.value, b.cases, b.source)
               for b in model.error_bars or ()),
     )  # fmt: skip

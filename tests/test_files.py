@@ -16,6 +16,7 @@ from sim.files import (
     check_output_path,
     dumps_json,
     load_shipped_yaml,
+    load_shipped_yaml_entry,
     load_yaml,
     read_text,
     write_atomic,
@@ -185,3 +186,35 @@ def test_an_empty_tagged_value_is_one_config_error(tag: str) -> None:
     """``a: !!int`` with no value is a ConfigError naming the file, not a traceback."""
     with pytest.raises(ConfigError, match=r"^t\.yaml: cannot read a value"):
         load_yaml(f"a: {tag} \n", "t.yaml")
+
+
+_ENTRY_DOCS = [
+    "a: 1\nhardware:\n  gpu: H100\n  links: {net: ib}\nb: [1, 2]\n",  # in the middle
+    "# c\nhardware: {gpu: x}  # last\n",  # last, flow style value
+    "a: 1\n",  # missing
+    "{hardware: {gpu: x}, a: 1}\n",  # flow-style top level
+    "base: &b {gpu: x}\nhardware: *b\n",  # an alias into another entry
+    "hardware: &h {gpu: x}\nother: *h\n",  # an anchor used by another entry
+    "hardware:\n- 1\n- 2\nz: |\n  text\n",  # a sequence at column 0, a block scalar
+    "- 1\n- 2\n",  # not a mapping
+    "a: 1\r\nhardware: |\r\n  x\r\nb: 2\r\n",  # other line breaks
+    "",
+]
+
+
+@pytest.mark.parametrize("text", _ENTRY_DOCS)
+def test_one_entry_parses_as_in_the_whole_document(text: str) -> None:
+    """Reading one top-level entry gives what the whole document holds there."""
+    doc = load_shipped_yaml(text, "d.yaml")
+    want = doc.get("hardware") if isinstance(doc, dict) else None
+    assert _typed(load_shipped_yaml_entry(text, "hardware", "d.yaml")) == _typed(want)
+
+
+def test_every_shipped_files_entries_parse_as_in_the_whole_file() -> None:
+    """Each top-level entry of every shipped file, read alone, is the file's own."""
+    for path in _shipped_yaml():
+        text = path.read_text(encoding="utf-8")
+        doc = load_shipped_yaml(text, path.name)
+        for key in doc if isinstance(doc, dict) else ():
+            got = load_shipped_yaml_entry(text, str(key), path.name)
+            assert _typed(got) == _typed(doc[key]), (path, key)

@@ -142,6 +142,7 @@ class Topology:
     _hosts: dict[int, str] | None = field(init=False)
     _server_gpus: dict[int, tuple[str, ...]] | None = field(init=False)
     _scope_masks: dict[str, np.ndarray] = field(init=False)
+    _scope_kinds: dict[str, tuple[str, ...]] | None = field(init=False)
     _link_classes: LinkClasses | None = field(init=False)
 
     def __post_init__(self) -> None:
@@ -187,6 +188,7 @@ class Topology:
         self._hosts = None
         self._server_gpus = None
         self._scope_masks = {}
+        self._scope_kinds = None
         self._link_classes = None
 
     def link_classes(self) -> LinkClasses:
@@ -244,6 +246,15 @@ class Topology:
         if m is None:
             m = self._scope_masks[scope] = np.array([s == scope for s in self.link_scope], bool)
         return m
+
+    def scope_kinds(self) -> dict[str, tuple[str, ...]]:
+        """Link kinds present per scope, scopes and kinds sorted (computed once)."""
+        if self._scope_kinds is None:
+            kinds: dict[str, set[str]] = {}
+            for scope, kind in set(zip(self.link_scope, self.link_kind, strict=True)):
+                kinds.setdefault(scope, set()).add(kind)
+            self._scope_kinds = {s: tuple(sorted(kinds[s])) for s in sorted(kinds)}
+        return self._scope_kinds
 
     def nvswitch_of(self, gpu: str) -> str | None:
         """The NVSwitch node ``gpu`` attaches to (for in-switch reduction), or None."""

@@ -52,8 +52,8 @@ def hops_from(adj: Adjacency, source: int) -> np.ndarray:
     dist = np.full(adj.n, np.inf)
     dist[source] = 0.0
     frontier = np.array([source], dtype=np.intp)
-    level = 0.0
-    while frontier.size:
+    level, reached = 0.0, 1
+    while frontier.size and reached < adj.n:  # a fabric is reached in a few levels
         level += 1.0
         starts = adj.indptr[frontier]
         counts = adj.indptr[frontier + 1] - starts
@@ -65,6 +65,7 @@ def hops_from(adj: Adjacency, source: int) -> np.ndarray:
         nbrs = adj.indices[offsets + np.arange(total)]
         dist[nbrs[dist[nbrs] == np.inf]] = level
         frontier = np.flatnonzero(dist == level)
+        reached += frontier.size
     return dist
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sim.errors import ConfigError, TopologyError
-from sim.files import load_yaml
+from sim.files import load_shipped_yaml
 from sim.units import parse_bandwidth, parse_bytes, parse_flops, parse_time
 
 __all__ = [
@@ -130,7 +130,7 @@ class _LinkEntry(BaseModel):
 def _read_yaml(filename: str) -> dict[str, Any]:
     """Read ``topologies/catalog/<filename>`` as a mapping (works from an installed wheel)."""
     text = resources.files("topologies.catalog").joinpath(filename).read_text(encoding="utf-8")
-    data = load_yaml(text, f"catalog {filename}")
+    data = load_shipped_yaml(text, f"catalog {filename}")
     if not isinstance(data, dict):
         raise TopologyError(f"catalog {filename}: expected a mapping of names to entries")
     return data

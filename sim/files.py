@@ -30,7 +30,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -43,6 +43,8 @@ __all__ = [
     "MAX_NODES",
     "check_output_path",
     "dumps_json",
+    "load_shipped_yaml",
+    "load_shipped_yaml_entry",
     "load_yaml",
     "read_text",
     "write_atomic",
@@ -66,7 +68,29 @@ def _short(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class _SafeLoader(yaml.SafeLoader):
+class _UniqueKeys(yaml.constructor.SafeConstructor):
+    """SafeConstructor that refuses a mapping with a duplicate key (a ConfigError naming it)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == _MERGE:
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                dup = key in seen
+                seen.add(key)
+            except TypeError:
+                raise ConfigError(
+                    f"line {key_node.start_mark.line + 1}: a mapping key must be a single "
+                    f"value, got {_short(key)}"
+                ) from None
+            if dup:
+                raise ConfigError(f"line {key_node.start_mark.line + 1}: duplicate key {key!r}")
+        return super().construct_mapping(node, deep=deep)
+
+
+class _SafeLoader(_UniqueKeys, yaml.SafeLoader):
     """A SafeLoader that caps nesting, aliases and expanded size, and refuses duplicate keys."""
 
     def __init__(self, stream: str) -> None:
@@ -112,23 +136,14 @@ class _SafeLoader(yaml.SafeLoader):
             self._sizes[key] = min(total, MAX_NODES + 1)
         return self._sizes[key]
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
-        seen: set[object] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == _MERGE:
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                dup = key in seen
-                seen.add(key)
-            except TypeError:
-                raise ConfigError(
-                    f"line {key_node.start_mark.line + 1}: a mapping key must be a single "
-                    f"value, got {_short(key)}"
-                ) from None
-            if dup:
-                raise ConfigError(f"line {key_node.start_mark.line + 1}: duplicate key {key!r}")
-        return super().construct_mapping(node, deep=deep)
+
+#: Whether PyYAML was built with libyaml's C parser (its wheels are).
+_LIBYAML = bool(getattr(yaml, "__with_libyaml__", False))
+
+if TYPE_CHECKING or _LIBYAML:
+
+    class _ShippedLoader(_UniqueKeys, yaml.CSafeLoader):
+        """libyaml's parser with :class:`_UniqueKeys`'s constructor."""
 
 
 def load_yaml(text: str, source: str) -> Any:
@@ -151,7 +166,8 @@ def load_yaml(text: str, source: str) -> Any:
     ConfigError
         Malformed YAML (with its line), nesting deeper than :data:`MAX_DEPTH`, more than
         :data:`MAX_ALIASES` aliases or :data:`MAX_NODES` expanded values, a duplicate key,
-        or a number Python refuses to read (e.g. an integer over 4,300 digits).
+        a number Python refuses to read (e.g. an integer over 4,300 digits), or an empty
+        explicitly tagged value (``!!int``).
     """
     loader: _SafeLoader | None = None
     try:
@@ -168,11 +184,116 @@ def load_yaml(text: str, source: str) -> Any:
         raise ConfigError(f"{source}: invalid YAML: {str(e).splitlines()[0]}") from None
     except (ValueError, OverflowError) as e:  # int over 4,300 digits, bad timestamp
         raise ConfigError(f"{source}: cannot read a value: {str(e).split(';')[0]}") from None
+    except (IndexError, KeyError, AttributeError):  # PyYAML's constructors on `!!int ''`
+        raise ConfigError(
+            f"{source}: cannot read a value: an explicitly tagged value (!!int, !!bool, "
+            "!!timestamp, ...) is empty or malformed"
+        ) from None
     except RecursionError:
         raise ConfigError(f"{source}: nested too deeply") from None
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def load_shipped_yaml(text: str, source: str) -> Any:
+    """Parse a YAML file shipped with clustersim (presets, catalogs, profiles, defaults).
+
+    The same document as :func:`load_yaml` gives (duplicate keys refused the same way),
+    parsed by libyaml's C parser: a shipped profile parses in well under a millisecond
+    instead of tens. Only for package data, which the test suite checks through
+    :func:`load_yaml` too: libyaml has no nesting limit (a hostile file could exhaust the
+    C stack), so every file a user names goes through :func:`load_yaml`. Any problem is
+    handed to :func:`load_yaml`, so messages are its own. Without libyaml it *is*
+    :func:`load_yaml`.
+    """
+    if not _LIBYAML:
+        return load_yaml(text, source)
+    loader = _ShippedLoader(text)
+    try:
+        return loader.get_single_data()
+    except (ConfigError, yaml.YAMLError, ArithmeticError, LookupError, ValueError,
+            AttributeError, RecursionError):  # fmt: skip
+        return load_yaml(text, source)  # its message, or its value where libyaml refused
+    finally:
+        loader.dispose()
+
+
+def load_shipped_yaml_entry(text: str, key: str, source: str) -> Any:
+    """``load_shipped_yaml(text, source).get(key)``, parsing only that top-level entry.
+
+    libyaml's events locate the lines of the entry ``key:`` of the document's top-level
+    block mapping, and only those lines are parsed, so the rest of the file is never
+    built into Python objects (choosing a profile reads six profiles' ``hardware``
+    only). Anything unusual (a flow-style or indented top level, an alias in the entry,
+    no libyaml) parses the whole file instead: same value either way.
+
+    >>> load_shipped_yaml_entry("a: 1\\nb: {c: [2, 3]}\\nd: 4\\n", "b", "demo.yaml")
+    {'c': [2, 3]}
+    """
+    plain = _LIBYAML and not any(c in text for c in _OTHER_BREAKS)
+    lines = _entry_lines(text, key) if plain else None
+    if lines is None:
+        doc = load_shipped_yaml(text, source)
+        return doc.get(key) if isinstance(doc, dict) else None
+    if not lines:
+        return None
+    first, end = lines
+    chunk = "\n".join(text.split("\n")[first:end]) + ("\n" if end is not None else "")
+    return load_shipped_yaml(chunk, source)[key]
+
+
+#: Line breaks YAML counts besides "\n" (a file with one is parsed whole).
+_OTHER_BREAKS = ("\r", "\x85", "\u2028", "\u2029")
+
+
+def _entry_lines(text: str, key: str) -> tuple[int, int | None] | tuple[()] | None:
+    """Line range of top-level entry ``key`` (``()``: no such key), or None when the
+    document is not a plain block mapping at column 0 with the entry free of aliases."""
+    loader = yaml.CSafeLoader(text)
+    try:
+        top = [loader.get_event() for _ in range(3)][2]
+        if not isinstance(top, yaml.MappingStartEvent) or top.flow_style or _at(top)[1]:
+            return None
+        start: int | None = None
+        while True:
+            k = loader.get_event()
+            if isinstance(k, yaml.MappingEndEvent):
+                return () if start is None else (start, None)
+            if not isinstance(k, yaml.ScalarEvent) or _at(k)[1]:
+                return None
+            if start is not None:  # the next key: the entry ends on the line above it
+                return start, _at(k)[0]
+            found = k.value == key
+            if found:
+                start = _at(k)[0]
+            if not _skip_value(loader, aliases_ok=not found):
+                return None
+    except yaml.YAMLError:
+        return None
+    finally:
+        loader.dispose()
+
+
+def _at(event: yaml.Event) -> tuple[int, int]:
+    """(line, column) where ``event`` starts (0-based)."""
+    mark: Any = event.start_mark
+    return mark.line, mark.column
+
+
+def _skip_value(loader: Any, aliases_ok: bool) -> bool:
+    """Consume one node's events; False when it holds an alias and ``aliases_ok`` is not."""
+    depth = 0
+    while True:
+        e = loader.get_event()
+        if isinstance(e, yaml.AliasEvent) and not aliases_ok:
+            return False
+        if isinstance(e, yaml.CollectionStartEvent):
+            depth += 1
+        elif isinstance(e, yaml.CollectionEndEvent):
+            depth -= 1
+        if depth == 0:
+            return True
 
 
 def read_text(path: str | os.PathLike[str], what: str, max_bytes: int | None = None) -> str:

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from sim.errors import ConfigError
-from sim.files import load_yaml
+from sim.files import load_shipped_yaml
 
 __all__ = ["lookup", "read_table", "validate_section"]
 
@@ -57,7 +57,7 @@ def read_table(package: str, filename: str) -> dict[str, Any]:
         The file is not a mapping.
     """
     text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
-    data = load_yaml(text, f"{package}/{filename}")
+    data = load_shipped_yaml(text, f"{package}/{filename}")
     if not isinstance(data, dict):
         raise ConfigError(f"{package}/{filename}: expected a mapping of preset names to entries")
     return data

@@ -33,8 +33,8 @@ from typing import Any
 
 from sim.collectives.params import CollectiveParams, default_params
 from sim.errors import ConfigError
-from sim.files import load_yaml, read_text
-from sim.profile_models import ProfileModel
+from sim.files import load_shipped_yaml, load_shipped_yaml_entry, load_yaml, read_text
+from sim.profile_models import HardwareModel, ProfileModel
 from sim.validation import validate_model
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "Profile",
     "load_profile",
     "profile_names",
+    "shipped_hardware",
 ]
 
 PROFILE_SCHEMA = "clustersim.profile/1"
@@ -152,19 +153,43 @@ def profile_names() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder else []
 
 
-def _read(name_or_path: str) -> tuple[str, str]:
+def _read(name_or_path: str) -> tuple[str, Any]:
+    """(name, parsed YAML) of a profile file or a shipped profile's name."""
     path = Path(name_or_path)
+    where = f"profile {name_or_path!r}"
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.is_file():
             raise ConfigError(f"profile file {name_or_path!r} does not exist")
-        return path.stem, read_text(path, "profile file")
+        return path.stem, load_yaml(read_text(path, "profile file"), where)
     folder = _profiles_dir()
     if folder and name_or_path in profile_names():
-        return name_or_path, (folder / f"{name_or_path}.yaml").read_text()
+        text = (folder / f"{name_or_path}.yaml").read_text()
+        return name_or_path, load_shipped_yaml(text, where)
     known = ", ".join(profile_names()) or "none shipped"
     raise ConfigError(
         f"unknown profile {name_or_path!r}; give a YAML path, 'none', or one of: {known}"
     )
+
+
+@functools.lru_cache(maxsize=64)
+def shipped_hardware(name: str) -> Hardware | None:
+    """What shipped profile ``name`` was measured on (None: it does not say).
+
+    Only the file's ``hardware`` section is read and validated, so choosing among the
+    shipped profiles (:mod:`sim.profile_select`) loads in full only the one chosen.
+    """
+    folder = _profiles_dir()
+    if folder is None or name not in profile_names():
+        raise ConfigError(f"unknown shipped profile {name!r}")
+    where = f"profile {name!r}"
+    raw = load_shipped_yaml_entry((folder / f"{name}.yaml").read_text(), "hardware", where)
+    if raw is None:
+        return None
+    return _hardware(validate_model(HardwareModel, raw, where, at=("hardware",)))
+
+
+def _hardware(hw: HardwareModel) -> Hardware:
+    return Hardware(hw.gpu, dict(hw.links), hw.gpus, hw.nodes, hw.backend, hw.device)
 
 
 def load_profile(name_or_path: str | None) -> Profile:
@@ -184,9 +209,8 @@ def load_profile(name_or_path: str | None) -> Profile:
 def _load(name_or_path: str | None, _stamp: int | None) -> Profile:
     if name_or_path is None:
         return Profile("defaults", default_params())
-    name, text = _read(name_or_path)
+    name, tree = _read(name_or_path)
     where = f"profile {name_or_path!r}"
-    tree = load_yaml(text, where)
     model = validate_model(ProfileModel, tree, where)
     coll = default_params().merged(tree.get("collectives") or {}, f"profile {name}: collectives")
     hw = model.hardware
@@ -195,8 +219,7 @@ def _load(name_or_path: str | None, _stamp: int | None) -> Profile:
         coll,
         dict(tree.get("compute") or {}),
         dict(model.provenance or {}),
-        None if hw is None else Hardware(hw.gpu, dict(hw.links), hw.gpus, hw.nodes, hw.backend,
-                                         hw.device),
+        None if hw is None else _hardware(hw),
         tuple(ErrorBar(b.what, b.metric, b.value, b.cases, b.source)
               for b in model.error_bars or ()),
     )  # fmt: skip

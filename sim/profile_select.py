@@ -28,7 +28,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim.errors import ConfigError
-from sim.profile import NO_PROFILE, ErrorBar, Hardware, Profile, load_profile, profile_names
+from sim.profile import (
+    NO_PROFILE,
+    ErrorBar,
+    Hardware,
+    Profile,
+    load_profile,
+    profile_names,
+    shipped_hardware,
+)
 from sim.topology.model import Topology
 
 __all__ = [
@@ -50,10 +58,7 @@ def topology_links(topology: Topology) -> dict[str, tuple[str, ...]]:
     >>> topology_links(load_topology("dgx-h100"))
     {'nvlink': ('nvlink4',), 'pcie': ('pcie-gen5',)}
     """
-    kinds: dict[str, set[str]] = {}
-    for scope, kind in zip(topology.link_scope, topology.link_kind, strict=True):
-        kinds.setdefault(scope, set()).add(kind)
-    return {s: tuple(sorted(kinds[s])) for s in sorted(kinds)}
+    return dict(topology.scope_kinds())
 
 
 def _topology_label(topology: Topology) -> str:
@@ -98,17 +103,18 @@ class Resolved:
 
 
 def _select(topology: Topology) -> tuple[str, Profile] | None:
-    best: tuple[tuple[int, int, str], Profile] | None = None
+    """The best-fitting shipped profile, chosen by their ``hardware`` sections alone
+    (:func:`~sim.profile.shipped_hardware`); only the chosen one is loaded."""
+    best: tuple[int, int, str] | None = None
     for name in profile_names():
-        profile = load_profile(name)
-        hw = profile.hardware
+        hw = shipped_hardware(name)
         if hw is None or mismatch(hw, topology) is not None:
             continue
         present, absent = _score(hw, topology)
         key = (-present, absent, name)
-        if best is None or key < best[0]:
-            best = (key, profile)
-    return (best[0][2], best[1]) if best else None
+        if best is None or key < best:
+            best = key
+    return (best[2], load_profile(best[2])) if best else None
 
 
 def select_profile(topology: Topology) -> Profile | None:

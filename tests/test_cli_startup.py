@@ -1,7 +1,8 @@
 """The command line starts without the simulator, and finds ``calibrate`` by entry point.
 
 ``clustersim --help`` and ``clustersim COMMAND --help`` must not import numpy, scipy,
-networkx, simpy, pydantic or torch: every handler imports what it needs when it runs.
+networkx, simpy, pydantic or torch: every handler imports what it needs when it runs;
+commands that simulate import neither scipy nor networkx (benchmarks/startup.py times them).
 Subcommands of other packages come from the ``clustersim.commands`` entry-point group,
 looked up only when the command line does not start with a built-in command.
 """
@@ -43,6 +44,40 @@ def test_help_loads_no_heavy_module(argv: list[str]) -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("usage: clustersim")
+
+
+#: What a command that simulates must not import: its topology is built and routed
+#: without graph or sparse-matrix libraries, and plotting, tables and calibration stay out.
+NOT_FOR_SIMULATING = (
+    "scipy",
+    "networkx",
+    "matplotlib",
+    "pandas",
+    "torch",
+    "calibrate",
+    "sim.report",
+)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["collective", "--topology", "h100-ib-ndr", "--nodes", "2", "-b", "1M", "-e", "1M"],
+     ["collective", "--topology", "dgx-h100", "-b", "1M", "-e", "1M", "--network", "analytical"],
+     ["run", "gpt2-1gpu", "--network", "analytical"],
+     ["topologies"]],
+)  # fmt: skip
+def test_simulating_commands_load_no_graph_or_plotting_library(argv: list[str]) -> None:
+    """`collective`, `run` and `topologies` start without scipy, networkx or the report."""
+    code = (
+        "import contextlib, io, sys\n"
+        "from sim.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main({argv!r}) == 0\n"
+        f"loaded = sorted(m for m in {NOT_FOR_SIMULATING!r} if m in sys.modules)\n"
+        "assert not loaded, f'imported: {loaded}'\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert p.returncode == 0, p.stderr
 
 
 def test_console_script_finds_calibrate_by_entry_point() -> None:

@@ -12,7 +12,19 @@ from hypothesis import strategies as st
 
 from sim import files
 from sim.errors import ConfigError
-from sim.files import check_output_path, dumps_json, load_yaml, read_text, write_atomic
+from sim.files import (
+    check_output_path,
+    dumps_json,
+    load_shipped_yaml,
+    load_shipped_yaml_entry,
+    load_yaml,
+    read_text,
+    write_atomic,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Folders of YAML shipped with clustersim (package data read by load_shipped_yaml).
+SHIPPED = ("sim", "topologies", "scenarios", "calibrate/profiles")
 
 
 def _disk_full(*args: object, **kwargs: object) -> None:
@@ -116,9 +128,12 @@ def test_dumps_json_refuses_nan() -> None:
         dumps_json({"a": float("nan")})
 
 
-_YAML_TEXT = st.text(
-    alphabet=st.sampled_from([*list("ab: -[]{}&*!|>'\"\n\t#,?"), "\x00"]), max_size=60
-)
+_YAML_TEXT = st.lists(
+    st.sampled_from(
+        [*list("ab1: -[]{}&*!|>'\"\n\t#,?"), "\x00", "!!int ", "!!bool ", "!!timestamp "]
+    ),
+    max_size=60,
+).map("".join)
 
 
 @settings(max_examples=300, deadline=None)
@@ -129,3 +144,77 @@ def test_any_text_loads_or_gives_one_config_error(text: str) -> None:
         load_yaml(text, "f.yaml")
     except ConfigError as e:
         assert str(e).startswith("f.yaml") and "\n" not in str(e)
+
+
+def _typed(value: object) -> object:
+    """``value`` with every scalar's type spelled out: 1 and 1.0 and True differ."""
+    if isinstance(value, dict):
+        return {"dict": [(_typed(k), _typed(v)) for k, v in value.items()]}
+    if isinstance(value, list):
+        return ["list", *(_typed(v) for v in value)]
+    return (type(value).__name__, repr(value))
+
+
+def _shipped_yaml() -> list[Path]:
+    return sorted(p for d in SHIPPED for p in (ROOT / d).rglob("*.yaml"))
+
+
+def test_every_shipped_file_parses_with_libyaml_as_with_the_safe_loader() -> None:
+    """Presets, catalogs, profiles, defaults: libyaml gives the same values, types and
+    key order as the hardened pure-Python loader users' files go through."""
+    found = _shipped_yaml()
+    assert len(found) >= 50, found
+    for path in found:
+        text = path.read_text(encoding="utf-8")
+        assert _typed(load_shipped_yaml(text, path.name)) == _typed(load_yaml(text, path.name))
+
+
+@pytest.mark.parametrize(
+    "text", ["a: 1\na: 2\n", "a: [1\n", "a: !!int ''\n", "a:\n  b: 1\n   c: 2\n"]
+)
+def test_shipped_loader_refuses_as_load_yaml_does(text: str) -> None:
+    """A broken shipped file gets load_yaml's own one-line message."""
+    with pytest.raises(ConfigError) as safe:
+        load_yaml(text, "x.yaml")
+    with pytest.raises(ConfigError) as fast:
+        load_shipped_yaml(text, "x.yaml")
+    assert str(fast.value) == str(safe.value)
+
+
+@pytest.mark.parametrize("tag", ["!!int", "!!bool", "!!timestamp", "!!float"])
+def test_an_empty_tagged_value_is_one_config_error(tag: str) -> None:
+    """``a: !!int`` with no value is a ConfigError naming the file, not a traceback."""
+    with pytest.raises(ConfigError, match=r"^t\.yaml: cannot read a value"):
+        load_yaml(f"a: {tag} \n", "t.yaml")
+
+
+_ENTRY_DOCS = [
+    "a: 1\nhardware:\n  gpu: H100\n  links: {net: ib}\nb: [1, 2]\n",  # in the middle
+    "# c\nhardware: {gpu: x}  # last\n",  # last, flow style value
+    "a: 1\n",  # missing
+    "{hardware: {gpu: x}, a: 1}\n",  # flow-style top level
+    "base: &b {gpu: x}\nhardware: *b\n",  # an alias into another entry
+    "hardware: &h {gpu: x}\nother: *h\n",  # an anchor used by another entry
+    "hardware:\n- 1\n- 2\nz: |\n  text\n",  # a sequence at column 0, a block scalar
+    "- 1\n- 2\n",  # not a mapping
+    "a: 1\r\nhardware: |\r\n  x\r\nb: 2\r\n",  # other line breaks
+    "",
+]
+
+
+@pytest.mark.parametrize("text", _ENTRY_DOCS)
+def test_one_entry_parses_as_in_the_whole_document(text: str) -> None:
+    """Reading one top-level entry gives what the whole document holds there."""
+    doc = load_shipped_yaml(text, "d.yaml")
+    want = doc.get("hardware") if isinstance(doc, dict) else None
+    assert _typed(load_shipped_yaml_entry(text, "hardware", "d.yaml")) == _typed(want)
+
+
+def test_every_shipped_files_entries_parse_as_in_the_whole_file() -> None:
+    """Each top-level entry of every shipped file, read alone, is the file's own."""
+    for path in _shipped_yaml():
+        text = path.read_text(encoding="utf-8")
+        doc = load_shipped_yaml(text, path.name)
+        for key in doc if isinstance(doc, dict) else ():
+            got = load_shipped_yaml_entry(text, str(key), path.name)
+            assert _typed(got) == _typed(doc[key]), (path, key)

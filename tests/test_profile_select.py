@@ -16,7 +16,7 @@ import yaml
 
 from sim.cli import main
 from sim.errors import ConfigError
-from sim.profile import ErrorBar, Hardware, load_profile, profile_names
+from sim.profile import ErrorBar, Hardware, load_profile, profile_names, shipped_hardware
 from sim.profile_select import describe, mismatch, resolve_profile, select_profile
 from sim.topology.presets import load_topology
 
@@ -49,6 +49,13 @@ def test_every_shipped_profile_records_its_hardware_and_error_bars(name: str) ->
     assert p.hardware is not None and p.hardware.gpu
     assert p.error_bars and all(b.value > 0 and b.cases > 0 and b.source for b in p.error_bars)
     assert {b.metric for b in p.error_bars} >= {"max_ape_pct"}
+
+
+@pytest.mark.parametrize("name", profile_names())
+def test_selection_reads_the_hardware_the_loaded_profile_has(name: str) -> None:
+    """Selection reads each profile's hardware section alone: the same Hardware as the
+    whole profile, validated, loaded."""
+    assert shipped_hardware(name) == load_profile(name).hardware
 
 
 @pytest.mark.parametrize(("topology", "nodes"), list(SELECTED))

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from sim.collectives.engine import RouteCache, schedule_link_bytes, step_cost
 from sim.collectives.schedule import Schedule, Transfer
 from sim.collectives.simulate import CollectiveSetup
+from sim.collectives.steparrays import step_arrays, step_loads
 from sim.topology.congestion import effective_capacity
 from sim.topology.model import Topology
 from sim.topology.paths import merge
@@ -226,3 +227,28 @@ def test_transfer_batch_rejects_bad_sizes() -> None:
         net.transfer_batch(path, np.zeros(1), np.array([-1.0]), np.array([np.inf]))
     with pytest.raises(ValueError, match="max_rate"):
         net.transfer_batch(path, np.zeros(1), np.array([1.0]), np.array([0.0]))
+
+
+@pytest.mark.parametrize("topo", ["h100-ib-ndr", "h100-roce-400g"])
+@pytest.mark.parametrize("case", CASES)
+def test_dense_and_sparse_link_loads_agree_bit_for_bit(
+    topo: str, case: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loads summed over every link (bincount) or over the touched links (sort): the same
+    drain times to the last bit, with and without incast loss."""
+    from sim.collectives import steparrays
+
+    setup = _setup(topo)
+    table = setup.routes.table
+    sched = setup.schedule(case[0], case[1], 3e8, 0, 4)
+    ends = setup.endpoints(sched)
+    steps = [
+        step_arrays(phase.steps(k), ends, table)
+        for phase in sched.phases
+        for k in range(min(phase.repeat, 4))
+    ]
+    got = {}
+    for ratio in (0, 10**9):  # never dense, always dense
+        monkeypatch.setattr(steparrays, "DENSE_RATIO", ratio)
+        got[ratio] = [step_loads(table, s, sched.chunk_bytes)[0] for s in steps]
+    assert all(np.array_equal(a, b) for a, b in zip(got[0], got[10**9], strict=True))

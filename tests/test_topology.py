@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import random
 import time
@@ -51,6 +52,12 @@ def path_nodes(t: Topology, route: tuple[int, ...]) -> list[str]:
     return [t.links[route[0]][0]] + [t.links[i][1] for i in route]
 
 
+@functools.lru_cache(maxsize=4)
+def _as_networkx(g: Any) -> nx.DiGraph:
+    """A built topology's graph as networkx's, for its shortest-path oracle."""
+    return g.to_networkx()
+
+
 def assert_shortest(t: Topology, src: str, dst: str) -> None:
     """The route is a connected path that crosses no GPU, except a PXN peer (a GPU that
     hands the data to the NIC beside it: NCCL's PCI + NVLink path), and has minimum hops
@@ -66,7 +73,7 @@ def assert_shortest(t: Topology, src: str, dst: str) -> None:
         assert kinds[i + 2] == "nic"
     if not peers:
         others = set(t.gpus) - {src, dst}
-        view = nx.subgraph_view(t.graph, filter_node=lambda v: v not in others)
+        view = nx.subgraph_view(_as_networkx(t.graph), filter_node=lambda v: v not in others)
         assert len(route) == nx.shortest_path_length(view, src, dst)
 
 

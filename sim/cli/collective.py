@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from sim.cli import imported
 from sim.collectives.schedule import OPS
 from sim.errors import ConfigError
 from sim.units import parse_bytes
@@ -91,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     from sim.studies.files import csv_text
     from sim.topology.presets import load_topology
 
+    imported()
     op = _OP_ALIASES.get(args.op, args.op)
     if op not in OPS:
         raise ConfigError(f"--op {args.op!r} is unknown; allowed: {', '.join(OPS)}")

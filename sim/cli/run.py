@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Any
 
-from sim.cli import variability
+from sim.cli import imported, variability
 from sim.cli.outputs import add_profile_options, add_set_option
 from sim.errors import ConfigError
 
@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from sim.training.step import run_step
     from sim.training.trace import trace_json
 
+    imported()
     if args.network is not None:
         backend(args.network, "--network")
     if args.links < 0:

@@ -100,7 +100,8 @@ class RouteCache:
             path = self.path(src, dst, rail)
             idx = path.links
             if len(idx):
-                scope = max(SCOPE_RANK[topo.link_scope[i]] for i in idx)
+                scope_of = topo.link_scope
+                scope = max(SCOPE_RANK[scope_of[i]] for i in idx.tolist())
                 f = (path.latency_s(topo.latency_s), float(topo.capacity_Bps[idx].min()), scope)
             else:
                 f = (0.0, float("inf"), 0)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar, cast
 
 from sim.collectives.param_models import PROTOCOLS, SCOPES, CompleteCollectives
 from sim.errors import ConfigError
-from sim.files import load_yaml
+from sim.files import load_shipped_yaml
 from sim.profile_models import (
     Algorithm,
     Channels,
@@ -212,7 +212,7 @@ class CollectiveParams:
 def default_params() -> CollectiveParams:
     """The shipped defaults (``sim/collectives/defaults.yaml``)."""
     text = resources.files("sim.collectives").joinpath("defaults.yaml").read_text()
-    return CollectiveParams.from_dict(load_yaml(text, "defaults.yaml"), "defaults")
+    return CollectiveParams.from_dict(load_shipped_yaml(text, "defaults.yaml"), "defaults")
 
 
 def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 __all__ = ["OPS", "Phase", "Schedule", "Transfer", "busbw_factor"]
 
@@ -48,12 +49,13 @@ OPS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Transfer:
+class Transfer(NamedTuple):
     """Move ``chunks`` from participant ``src`` to ``dst`` (``reduce``: dst sums them in).
 
     ``rail`` >= 0 pins the transfer, where it crosses servers, to NIC number ``rail`` at
     both ends (NCCL binds each ring channel to one NIC); -1 leaves the NIC to routing.
+    A named tuple, not a frozen dataclass: schedules of thousands of ranks make hundreds
+    of thousands of them, and a tuple is made three times faster.
     """
 
     src: int

@@ -31,6 +31,11 @@ __all__ = ["RouteTable", "StepArrays", "cached_step", "phase_step", "step_arrays
 #: each): the steps of a sweep's sizes past that are converted again.
 MAX_KEPT_TRANSFERS = 8_000_000
 
+#: A step's link loads are summed over every link of the topology (one ``bincount``)
+#: when its link crossings times this reach the link count, else over the links it
+#: touches (a sort). Both sum each link's load in transfer order: the same bits.
+DENSE_RATIO = 16
+
 
 class _Routes(Protocol):  # sim.collectives.engine.RouteCache
     topology: Topology
@@ -198,13 +203,23 @@ def step_loads(
     if not len(flat):
         return drain, flat
     size = step.chunks * chunk_bytes
-    uniq, inv, flows = np.unique(flat, return_inverse=True, return_counts=True)
-    load = np.bincount(inv, weights=size[owner] * share, minlength=len(uniq))
-    cap = topo.capacity_Bps[uniq]
-    loss = topo.link_loss[uniq]
-    if table.lossy:
-        cap = cap * (1.0 - loss * (1.0 - 1.0 / np.maximum(flows.astype(float), 1.0)))
-    np.maximum.at(drain, owner, load[inv] / cap[inv])
+    weight = size[owner] * share
+    links = topo.capacity_Bps.size
+    if len(flat) * DENSE_RATIO >= links:  # loads over every link: no sort
+        load = np.bincount(flat, weights=weight, minlength=links)
+        cap = topo.capacity_Bps
+        if table.lossy:
+            flows = np.bincount(flat, minlength=links)
+            cap = cap * (1.0 - topo.link_loss * (1.0 - 1.0 / np.maximum(flows.astype(float), 1.0)))
+        idx = flat
+    else:  # a few transfers on a large topology: the links touched only
+        uniq, idx, flows = np.unique(flat, return_inverse=True, return_counts=True)
+        load = np.bincount(idx, weights=weight, minlength=len(uniq))
+        cap = topo.capacity_Bps[uniq]
+        if table.lossy:
+            loss = topo.link_loss[uniq]
+            cap = cap * (1.0 - loss * (1.0 - 1.0 / np.maximum(flows.astype(float), 1.0)))
+    np.maximum.at(drain, owner, load[idx] / cap[idx])
     return drain, flat
 
 

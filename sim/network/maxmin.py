@@ -19,11 +19,14 @@ path counts twice (the flow uses it twice).
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Sequence
-from typing import TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = ["check_maxmin", "maxmin_rates", "pad_paths", "progressive_fill", "with_flow_caps"]
 
@@ -32,7 +35,16 @@ __all__ = ["check_maxmin", "maxmin_rates", "pad_paths", "progressive_fill", "wit
 #: by rounding, so a symmetric pattern takes one round, not one per link.
 SHARE_RTOL = 1e-10
 
-Paths: TypeAlias = Sequence[Sequence[int]] | sp.csr_matrix | sp.csr_array
+Paths: TypeAlias = "Sequence[Sequence[int]] | sp.csr_matrix | sp.csr_array"
+
+
+def _sparse(paths: object) -> Any:
+    """``paths`` as a scipy CSR matrix when it is a scipy sparse matrix, else None.
+
+    scipy is not imported here: a caller that passes a sparse matrix has imported it.
+    """
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse.csr_matrix(paths) if sparse is not None and sparse.issparse(paths) else None
 
 
 def pad_paths(paths: Paths, num_links: int) -> np.ndarray:
@@ -56,8 +68,8 @@ def pad_paths(paths: Paths, num_links: int) -> np.ndarray:
     >>> pad_paths([[0, 2], [], [1]], 3).tolist()
     [[0, 2], [3, 3], [1, 3]]
     """
-    if sp.issparse(paths):
-        csr = sp.csr_matrix(paths)
+    csr = _sparse(paths)
+    if csr is not None:
         counts = np.rint(csr.data).astype(np.intp)
         flat = np.repeat(csr.indices.astype(np.intp), counts)
         row_nnz = np.diff(csr.indptr)

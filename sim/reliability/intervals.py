@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.special import lambertw
-
 from sim.errors import ConfigError
 from sim.reliability.interruptions import Interruptions
 from sim.reliability.renewal import expected_wall_s
@@ -87,12 +85,15 @@ def branch_w(u: float) -> float:
 
     >>> branch_w(0.0)
     1.0
+    >>> from scipy.special import lambertw
     >>> abs(branch_w(1e-6) - float(-lambertw(-math.exp(-1 - 1e-6)).real)) < 1e-12
     True
     """
     if u < 1e-6:
         p = math.sqrt(-2.0 * math.expm1(-u))
         return 1.0 - p + p * p / 3.0 - 11.0 * p**3 / 72.0 + 43.0 * p**4 / 540.0
+    from scipy.special import lambertw  # here: a run without reliability never loads scipy
+
     return float(-lambertw(-math.exp(-1.0 - u), 0).real)
 
 

@@ -33,9 +33,6 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from scipy.optimize import brentq
-from scipy.special import lambertw
-
 from sim.reliability.config import HOURS_PER_MONTH, ReliabilityConfig, SpotConfig
 from sim.reliability.interruptions import Cause, Interruptions
 from sim.reliability.intervals import branch_w
@@ -85,6 +82,8 @@ def break_even_preemption_rate(
         spot = with_preemptions(job, nodes, rate_per_node_h / 3600.0, restart_s)
         return optimal_goodput(checkpoint_s, spot) - target
 
+    from scipy.optimize import brentq  # here: a run without spot never loads scipy
+
     high = 1e-6
     while gap(high) > 0:
         if high > 1e9:  # free checkpoints and instant restarts: preemptions cost nothing
@@ -113,6 +112,8 @@ def break_even_closed_form(
     elif restart_s == 0:
         lam = (target - 1.0 - math.log(target)) / checkpoint_s
     else:
+        from scipy.special import lambertw  # here: a run without spot never loads scipy
+
         rho = restart_s / checkpoint_s
         a = 1.0 + rho
         z = -(rho / a) * target ** (1.0 / a) * math.exp(-rho / a)

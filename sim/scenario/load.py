@@ -31,7 +31,7 @@ from pydantic import BaseModel
 from sim.cost.config import EnergyConfig, read_energy
 from sim.cost.prices import check_price
 from sim.errors import ConfigError
-from sim.files import load_yaml, read_text
+from sim.files import load_shipped_yaml, load_yaml, read_text
 from sim.reliability.config import ReliabilityConfig, SpotConfig, read_reliability, read_spot
 from sim.scenario.models import SECTION_MODELS, read_section
 from sim.scenario.readers import GRAD_DTYPES, PRECISIONS, check_seq_len
@@ -245,6 +245,7 @@ def read_raw(source: str | Path) -> tuple[dict[str, Any], str]:
         if not path.is_file():
             raise ConfigError(f"scenario file not found: {text_source}")
         text, name = read_text(path, "scenario file"), path.stem
+        raw = load_yaml(text, text_source)
     else:
         entry = importlib.resources.files("scenarios").joinpath(f"{text_source}.yaml")
         if not entry.is_file():
@@ -253,7 +254,7 @@ def read_raw(source: str | Path) -> tuple[dict[str, Any], str]:
                 f"{', '.join(scenario_names())}"
             )
         text, name = entry.read_text(encoding="utf-8"), text_source
-    raw = load_yaml(text, text_source)
+        raw = load_shipped_yaml(text, text_source)
     if not isinstance(raw, dict):
         raise ConfigError(f"{text_source}: a scenario must be a mapping of sections")
     return raw, name

@@ -16,14 +16,13 @@ Scale-out fabric
 
 from __future__ import annotations
 
-import networkx as nx
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from sim.catalog import GpuSpec, LinkSpec, gpu_spec
 from sim.errors import TopologyError
+from sim.topology.bfs import weak_components
 from sim.topology.cabling import FabricPlan, plan_fabric
+from sim.topology.digraph import DiGraph
 from sim.topology.fabric import add_fabric, add_link
 from sim.topology.graph import add_graph
 from sim.topology.links import link_from_ref
@@ -36,7 +35,7 @@ from sim.topology.spec import NodeSpec, TopologySpec
 __all__ = ["build_topology", "check_connected"]
 
 
-def check_connected(g: nx.DiGraph, gpus: tuple[str, ...], name: str) -> None:
+def check_connected(g: DiGraph, gpus: tuple[str, ...], name: str) -> None:
     """Raise TopologyError unless every GPU reaches every other without crossing a GPU.
 
     Links are bidirectional, so two GPUs are connected when they touch a common
@@ -44,7 +43,7 @@ def check_connected(g: nx.DiGraph, gpus: tuple[str, ...], name: str) -> None:
 
     Parameters
     ----------
-    g : networkx.DiGraph
+    g : DiGraph
         The built graph.
     gpus : tuple[str, ...]
         GPU node names.
@@ -58,9 +57,7 @@ def check_connected(g: nx.DiGraph, gpus: tuple[str, ...], name: str) -> None:
     index = {v: i for i, v in enumerate(others)}
     pairs = [(index[u], index[v]) for u, v in g.edges if u in index and v in index]
     ij = np.array(pairs, dtype=np.int64).reshape(-1, 2)
-    n = len(others)
-    adj = coo_matrix((np.ones(len(ij)), (ij[:, 0], ij[:, 1])), shape=(n, n))
-    _, label = connected_components(adj, directed=True, connection="weak")
+    label = weak_components(len(others), ij[:, 0], ij[:, 1])
     touch = {
         u: frozenset(int(label[index[v]]) for v in g.successors(u) if v in index) for u in gpus
     }
@@ -76,7 +73,7 @@ def check_connected(g: nx.DiGraph, gpus: tuple[str, ...], name: str) -> None:
 
 
 def _servers(
-    g: nx.DiGraph, servers: list[tuple[str, NodeSpec]], gpus_of: list[GpuSpec], source: str
+    g: DiGraph, servers: list[tuple[str, NodeSpec]], gpus_of: list[GpuSpec], source: str
 ) -> tuple[list[str], list[list[str]], list[LinkSpec | None]]:
     """Add the servers built from ``node``/``servers`` (server ``k`` holds GPUs of model
     ``gpus_of[k]``); return GPUs, NICs, NIC links."""
@@ -113,7 +110,7 @@ def _server_gpus(spec: TopologySpec, primary: GpuSpec, source: str) -> list[GpuS
 
 
 def _scale_out(
-    g: nx.DiGraph,
+    g: DiGraph,
     spec: TopologySpec,
     nics: list[list[str]],
     nic_links: list[LinkSpec | None],
@@ -144,7 +141,7 @@ def _scale_out(
     return plan
 
 
-def _explicit_gpus(g: nx.DiGraph) -> list[str]:
+def _explicit_gpus(g: DiGraph) -> list[str]:
     """GPUs of an explicit graph in rank order: by server, then as listed."""
     found = [(d["node"], i, v) for i, (v, d) in enumerate(g.nodes(data=True)) if d["kind"] == "gpu"]
     return [v for _, _, v in sorted(found)]
@@ -186,7 +183,7 @@ def build_topology(spec: TopologySpec, *, seed: int = 0, source: str | None = No
         raise TopologyError(f"{source}: gpu: {e}") from None
     servers = spec.server_nodes()
     first: NodeSpec | None = servers[0][1] if servers else None
-    g = nx.DiGraph(fabric=first.fabric if first else "graph", p2p=first.p2p if first else True)
+    g = DiGraph(fabric=first.fabric if first else "graph", p2p=first.p2p if first else True)
     per_server = _server_gpus(spec, gpu, source)
     gpus, nics, nic_links = _servers(g, servers, per_server, source)
     plan = None
@@ -227,7 +224,7 @@ def _gpu_models(per_server: list[GpuSpec], per_node: int, gpus: int) -> tuple[Gp
     return out
 
 
-def _default_routing(g: nx.DiGraph) -> str:
+def _default_routing(g: DiGraph) -> str:
     """``adaptive`` when every network link is InfiniBand (NCCL enables IB adaptive
     routing by default: NCCL_IB_AR_THRESHOLD), else ``ecmp``."""
     transports = {d.get("transport") for _, _, d in g.edges(data=True) if d.get("scope") == "net"}

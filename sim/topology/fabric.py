@@ -16,18 +16,17 @@ from __future__ import annotations
 
 import math
 
-import networkx as nx
-
 from sim.catalog import LinkSpec
 from sim.errors import TopologyError
 from sim.topology.cabling import FabricPlan
+from sim.topology.digraph import DiGraph
 from sim.topology.sections import NetworkSpec
 
 __all__ = ["add_fabric", "add_link"]
 
 
 def add_link(
-    g: nx.DiGraph,
+    g: DiGraph,
     u: str,
     v: str,
     link: LinkSpec,
@@ -38,7 +37,7 @@ def add_link(
 
     Parameters
     ----------
-    g : networkx.DiGraph
+    g : DiGraph
         The graph to extend.
     u, v : str
         Endpoint node names. The direction leaving a NIC also carries the link kind's
@@ -65,7 +64,7 @@ def add_link(
 
 
 def _add_leaves(
-    g: nx.DiGraph, net: NetworkSpec, nics: list[list[str]], nic: LinkSpec, rails: bool
+    g: DiGraph, net: NetworkSpec, nics: list[list[str]], nic: LinkSpec, rails: bool
 ) -> list[list[str]]:
     """Add leaves and NIC<->leaf links; return the leaves of each unit."""
     per = net.nodes_per_leaf
@@ -85,7 +84,7 @@ def _add_leaves(
 
 
 def add_fabric(
-    g: nx.DiGraph,
+    g: DiGraph,
     plan: FabricPlan,
     net: NetworkSpec,
     nics: list[list[str]],
@@ -96,7 +95,7 @@ def add_fabric(
 
     Parameters
     ----------
-    g : networkx.DiGraph
+    g : DiGraph
         Graph holding the servers.
     plan : FabricPlan
         Switch counts and cables per pair (:func:`sim.topology.cabling.plan_fabric`).
@@ -124,7 +123,7 @@ def add_fabric(
 
 
 def _connect_all(
-    g: nx.DiGraph, lower: list[str], upper: list[str], kind: str, cables: int, link: LinkSpec
+    g: DiGraph, lower: list[str], upper: list[str], kind: str, cables: int, link: LinkSpec
 ) -> None:
     """Link every node of ``lower`` to every node of ``upper`` (new, of ``kind``) with
     ``cables`` cables at ``link``'s line rate, every cable a link of its own."""
@@ -136,7 +135,7 @@ def _connect_all(
 
 
 def _three_tier(
-    g: nx.DiGraph, plan: FabricPlan, leaves: list[list[str]], per_pod: int, per_leaf: int,
+    g: DiGraph, plan: FabricPlan, leaves: list[list[str]], per_pod: int, per_leaf: int,
     link: LinkSpec,
 ) -> None:  # fmt: skip
     leaf, spine, core = plan.tier("leaf"), plan.tier("spine"), plan.tier("core")

@@ -37,11 +37,11 @@ from collections.abc import Sequence
 from fnmatch import translate
 from typing import Literal
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
 from sim.catalog import LinkSpec
 from sim.errors import TopologyError
+from sim.topology.digraph import DiGraph
 from sim.topology.links import InlineLink, LinkRef, link_from_ref
 
 __all__ = ["FABRIC_KINDS", "SERVER_KINDS", "GraphEdge", "GraphNode", "GraphSpec", "add_graph"]
@@ -144,7 +144,7 @@ def _check_servers(servers: set[int], gpus: dict[int, int], where: str) -> int:
     return len(servers)
 
 
-def add_nodes(g: nx.DiGraph, graph: GraphSpec, where: str) -> None:
+def add_nodes(g: DiGraph, graph: GraphSpec, where: str) -> None:
     """Add the graph's nodes to ``g`` (after any built servers); names must be new."""
     for i, n in enumerate(graph.nodes):
         if n.name in g:
@@ -155,7 +155,7 @@ def add_nodes(g: nx.DiGraph, graph: GraphSpec, where: str) -> None:
         g.add_node(n.name, kind=n.kind, **{k: v for k, v in attrs.items() if v is not None})
 
 
-def _ends(g: nx.DiGraph, names: Sequence[str], pattern: str, key: str) -> list[str]:
+def _ends(g: DiGraph, names: Sequence[str], pattern: str, key: str) -> list[str]:
     if not _GLOB.search(pattern):
         if pattern not in g:
             raise TopologyError(
@@ -169,9 +169,7 @@ def _ends(g: nx.DiGraph, names: Sequence[str], pattern: str, key: str) -> list[s
     return hits
 
 
-def _edge_pairs(
-    g: nx.DiGraph, names: Sequence[str], e: GraphEdge, key: str
-) -> list[tuple[str, str]]:
+def _edge_pairs(g: DiGraph, names: Sequence[str], e: GraphEdge, key: str) -> list[tuple[str, str]]:
     left, right = _ends(g, names, e.a, f"{key}.a"), _ends(g, names, e.b, f"{key}.b")
     glob = bool(_GLOB.search(e.a) or _GLOB.search(e.b))
     if not glob and e.a == e.b:
@@ -188,12 +186,12 @@ def _edge_pairs(
     return pairs
 
 
-def add_graph(g: nx.DiGraph, graph: GraphSpec, where: str) -> None:
+def add_graph(g: DiGraph, graph: GraphSpec, where: str) -> None:
     """Add the graph's nodes and edges to ``g`` (which may hold built servers).
 
     Parameters
     ----------
-    g : networkx.DiGraph
+    g : DiGraph
         The graph to extend, in place.
     graph : GraphSpec
         The validated section (its nodes checked by :func:`check_nodes`).

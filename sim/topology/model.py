@@ -1,4 +1,4 @@
-"""The built cluster: a directed networkx graph plus indexed links and routes.
+"""The built cluster: a directed graph plus indexed links and routes.
 
 Nodes carry ``kind`` (``gpu``, ``nvswitch``, ``pcie_switch``, ``host``, ``nic``, ``leaf``,
 ``spine``, ``core``) and, for parts inside a server, ``node`` (the server index). Every
@@ -34,13 +34,13 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import networkx as nx
 import numpy as np
 
 from sim.catalog import GpuSpec
 from sim.errors import TopologyError
 from sim.topology.cabling import FabricPlan
 from sim.topology.congestion import link_loss
+from sim.topology.digraph import DiGraph
 from sim.topology.linkclasses import LinkClasses
 from sim.topology.paths import Path, merge
 from sim.topology.routing import ServerRouter, build_router
@@ -77,8 +77,10 @@ class Topology:
     ----------
     name : str
         Preset or file name.
-    graph : networkx.DiGraph
-        Parts and directed links (see module docstring for attributes).
+    graph : sim.topology.digraph.DiGraph or networkx.DiGraph
+        Parts and directed links (see module docstring for attributes). Built topologies
+        hold a :class:`~sim.topology.digraph.DiGraph` (``graph.to_networkx()`` for
+        networkx's algorithms); a ``networkx.DiGraph`` works the same.
     gpus : tuple[str, ...]
         GPU node names in global rank order (rank-major within servers).
     gpu : GpuSpec
@@ -109,7 +111,7 @@ class Topology:
     """
 
     name: str
-    graph: nx.DiGraph
+    graph: DiGraph
     gpus: tuple[str, ...]
     gpu: GpuSpec
     nodes: int
@@ -145,6 +147,7 @@ class Topology:
     _hosts: dict[int, str] | None = field(init=False)
     _server_gpus: dict[int, tuple[str, ...]] | None = field(init=False)
     _scope_masks: dict[str, np.ndarray] = field(init=False)
+    _scope_kinds: dict[str, tuple[str, ...]] | None = field(init=False)
     _link_classes: LinkClasses | None = field(init=False)
 
     def __post_init__(self) -> None:
@@ -190,6 +193,7 @@ class Topology:
         self._hosts = None
         self._server_gpus = None
         self._scope_masks = {}
+        self._scope_kinds = None
         self._link_classes = None
 
     def link_classes(self) -> LinkClasses:
@@ -247,6 +251,15 @@ class Topology:
         if m is None:
             m = self._scope_masks[scope] = np.array([s == scope for s in self.link_scope], bool)
         return m
+
+    def scope_kinds(self) -> dict[str, tuple[str, ...]]:
+        """Link kinds present per scope, scopes and kinds sorted (computed once)."""
+        if self._scope_kinds is None:
+            kinds: dict[str, set[str]] = {}
+            for scope, kind in set(zip(self.link_scope, self.link_kind, strict=True)):
+                kinds.setdefault(scope, set()).add(kind)
+            self._scope_kinds = {s: tuple(sorted(kinds[s])) for s in sorted(kinds)}
+        return self._scope_kinds
 
     def nvswitch_of(self, gpu: str) -> str | None:
         """The NVSwitch node ``gpu`` attaches to (for in-switch reduction), or None."""

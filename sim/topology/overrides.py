@@ -29,10 +29,9 @@ import re
 from collections.abc import Sequence
 from fnmatch import translate
 
-import networkx as nx
-
 from sim.catalog import LinkSpec
 from sim.errors import TopologyError
+from sim.topology.digraph import DiGraph
 from sim.topology.links import InlineLink, catalog_link, patched_link
 
 __all__ = ["Override", "apply_overrides", "check_overrides"]
@@ -79,7 +78,7 @@ def check_overrides(overrides: Sequence[Override], where: str) -> None:
                 raise TopologyError(f"{key}.match: write 'glob' or 'glob<->glob' (got {o.match!r})")
 
 
-def _selected(g: nx.DiGraph, o: Override, key: str) -> list[tuple[str, str]]:
+def _selected(g: DiGraph, o: Override, key: str) -> list[tuple[str, str]]:
     if o.link is not None:
         a, b = _ends(o.link)
         for name in (a, b):
@@ -105,7 +104,7 @@ def _selected(g: nx.DiGraph, o: Override, key: str) -> list[tuple[str, str]]:
     return hits
 
 
-def _pairs(g: nx.DiGraph) -> list[tuple[str, str]]:
+def _pairs(g: DiGraph) -> list[tuple[str, str]]:
     seen: set[tuple[str, str]] = set()
     out = []
     for u, v in g.edges:
@@ -115,7 +114,7 @@ def _pairs(g: nx.DiGraph) -> list[tuple[str, str]]:
     return out
 
 
-def _current(g: nx.DiGraph, u: str, v: str) -> tuple[LinkSpec, int]:
+def _current(g: DiGraph, u: str, v: str) -> tuple[LinkSpec, int]:
     """The link ``u <-> v`` as a LinkSpec (per cable) and its cable count.
 
     A NIC's outgoing direction carries the kind's per-message overhead on top of its
@@ -135,12 +134,12 @@ def _current(g: nx.DiGraph, u: str, v: str) -> tuple[LinkSpec, int]:
     ), int(d.get("cables", 1))
 
 
-def apply_overrides(g: nx.DiGraph, overrides: Sequence[Override], where: str) -> None:
+def apply_overrides(g: DiGraph, overrides: Sequence[Override], where: str) -> None:
     """Apply ``overrides`` in order to the links of ``g`` (both directions of each).
 
     Parameters
     ----------
-    g : networkx.DiGraph
+    g : DiGraph
         A built topology graph (see :mod:`sim.topology.model`); changed in place.
     overrides : Sequence[Override]
         Validated overrides (see :func:`check_overrides`).

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError, TopologyError
-from sim.files import load_yaml, read_text
+from sim.files import load_shipped_yaml, load_yaml, read_text
 from sim.topology.build import build_topology
 from sim.topology.model import Topology
 from sim.topology.spec import MAX_GPUS, TopologySpec, parse_spec
@@ -53,9 +53,9 @@ def _read(name_or_path: str) -> tuple[str, str]:
     return res.read_text(encoding="utf-8"), name_or_path
 
 
-def _parse_yaml(text: str, source: str) -> Any:
+def _parse_yaml(text: str, source: str, shipped: bool) -> Any:
     try:
-        return load_yaml(text, source)
+        return load_shipped_yaml(text, source) if shipped else load_yaml(text, source)
     except ConfigError as e:
         raise TopologyError(str(e)) from None
 
@@ -86,7 +86,8 @@ def load_spec(name_or_path: str, *, nodes: int | None = None) -> TopologySpec:
     4
     """
     text, source = _read(name_or_path)
-    spec = _capped(parse_spec(_parse_yaml(text, source), source), spec_nodes=None)
+    shipped = not _is_path(name_or_path)
+    spec = _capped(parse_spec(_parse_yaml(text, source, shipped), source), spec_nodes=None)
     if nodes is None:
         return spec
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:

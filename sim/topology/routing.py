@@ -28,11 +28,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import networkx as nx
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import shortest_path
 
+from sim.topology.bfs import Adjacency, hops_from
+from sim.topology.digraph import DiGraph
 from sim.topology.templates import ServerTemplate, stays_inside
 
 __all__ = ["ServerRouter", "build_router"]
@@ -83,7 +82,7 @@ class ServerRouter:
         rows = [u for u in range(n) for _ in fadj[u]]
         cols = [v for u in range(n) for v, _ in fadj[u]]
         # Transposed adjacency: BFS from w over it gives hops *to* w.
-        self._rev = csr_matrix((np.ones(len(rows)), (cols, rows)), shape=(n, n))
+        self._rev = Adjacency(n, np.array(cols, dtype=np.intp), np.array(rows, dtype=np.intp))
         self._fdist: dict[int, list[float]] = {}
         self._fdist_arr: dict[int, np.ndarray] = {}
         self._nbr = [np.array([v for v, _ in adj], dtype=np.intp) for adj in fadj]
@@ -180,7 +179,7 @@ class ServerRouter:
     def _fdist_np(self, w: int) -> np.ndarray:
         d = self._fdist_arr.get(w)
         if d is None:
-            d = shortest_path(self._rev, unweighted=True, indices=w)
+            d = hops_from(self._rev, w)
             self._fdist_arr[w] = d
         return d
 
@@ -280,7 +279,7 @@ class ServerRouter:
         return tuple(pairs)
 
 
-def _split(graph: nx.DiGraph) -> tuple[dict[int, list[str]], list[str]] | None:
+def _split(graph: DiGraph) -> tuple[dict[int, list[str]], list[str]] | None:
     """Server parts by server (insertion order) and fabric nodes; None if a GPU is outside."""
     servers: dict[int, list[str]] = {}
     fabric: list[str] = []
@@ -296,14 +295,14 @@ def _split(graph: nx.DiGraph) -> tuple[dict[int, list[str]], list[str]] | None:
 
 
 def build_router(
-    graph: nx.DiGraph, link_ids: dict[tuple[str, str], tuple[int, ...]], pick: Pick,
+    graph: DiGraph, link_ids: dict[tuple[str, str], tuple[int, ...]], pick: Pick,
     pxn: bool = True,
 ) -> ServerRouter | None:  # fmt: skip
     """A :class:`ServerRouter` for ``graph``, or None where its shape does not fit.
 
     Parameters
     ----------
-    graph : networkx.DiGraph
+    graph : DiGraph
         The topology graph (see :mod:`sim.topology.model`).
     link_ids : dict[tuple[str, str], tuple[int, ...]]
         Directed edge -> link indices, one per parallel cable (fabric edges may have
@@ -351,7 +350,7 @@ def build_router(
 
 
 def _servers(
-    graph: nx.DiGraph,
+    graph: DiGraph,
     members: dict[int, list[str]],
     local: dict[int, list[tuple[int, int, int]]],
     ports: dict[int, list[tuple[int, int, int, int]]],

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import networkx as nx
-
 from sim.catalog import GpuSpec, LinkSpec
 from sim.errors import TopologyError
+from sim.topology.digraph import DiGraph
 from sim.topology.fabric import add_link
 from sim.topology.links import link_from_ref, with_bandwidth
 from sim.topology.spec import NodeSpec
@@ -80,13 +79,13 @@ def _pad(n: int) -> int:
 
 
 def add_server(
-    g: nx.DiGraph, k: int, node: NodeSpec, links: ServerLinks, width: int
+    g: DiGraph, k: int, node: NodeSpec, links: ServerLinks, width: int
 ) -> tuple[list[str], list[str]]:
     """Add server ``k``; return its GPU names (rank order) and NIC names (rail order).
 
     Parameters
     ----------
-    g : networkx.DiGraph
+    g : DiGraph
         The graph to extend.
     k : int
         Server index.
@@ -133,7 +132,7 @@ def _nic_parent(node: NodeSpec, j: int, host: str, switches: list[str], gpu_up: 
 
 
 def _add_gpu_fabric(
-    g: nx.DiGraph, fabric: str, p: str, k: int, gpus: list[str], links: ServerLinks
+    g: DiGraph, fabric: str, p: str, k: int, gpus: list[str], links: ServerLinks
 ) -> None:
     """NVSwitch, all-to-all mesh or NVLink bridges between the server's GPUs."""
     if links.nvlink is not None and len(gpus) > 1:

@@ -31,12 +31,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from sim.topology.model import Topology
 from sim.topology.parts import PartsCatalog, cable_for, parts_catalog
+
+if TYPE_CHECKING:  # networkx is imported where a maximum flow is asked for (not at start-up)
+    import networkx as nx
 
 __all__ = [
     "CableGroup",
@@ -79,12 +80,12 @@ def _reach(lower: str, upper: str, rails: bool) -> str:
 def nic_links(topology: Topology) -> Counter[tuple[str, float]]:
     """NICs on the network by (link kind, line rate in bytes/s) of their switch link."""
     g = topology.graph
-    kind_of = dict(g.nodes(data="kind"))
+    kind_of = {v: d.get("kind") for v, d in g.nodes(data=True)}
     counts: Counter[tuple[str, float]] = Counter()
     for v, kind in kind_of.items():
         if kind != "nic":
             continue
-        for w, e in g.succ[v].items():
+        for _, w, e in g.out_edges(v, data=True):
             if kind_of[w] in _FABRIC:
                 counts[(str(e["kind"]), float(e["capacity_Bps"]))] += 1
                 break
@@ -144,6 +145,8 @@ def _net_graph(topology: Topology, a: set[int], b: set[int]) -> nx.DiGraph:
     """The switches, capacities times cables, with a source feeding the NICs of servers
     ``a`` and a sink draining those of ``b`` (each NIC's link folded into the source's or
     the sink's edge to its switch)."""
+    import networkx as nx
+
     g = topology.graph
     net = nx.DiGraph()
     for u, v, d in g.edges(data=True):
@@ -168,6 +171,8 @@ def _add_capacity(net: nx.DiGraph, u: str, v: str, cap: float) -> None:
 def max_flow_Bps(topology: Topology, a: list[int], b: list[int]) -> float:
     """Maximum flow (bytes/s) from the NICs of servers ``a`` to those of servers ``b``
     over the network links (NIC links and switch cables at their capacities)."""
+    import networkx as nx
+
     net = _net_graph(topology, set(a), set(b))
     if "_source" not in net or "_sink" not in net:
         return 0.0

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 
 from sim.catalog import _entry
 from sim.errors import ConfigError, TopologyError
-from sim.files import load_yaml
+from sim.files import load_shipped_yaml
 from sim.units import parse_time
 
 __all__ = ["ComputeParams", "compute_entry_names", "compute_params", "tunable_keys"]
@@ -344,7 +344,7 @@ def _resolved(raw: dict[str, Any]) -> dict[str, dict[str, Any]]:
 @cache
 def _entries() -> dict[str, ComputeParams]:
     text = resources.files("topologies.catalog").joinpath("compute.yaml").read_text("utf-8")
-    raw = load_yaml(text, "catalog compute.yaml")
+    raw = load_shipped_yaml(text, "catalog compute.yaml")
     if not isinstance(raw, dict):
         raise TopologyError("catalog compute.yaml: expected a mapping of GPU names to entries")
     out = {}

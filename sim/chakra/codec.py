@@ -17,6 +17,7 @@ the feeder ASTRA-sim uses does; ``is_cpu_op`` from ``bool_val`` or an integer ki
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sim.chakra.messages import message_classes
@@ -41,6 +42,7 @@ __all__ = [
     "known_attr_piece",
     "metadata_frame",
     "node_pieces",
+    "node_template",
 ]
 
 _INT_TYPES = {"int32", "int64", "uint32", "uint64", "sint32", "sint64"}
@@ -256,7 +258,9 @@ def decode_metadata(data: bytes, where: str) -> tuple[Metadata, int]:
     return Metadata(meta.version, tuple(_attr(a) for a in meta.attr)), start + size
 
 
-def decode_trace(data: bytes, where: str) -> Trace:
+def decode_trace(
+    data: bytes, where: str, *, cache: dict[str, dict[bytes, Any]] | None = None
+) -> Trace:
     """Read one rank's ET file from its bytes.
 
     Parameters
@@ -265,6 +269,10 @@ def decode_trace(data: bytes, where: str) -> Trace:
         The file's contents (already inflated if it was gzip-compressed).
     where : str
         The file name, for messages.
+    cache : dict, optional
+        Decoded attributes and nodes by their bytes, kept between calls: the files of
+        many ranks that share most of their nodes (the ranks of one pipeline stage) are
+        read faster with one cache.
 
     Returns
     -------
@@ -290,9 +298,19 @@ def decode_trace(data: bytes, where: str) -> Trace:
     at = f"{where}: byte {offset}"
     meta = _parse(messages.GlobalMetadata, data[start:end], at, "GlobalMetadata")
     metadata = Metadata(meta.version, tuple(_attr(a) for a in meta.attr))
-    cache: dict[bytes, _Decoded] = {}
-    nodes = tuple(_node(m, where, cache) for m in _parse_nodes(data, frames[1:], where))
-    trace = Trace(metadata, nodes)
+    cache = {} if cache is None else cache
+    attrs: dict[bytes, _Decoded] = cache.setdefault("attrs", {})
+    known: dict[bytes, Node] = cache.setdefault("nodes", {})
+    nodes = []
+    for (_, begin, finish), m in zip(
+        frames[1:], _parse_nodes(data, frames[1:], where), strict=True
+    ):
+        key = data[begin:finish]
+        node = known.get(key)
+        if node is None:
+            node = known[key] = _node(m, where, attrs)
+        nodes.append(node)
+    trace = Trace(metadata, tuple(nodes))
     check_trace(trace, where)
     return trace
 
@@ -394,6 +412,23 @@ def node_pieces(node: Node, cache: dict[object, bytes]) -> list[bytes]:
     parts = [head, *_known_fragments(node, cache)]
     parts.extend(_fragment(messages, attr, cache) for attr in node.attrs)
     return parts
+
+
+def node_template(
+    node: Node, names: Sequence[str], cache: dict[object, bytes]
+) -> tuple[list[bytes], dict[str, int]]:
+    """:func:`node_pieces` of ``node`` and where the piece of each known attribute of
+    ``names`` that ``node`` has sits among them: a writer of many nodes that differ only in
+    those attributes swaps those pieces (:func:`known_attr_piece`) and joins."""
+    parts = node_pieces(node, cache)
+    at: dict[str, int] = {}
+    for name in names:
+        value = getattr(node, _FIELD_OF[name])
+        if value is not None:
+            if name == "comm_type":
+                value = COLLECTIVE_TYPES[value]
+            at[name] = parts.index(known_attr_piece(name, value, cache))
+    return parts, at
 
 
 def metadata_frame(metadata: Metadata, where: str) -> bytes:

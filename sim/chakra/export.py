@@ -35,7 +35,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-from sim.chakra.codec import known_attr_piece, metadata_frame, node_pieces
+from sim.chakra.codec import known_attr_piece, metadata_frame, node_pieces, node_template
 from sim.chakra.groups import comm_groups_json
 from sim.chakra.layout import Group, JobLayout, job_layout
 from sim.chakra.ops import CHAKRA_TYPES
@@ -391,8 +391,8 @@ class StepTraces:
                 out.append((_COLL, pos, s.group))
                 continue
             field_name = "comm_dst" if s.kind == _SEND else "comm_src"
-            parts = node_pieces(node, pieces)
-            at = parts.index(known_attr_piece(field_name, getattr(node, field_name), pieces))
+            parts, where = node_template(node, (field_name,), pieces)
+            at = where[field_name]
             out.append((s.kind, field_name, s.peer, parts[:at], parts[at + 1 :]))
         if static:
             out.append(b"".join(static))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sim.chakra.codec import (
@@ -35,7 +35,7 @@ from sim.chakra.codec import (
 from sim.chakra.export import GENERATOR
 from sim.chakra.groups import group_key
 from sim.chakra.ranks import TraceSet, rank_files
-from sim.chakra.stream import MAX_TRACE_BYTES, frame, read_bounded
+from sim.chakra.stream import MAX_TRACE_BYTES, encode_varint, frame, read_bounded
 from sim.chakra.trace import Metadata, Trace
 
 __all__ = ["FoldedTraces", "read_folded", "replica_axes"]
@@ -108,35 +108,32 @@ class _Mapper:
         self.by_members = {tuple(sorted(m)): pg for pg, m in (groups or {}).items()}
         self._pg: dict[tuple[str, int], str | None] = {}
         self.pieces: dict[object, bytes] = {}
+        self.varints: dict[int, bytes] = {}
 
     def in_replica0(self, r: int) -> bool:
         return 0 <= r < len(self.offsets) and self.offsets[r] == 0
 
-    def spans(self, pg: str) -> bool:
-        """Whether group ``pg`` is the same in every replica (it spans them, or is unknown)."""
-        members = None if self.groups is None else self.groups.get(pg)
-        return members is None or not all(self.in_replica0(m) for m in members)
-
     def move(self, name: str, value: int | str, off: int) -> int | str | None:
-        """Attribute ``name``'s ``value`` in the replica ``off`` ranks away (a peer moves by
-        ``off``, a group inside replica 0 to its members moved), or None where it cannot."""
+        """Attribute ``name``'s ``value`` ``off`` ranks away (a peer moves by ``off``; a
+        group as :meth:`_group` says), or None where it cannot (a peer outside replica 0
+        or beyond the ranks)."""
         if name == "pg_name":
-            assert isinstance(value, str)
-            return self._group(value, off)
-        assert isinstance(value, int)
-        if not self.in_replica0(value) or value + off >= len(self.offsets):
+            return self._group(value, off)  # type: ignore[arg-type]
+        moved = value + off  # type: ignore[operator]
+        offsets = self.offsets
+        if not 0 <= value < len(offsets) or offsets[value] or moved >= len(offsets):  # type: ignore[operator,index]
             return None
-        return value + off
+        return moved  # type: ignore[no-any-return]
 
     def _group(self, pg: str, off: int) -> str | None:
+        """The group of ``pg``'s members moved by ``off`` where that is a group (a group of
+        replica 0 in another replica, a TP rank's DP group at the next TP rank), else
+        ``pg`` itself (a group spanning the replicas is the same in each)."""
         key = (pg, off)
         if key not in self._pg:
-            if self.spans(pg):
-                self._pg[key] = pg
-            else:
-                assert self.groups is not None
-                moved = tuple(sorted(m + off for m in self.groups[pg]))
-                self._pg[key] = self.by_members.get(moved)
+            members = None if self.groups is None else self.groups.get(pg)
+            moved = None if members is None else tuple(sorted(m + off for m in members))
+            self._pg[key] = self.by_members.get(moved, pg) if moved else pg
         return self._pg[key]
 
 
@@ -186,11 +183,9 @@ def read_folded(
         why = "not folded: one replica"
     if why or offsets is None:
         return FoldedTraces(_read_all(prefix, files, max_bytes), everyone, everyone, why)
-    seen: dict[str, dict[bytes, object]] = {}
-    reps = {r: decode_trace(read_bounded(files[r], max_bytes), str(files[r]), cache=seen)
-            for r in range(n) if offsets[r] == 0}  # fmt: skip
     mapper = _Mapper(offsets, groups)
     runs: dict[int, list[_Piece]] = {}
+    reps = _read_replica0(files, offsets, mapper, runs, max_bytes)
     for r in range(n):
         off = offsets[r]
         if off == 0:
@@ -214,6 +209,50 @@ def read_folded(
     return FoldedTraces(TraceSet(prefix, traces), simulated, rep, note)
 
 
+def _read_replica0(
+    files: Sequence[Path],
+    offsets: list[int],
+    mapper: _Mapper,
+    runs: dict[int, list[_Piece]],
+    max_bytes: int,
+) -> dict[int, Trace]:
+    """Replica 0's traces. A rank whose file is the previous decoded one's moved by the
+    rank difference (the next TP rank of a stage: peers and groups one rank on) is mapped,
+    not decoded, after the same byte-for-byte check as a folded replica; the others are
+    decoded."""
+    seen: dict[str, dict[bytes, object]] = {}
+    reps: dict[int, Trace] = {}
+    anchor = -1
+    for r in range(len(files)):
+        if offsets[r]:
+            continue
+        data = read_bounded(files[r], max_bytes)
+        if anchor >= 0:
+            if anchor not in runs:
+                runs[anchor] = _runs(reps[anchor], mapper)
+            if _expected(runs[anchor], mapper, r - anchor) == data:
+                reps[r] = _mapped(reps[anchor], mapper, r - anchor)
+                continue
+        reps[r] = decode_trace(data, str(files[r]), cache=seen)
+        anchor = r
+    return reps
+
+
+def _mapped(trace: Trace, mapper: _Mapper, off: int) -> Trace:
+    """``trace`` with its peers and groups moved by ``off`` (checked movable before)."""
+    nodes = []
+    for node in trace.nodes:
+        fields: dict[str, object] = {}
+        for name in _MOVING:
+            value = getattr(node, name)
+            if value is not None and (name != "pg_name" or group_key(value)):
+                moved = mapper.move(name, value, off)
+                if moved != value:
+                    fields[name] = moved
+        nodes.append(replace(node, **fields) if fields else node)  # type: ignore[arg-type]
+    return Trace(trace.metadata, tuple(nodes))
+
+
 def _read_all(prefix: str, files: Sequence[Path], max_bytes: int) -> TraceSet:
     """Every rank's trace (nodes repeated across files decoded once)."""
     seen: dict[str, dict[bytes, object]] = {}
@@ -222,31 +261,36 @@ def _read_all(prefix: str, files: Sequence[Path], max_bytes: int) -> TraceSet:
 
 
 #: A piece of a replica-0 rank's file (:func:`_runs`): bytes every replica shares, or a
-#: node's pieces with the attributes that move with the replica (name, position, value).
-_Piece = bytes | tuple[list[bytes], list[tuple[str, int, int | str]]]
+#: node with the attributes that move with the replica: its pieces between them (one more
+#: than the attributes) and each attribute's (name, value).
+_Piece = bytes | tuple[tuple[bytes, ...], tuple[tuple[str, int | str], ...]]
 _MOVING = ("comm_src", "comm_dst", "pg_name")
 
 
 def _runs(trace: Trace, mapper: _Mapper) -> list[_Piece]:
     """``trace``'s file as pieces (:data:`_Piece`): the nodes no replica changes, encoded
-    once and joined, and the sends, receives and collectives of groups inside replica 0,
-    whose peers and groups move."""
+    once and joined, and the sends, receives and collectives of named groups, whose peers
+    and groups move."""
     cache = mapper.pieces
     out: list[_Piece] = [metadata_frame(trace.metadata, "metadata")]
     static: list[bytes] = []
     for node in trace.nodes:
         pg = node.pg_name if node.pg_name is not None and group_key(node.pg_name) else None
-        moves = node.comm_src is not None or node.comm_dst is not None
-        moves = moves or (pg is not None and not mapper.spans(pg))
-        if not moves:
+        names = [n for n in _MOVING if getattr(node, n) is not None and (n != "pg_name" or pg)]
+        if not names:
             static.append(frame(b"".join(node_pieces(node, cache))))
             continue
         if static:
             out.append(b"".join(static))
             static = []
-        parts, at = node_template(node, _MOVING, cache)
-        fields = [(name, at[name], getattr(node, name)) for name in _MOVING if name in at]
-        out.append((parts, [(n, i, v) for n, i, v in fields if n != "pg_name" or pg]))
+        parts, at = node_template(node, names, cache)
+        cuts = sorted((at[n], n) for n in names)
+        between, prev = [], 0
+        for i, _ in cuts:
+            between.append(b"".join(parts[prev:i]))
+            prev = i + 1
+        between.append(b"".join(parts[prev:]))
+        out.append((tuple(between), tuple((n, getattr(node, n)) for _, n in cuts)))
     if static:
         out.append(b"".join(static))
     return out
@@ -257,16 +301,22 @@ def _expected(runs: list[_Piece], mapper: _Mapper, off: int) -> bytes | None:
     peer or group cannot move there."""
     out: list[bytes] = []
     cache = mapper.pieces
+    sizes = mapper.varints
     for item in runs:
-        if isinstance(item, bytes):
+        if type(item) is bytes:
             out.append(item)
             continue
-        parts, fields = item
-        parts = list(parts)
-        for name, i, value in fields:
+        between, fields = item  # type: ignore[misc]
+        body = [between[0]]
+        for (name, value), after in zip(fields, between[1:], strict=True):
             moved = mapper.move(name, value, off)
             if moved is None:
                 return None
-            parts[i] = known_attr_piece(name, moved, cache)
-        out.append(frame(b"".join(parts)))
+            body += (known_attr_piece(name, moved, cache), after)
+        size = sum(map(len, body))
+        head = sizes.get(size)
+        if head is None:
+            head = sizes[size] = encode_varint(size)
+        out.append(head)
+        out += body
     return b"".join(out)

@@ -228,3 +228,20 @@ def test_export_refuses_to_leave_stale_ranks(
     code, _, err = _cli(capsys, "chakra", "export", "gpt2-1gpu", "--out", str(tmp_path))
     assert code == 2 and "gpt2-1gpu.5.et: already there" in err
     assert not (tmp_path / "gpt2-1gpu.0.et").exists()
+
+
+def test_cli_export_then_run_gives_the_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`chakra export` then `chakra run --json` on the same topology: run's step time."""
+    sets = ["--set", "cluster.topology=dgx-h100", "--set", "parallel.pp=2", "--set",
+            "parallel.dp=4", "--set", "training.global_batch=64"]  # fmt: skip
+    code, out, _ = _cli(capsys, "run", "gpt2-1gpu", *sets, "--json")
+    step = json.loads(out)["step_time_s"]
+    code, out, _ = _cli(capsys, "chakra", "export", "gpt2-1gpu", "--out", str(tmp_path), *sets)
+    assert code == 0 and "8 ranks written" in out and f"step {step:.6f} s" in out
+    code, out, _ = _cli(capsys, "chakra", "run", str(tmp_path / "gpt2-1gpu"), "--topology",
+                        "dgx-h100", "--network", "analytical", "--json")  # fmt: skip
+    data = json.loads(out)
+    assert code == 0 and data["time_s"] == pytest.approx(step, rel=1e-9)
+    assert data["simulated_ranks"] == 2 and "folded" in data["notes"][0]

@@ -30,7 +30,6 @@ communication inside a pass is part of the pass's compute time, as in the graph.
 
 from __future__ import annotations
 
-import heapq
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -39,6 +38,7 @@ from sim.chakra.codec import known_attr_piece, metadata_frame, node_pieces, node
 from sim.chakra.groups import comm_groups_json
 from sim.chakra.layout import Group, JobLayout, job_layout
 from sim.chakra.ops import CHAKRA_TYPES
+from sim.chakra.order import dependency_order
 from sim.chakra.ranks import check_writable
 from sim.chakra.stream import frame
 from sim.chakra.trace import Attr, Metadata, Node, Trace, check_trace
@@ -360,7 +360,7 @@ class StepTraces:
         for item in runs:
             if isinstance(item, bytes):
                 out.append(item)
-            elif item[0] == _COLL:
+            elif len(item) == 3:
                 _, pos, group = item
                 node = self._coll_node(r0, pos, group, k, lay.gpus[rank])
                 hit = self._frames.get(id(node))
@@ -419,25 +419,11 @@ def _name(g: StepGraph, i: int) -> str:
 
 def _task_order(g: StepGraph, start: list[float]) -> list[tuple[float, int]]:
     """Each task's place in one global order: its start time, ties in dependency order."""
-    preds = g.predecessors()
-    succs: list[list[int]] = [[] for _ in range(len(g))]
-    waiting = [len(p) for p in preds]
-    for i, ps in enumerate(preds):
-        for p in ps:
-            succs[p].append(i)
-    ready = [i for i, w in enumerate(waiting) if not w]
-    heapq.heapify(ready)
     topo = [0] * len(g)
-    n = 0
-    while ready:
-        i = heapq.heappop(ready)
+    order = dependency_order(g)
+    assert len(order) == len(g), "the step graph has a cycle"
+    for n, i in enumerate(order):
         topo[i] = n
-        n += 1
-        for j in succs[i]:
-            waiting[j] -= 1
-            if not waiting[j]:
-                heapq.heappush(ready, j)
-    assert n == len(g), "the step graph has a cycle"
     return [(start[i], topo[i]) for i in range(len(g))]
 
 

@@ -117,13 +117,13 @@ class _Mapper:
         """Attribute ``name``'s ``value`` ``off`` ranks away (a peer moves by ``off``; a
         group as :meth:`_group` says), or None where it cannot (a peer outside replica 0
         or beyond the ranks)."""
-        if name == "pg_name":
-            return self._group(value, off)  # type: ignore[arg-type]
-        moved = value + off  # type: ignore[operator]
+        if isinstance(value, str):
+            return self._group(value, off)
+        moved = value + off
         offsets = self.offsets
-        if not 0 <= value < len(offsets) or offsets[value] or moved >= len(offsets):  # type: ignore[operator,index]
+        if not 0 <= value < len(offsets) or offsets[value] or moved >= len(offsets):
             return None
-        return moved  # type: ignore[no-any-return]
+        return moved
 
     def _group(self, pg: str, off: int) -> str | None:
         """The group of ``pg``'s members moved by ``off`` where that is a group (a group of
@@ -303,10 +303,10 @@ def _expected(runs: list[_Piece], mapper: _Mapper, off: int) -> bytes | None:
     cache = mapper.pieces
     sizes = mapper.varints
     for item in runs:
-        if type(item) is bytes:
+        if isinstance(item, bytes):
             out.append(item)
             continue
-        between, fields = item  # type: ignore[misc]
+        between, fields = item
         body = [between[0]]
         for (name, value), after in zip(fields, between[1:], strict=True):
             moved = mapper.move(name, value, off)

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from sim.chakra.export import GENERATOR
 from sim.chakra.matching import Collective, PointToPoint, match_collectives, match_p2p
 from sim.chakra.ops import CLUSTERSIM_OPS, op_bytes
+from sim.chakra.order import dependency_order
 from sim.chakra.ranks import TraceSet
 from sim.chakra.trace import Node, node_label, topological_order
 from sim.errors import ConfigError
@@ -137,9 +138,10 @@ class _Builder:
             tid = _attr(first, "task_id") if self.ours else None
             key: _Key = ("coll", tid) if tid is not None else ("coll", c.group, c.index)
             part = _attr(first, "comm_part") if tid is not None else 0
+            part = part if isinstance(part, int) else 0
             merged = self.merged.setdefault(key, _Merged(COLLECTIVE, first.name))
             group = tuple(self.gpus[m] for m in c.ranks)
-            merged.parts.setdefault((int(part or 0), op, nbytes), []).append(group)
+            merged.parts.setdefault((part, op, nbytes), []).append(group)
             for ri in own:
                 self.key_of[ri] = key
         if rooted:
@@ -289,24 +291,12 @@ class _Builder:
         """Refuse a graph whose tasks wait for each other in a circle (traces whose
         collectives are issued in orders the ranks contradict)."""
         g = self.g
-        preds = g.predecessors()
-        waiting = [len(p) for p in preds]
-        succs: list[list[int]] = [[] for _ in range(len(g))]
-        for i, ps in enumerate(preds):
-            for p in ps:
-                succs[p].append(i)
-        ready = [i for i, w in enumerate(waiting) if not w]
-        done = 0
-        while ready:
-            i = ready.pop()
-            done += 1
-            for j in succs[i]:
-                waiting[j] -= 1
-                if not waiting[j]:
-                    ready.append(j)
+        order = dependency_order(g)
+        done = len(order)
         if done == len(g):
             return
-        stuck = next(i for i, w in enumerate(waiting) if w)
+        came = set(order)
+        stuck = next(i for i in range(len(g)) if i not in came)
         where = next((r, nid) for (r, nid), t in self.task_of.items() if t == stuck)
         raise ConfigError(
             f"{self.traces.path(where[0])}: {node_label(self.node(*where))} can never start: "

@@ -41,6 +41,7 @@ __all__ = [
     "Node",
     "Trace",
     "check_trace",
+    "heap_order",
     "node_label",
     "topological_order",
 ]
@@ -250,12 +251,28 @@ def topological_order(trace: Trace, where: str) -> tuple[int, ...]:
         duplicate and dangling ids.
     """
     index = {node.id: i for i, node in enumerate(trace.nodes)}
-    waiting = [0] * len(trace.nodes)
-    children: list[list[int]] = [[] for _ in trace.nodes]
-    for i, node in enumerate(trace.nodes):
-        for dep in node.deps:
-            waiting[i] += 1
-            children[index[dep]].append(i)
+    preds = [[index[dep] for dep in node.deps] for node in trace.nodes]
+    order = heap_order(preds)
+    if len(order) < len(trace.nodes):
+        came = set(order)
+        waiting = [0 if i in came else 1 for i in range(len(trace.nodes))]
+        raise ConfigError(f"{where}: dependency cycle {_cycle(trace, waiting, index)}")
+    return tuple(order)
+
+
+def heap_order(preds: Sequence[Sequence[int]]) -> list[int]:
+    """Items ``0 .. n-1`` in dependency order, ``preds[i]`` being the items ``i`` waits for;
+    among items ready together the lowest first. Shorter than ``n`` where items wait for
+    each other in a circle: those never come.
+
+    >>> heap_order([[2], [], [1]])
+    [1, 2, 0]
+    """
+    waiting = [len(p) for p in preds]
+    children: list[list[int]] = [[] for _ in preds]
+    for i, ps in enumerate(preds):
+        for p in ps:
+            children[p].append(i)
     ready = [i for i, count in enumerate(waiting) if count == 0]
     heapq.heapify(ready)
     order: list[int] = []
@@ -266,9 +283,7 @@ def topological_order(trace: Trace, where: str) -> tuple[int, ...]:
             waiting[child] -= 1
             if waiting[child] == 0:
                 heapq.heappush(ready, child)
-    if len(order) < len(trace.nodes):
-        raise ConfigError(f"{where}: dependency cycle {_cycle(trace, waiting, index)}")
-    return tuple(order)
+    return order
 
 
 def _cycle(trace: Trace, waiting: Sequence[int], index: dict[int, int]) -> str:

@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sim.chakra.export import GENERATOR
 from sim.chakra.fold import read_folded
 from sim.chakra.groups import groups_from_metadata, read_comm_groups
 from sim.chakra.ranks import rank_files
 from sim.chakra.stream import MAX_TRACE_BYTES
 from sim.chakra.taskgraph import trace_graph
+from sim.chakra.trace import Metadata
 from sim.errors import ConfigError
 from sim.network import backend
 from sim.profile_select import describe, resolve_profile
@@ -195,6 +197,14 @@ def run_traces(
     end_of = {r: max((done.end[t] for t in tasks), default=0.0)
               for r, tasks in built.rank_tasks.items()}  # fmt: skip
     ends = [end_of[read.rep[r]] for r in range(read.traces.num_ranks)]
+    info = describe(resolved, topo)
+    notes = [read.note, *built.notes]
+    recorded = _recorded_profile(read.traces.traces[read.simulated[0]].metadata)
+    if recorded is not None and recorded != resolved.key:
+        notes.append(
+            f"the traces were exported with profile {recorded!r}; this run uses "
+            f"{resolved.key!r} (--profile {recorded} for the same collectives)"
+        )
     return TraceRun(
         time_s=max(ends, default=0.0),
         rank_end_s=ends,
@@ -205,6 +215,15 @@ def run_traces(
         simulated_ranks=len(read.simulated),
         tasks=len(built.graph),
         counts=built.counts,
-        profile=describe(resolved, topo),
-        notes=[read.note, *built.notes],
+        profile=info,
+        notes=notes,
     )
+
+
+def _recorded_profile(metadata: Metadata) -> str | None:
+    """The profile a clustersim export names in its metadata (None for other traces)."""
+    attrs = {a.name: a.value for a in metadata.attrs}
+    gen, name = attrs.get("generator"), attrs.get("profile")
+    if isinstance(gen, str) and gen.startswith(GENERATOR) and isinstance(name, str) and name:
+        return name
+    return None

@@ -66,7 +66,7 @@ def export(args: argparse.Namespace) -> int:
     from sim.network import backend
     from sim.scenario.layer_list import LayerScenario, load_any_scenario
     from sim.training.hetero.replicas import mixed_path
-    from sim.training.setup import prepare_step
+    from sim.training.setup import prepare_step, resolve_step_profile
     from sim.training.step import run_step
 
     started = time.perf_counter()
@@ -102,7 +102,7 @@ def export(args: argparse.Namespace) -> int:
         "scenario": scenario.name,
         "topology": setup.topology.name,
         "network": setup.network,
-        "profile": str(setup.profile_info.get("name", "")),
+        "profile": resolve_step_profile(scenario, setup.topology).key,
         "step_time_s": result.step_time_s,
     }
     traces = StepTraces(setup, run_, info)

@@ -19,6 +19,12 @@ pytest.importorskip(
 
 SMALL_SETS = ("cluster.topology=dgx-h100", "parallel.tp=2", "parallel.pp=2", "parallel.dp=2",
               "training.global_batch=16", "parallel.zero=3")  # fmt: skip
+#: ZeRO-3 with reductions overlapped every micro-batch over two NDR nodes: the analytical
+#: executor's NIC sharing (gathers first, reductions in their gaps, every stage's groups at
+#: once), which the traces carry in nic, fill and peer_groups.
+SHARED_SETS = ("cluster.topology=h100-ib-ndr", "cluster.nodes=2", "parallel.tp=2",
+               "parallel.pp=2", "parallel.dp=4", "training.global_batch=32", "parallel.zero=3",
+               "parallel.overlap_dp=true")  # fmt: skip
 
 
 def roundtrip(tmp_path: Path, name: str, network: str, sets: tuple[str, ...] = (), *,
@@ -45,6 +51,8 @@ def roundtrip(tmp_path: Path, name: str, network: str, sets: tuple[str, ...] = (
         ("llama2-70b-256-roce", "analytical", ()),
         pytest.param("gpt3-175b-1024", "analytical", (), marks=pytest.mark.slow),
         ("gpt2-1gpu", "analytical", SMALL_SETS),
+        ("gpt2-1gpu", "analytical", SHARED_SETS),
+        ("gpt2-1gpu", "flow", SHARED_SETS),
         ("gpt2-1gpu", "flow", SMALL_SETS),
         ("llama3-8b-dgx", "flow", ()),
     ],

@@ -24,7 +24,11 @@ sharing a stage's compute stream; :class:`StepTraces` makes every rank's trace f
 
 Node ids are positions in that order (the file is in dependency order). Every node
 carries ``task_id`` (the graph's task), ``stream`` / ``stream_name`` where the task has a
-stream, and ``comm_part`` for a collective task's second and later parts. TP, CP and EP
+stream, and ``comm_part`` for a collective task's second and later parts. Where the graph
+gives the analytical executor its contention rules (ZeRO-3 with overlapped reductions: a
+stage's gathers and reductions share a NIC, the reductions filling the gathers' gaps, and
+every stage's groups are taken to gather at once), the nodes say so for the import:
+``nic``, ``fill`` and ``peer_groups`` (ids of the groups, 0 for every rank). TP, CP and EP
 communication inside a pass is part of the pass's compute time, as in the graph.
 """
 
@@ -139,14 +143,15 @@ class StepTraces:
         graph = self.run.graph
         order = _task_order(graph, self.run.start)
         slots = _role_slots(graph, self.layout, self.setup.plan.tp)
+        mine = {r0: sorted(slots[r0], key=lambda s: (order[s.task], s.part, s.kind == _RECV))
+                for r0 in self.layout.roles}  # fmt: skip
+        self._placed, self._colls = {}, {}
+        self._pg = {}
+        self._number_groups(mine)
         self._roles = {}
         intern: dict[Node, Node] = {}
         for r0 in self.layout.roles:
-            mine = sorted(slots[r0], key=lambda s: (order[s.task], s.part, s.kind == _RECV))
-            self._roles[r0] = self._role(r0, mine, intern)
-        self._placed, self._colls = {}, {}
-        self._pg = {}
-        self._number_groups()
+            self._roles[r0] = self._role(r0, mine[r0], intern)
         self.groups = {pg: tuple(self.layout.rank[g] for g in grp) for grp, pg in self._pg.items()}
         axes = tuple(v for axis in self.layout.replica_axes for v in axis)
         self.metadata = Metadata(
@@ -226,6 +231,10 @@ class StepTraces:
             attrs.append(Attr("duration_s", "double_val", float(seconds)))
         if after:
             attrs.append(Attr("issue_after", "uint64_list", after))
+        if g.nic[i] >= 0:  # the analytical executor's NIC sharing (ZeRO-3 with overlap)
+            attrs.append(Attr("nic", "int64_val", g.nic[i]))
+            if g.fill[i]:
+                attrs.append(Attr("fill", "bool_val", True))
         fields: dict[str, object] = {}
         if s.kind == _COMP:
             fields["is_cpu_op"] = stream >= 0 and g.streams[stream].endswith(".cpu")
@@ -235,6 +244,9 @@ class StepTraces:
         if s.kind == _COLL:
             assert comm is not None
             fields.update(comm_type=CHAKRA_TYPES.get(comm.op), comm_bytes=_comm_size(comm, s))
+            if comm.peers:
+                ids = tuple(int(self._pg.get(self._group(p, 0), "0")) for p in comm.peers)
+                attrs.append(Attr("peer_groups", "int64_list", ids))
         elif s.kind in (_SEND, _RECV):
             assert comm is not None and tag is not None
             fields.update(comm_bytes=round(comm.nbytes), comm_tag=tag)
@@ -255,15 +267,22 @@ class StepTraces:
             attrs=tuple(attrs), **fields,  # type: ignore[arg-type]
         )  # fmt: skip
 
-    def _number_groups(self) -> None:
-        """Ids 1, 2, ... for the job's groups in order of first use (ranks ascending),
-        except the group of every rank (it needs no id)."""
+    def _number_groups(self, slots: dict[int, list[_Slot]]) -> None:
+        """Ids 1, 2, ... for the job's groups in order of first use (ranks ascending), then
+        for the groups the analytical executor takes to run alongside (``peers``), except
+        the group of every rank (it needs no id)."""
         n = self.num_ranks
         for r in range(n):
             r0, k = self.role_of(r)
-            for s in self._roles[r0].slots:
+            for s in slots[r0]:
                 if s.kind == _COLL:
                     grp = self._group(s.group, k)
+                    if len(grp) < n and grp not in self._pg:
+                        self._pg[grp] = str(len(self._pg) + 1)
+        for parts in self.run.graph.comm:
+            for comm in parts:
+                for peer in comm.peers:
+                    grp = self._group(peer, 0)
                     if len(grp) < n and grp not in self._pg:
                         self._pg[grp] = str(len(self._pg) + 1)
 

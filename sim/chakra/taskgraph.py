@@ -81,6 +81,9 @@ class _Merged:
     kind: int
     label: str
     parts: dict[tuple[int, str, int], list[tuple[str, ...]]] = field(default_factory=dict)
+    peers: dict[tuple[int, str, int], tuple[tuple[str, ...], ...]] = field(default_factory=dict)
+    nic: int = -1
+    fill: bool = False
 
 
 def _attr(node: Node, name: str) -> object:
@@ -88,6 +91,12 @@ def _attr(node: Node, name: str) -> object:
         if a.name == name:
             return a.value
     return None
+
+
+def _nic(node: Node) -> tuple[int, bool]:
+    """A clustersim export's NIC-sharing resource and gap filling of ``node`` (-1: none)."""
+    nic = _attr(node, "nic")
+    return (nic, _attr(node, "fill") is True) if isinstance(nic, int) else (-1, False)
 
 
 def _is_clustersim(traces: TraceSet, ranks: Sequence[int]) -> bool:
@@ -101,8 +110,9 @@ class _Builder:
     """State while building (private: :func:`trace_graph` is the interface)."""
 
     def __init__(self, traces: TraceSet, gpus: Sequence[str], ranks: Sequence[int],
-                 host_of: Callable[[str], str], latency_s: float) -> None:  # fmt: skip
-        self.traces, self.gpus, self.ranks = traces, gpus, ranks
+                 groups: dict[str, tuple[int, ...]], host_of: Callable[[str], str],
+                 latency_s: float) -> None:  # fmt: skip
+        self.traces, self.gpus, self.ranks, self.groups = traces, gpus, ranks, groups
         self.host_of, self.latency_s = host_of, latency_s
         self.ours = _is_clustersim(traces, ranks)
         self.g = StepGraph()
@@ -142,6 +152,9 @@ class _Builder:
             merged = self.merged.setdefault(key, _Merged(COLLECTIVE, first.name))
             group = tuple(self.gpus[m] for m in c.ranks)
             merged.parts.setdefault((part, op, nbytes), []).append(group)
+            if tid is not None:
+                merged.peers[(part, op, nbytes)] = self._peers(first)
+                merged.nic, merged.fill = _nic(first)
             for ri in own:
                 self.key_of[ri] = key
         if rooted:
@@ -185,6 +198,22 @@ class _Builder:
                 )
                 self.key_of[(r, node.id)] = key
 
+    def _peers(self, node: Node) -> tuple[tuple[str, ...], ...]:
+        """The groups a clustersim export's ``peer_groups`` names (0: every rank)."""
+        ids = _attr(node, "peer_groups")
+        if not isinstance(ids, tuple):
+            return ()
+        every = tuple(self.gpus[r] for r in range(self.traces.num_ranks))
+        out = []
+        for i in ids:
+            members = self.groups.get(str(i)) if i else None
+            if i and members is None:
+                raise ConfigError(
+                    f"{node_label(node)}: peer_groups: {i} is not a group of the file"
+                )
+            out.append(tuple(self.gpus[m] for m in members) if members else every)
+        return tuple(out)
+
     def node(self, rank: int, node_id: int) -> Node:
         return self._index[rank][node_id]
 
@@ -224,16 +253,17 @@ class _Builder:
             t = self.task.get(key)
             if t is None:
                 m = self.merged[key]
-                t = self.task[key] = g.add(m.kind, -1, [], label=m.label)
+                t = self.task[key] = g.add(m.kind, -1, [], label=m.label, nic=m.nic, fill=m.fill)
                 self.counts[_COUNTED[str(key[0])]] += 1
             return t, True
         if node.type == "COMP_NODE":
             sname = self._stream(node)
             stream = g.stream(f"{self.gpus[r]}.{sname}") if sname is not None else -1
             self.counts["compute"] += 1
-            return g.add(
-                COMPUTE, stream, [], duration_s=self._seconds(node), label=node.name
-            ), False
+            nic, fill = _nic(node) if self.ours else (-1, False)
+            seconds = self._seconds(node)
+            return g.add(COMPUTE, stream, [], duration_s=seconds, label=node.name, nic=nic,
+                         fill=fill), False  # fmt: skip
         if node.type == "COMM_RECV_NODE":
             self.counts["receive"] += 1
         elif node.type in ("MEM_LOAD_NODE", "MEM_STORE_NODE"):
@@ -274,14 +304,15 @@ class _Builder:
 
     def _parts(self, m: _Merged) -> tuple[Comm, ...]:
         out = []
-        for (_, op, nbytes), groups in sorted(m.parts.items()):
+        for (part, op, nbytes), groups in sorted(m.parts.items()):
             if op == "send":
                 out.append(Comm("send", nbytes, tuple(groups), latency_s=self.latency_s,
                                 tag="chakra send"))  # fmt: skip
             elif op == "copy":
                 out.append(Comm("send", nbytes, tuple(groups), tag="chakra host copy"))
             else:
-                out.append(Comm(op, nbytes, tuple(groups), tag=f"chakra {op}"))
+                peers = m.peers.get((part, op, nbytes), ())
+                out.append(Comm(op, nbytes, tuple(groups), peers, tag=f"chakra {op}"))
         return tuple(out)
 
     def index(self) -> None:
@@ -338,7 +369,7 @@ def trace_graph(
         type clustersim has none of, or ranks whose orders deadlock.
     """
     own = list(range(traces.num_ranks)) if ranks is None else sorted(ranks)
-    b = _Builder(traces, gpus, own, host_of, latency_s)
+    b = _Builder(traces, gpus, own, groups or {}, host_of, latency_s)
     b.index()
     b.collectives(match_collectives(traces, groups, own))
     b.transfers(match_p2p(traces, own))

@@ -35,7 +35,7 @@ from sim.chakra.codec import (
 from sim.chakra.export import GENERATOR
 from sim.chakra.groups import group_key
 from sim.chakra.ranks import TraceSet, rank_files
-from sim.chakra.stream import MAX_TRACE_BYTES, encode_varint, frame, read_bounded
+from sim.chakra.stream import MAX_TRACE_BYTES, frame, read_bounded
 from sim.chakra.trace import Metadata, Trace
 
 __all__ = ["FoldedTraces", "read_folded", "replica_axes"]
@@ -108,7 +108,6 @@ class _Mapper:
         self.by_members = {tuple(sorted(m)): pg for pg, m in (groups or {}).items()}
         self._pg: dict[tuple[str, int], str | None] = {}
         self.pieces: dict[object, bytes] = {}
-        self.varints: dict[int, bytes] = {}
 
     def in_replica0(self, r: int) -> bool:
         return 0 <= r < len(self.offsets) and self.offsets[r] == 0
@@ -232,6 +231,7 @@ def _read_replica0(
                 runs[anchor] = _runs(reps[anchor], mapper)
             if _expected(runs[anchor], mapper, r - anchor) == data:
                 reps[r] = _mapped(reps[anchor], mapper, r - anchor)
+                runs[r] = _moved(runs[anchor], mapper, r - anchor)
                 continue
         reps[r] = decode_trace(data, str(files[r]), cache=seen)
         anchor = r
@@ -262,15 +262,16 @@ def _read_all(prefix: str, files: Sequence[Path], max_bytes: int) -> TraceSet:
 
 #: A piece of a replica-0 rank's file (:func:`_runs`): bytes every replica shares, or a
 #: node with the attributes that move with the replica: its pieces between them (one more
-#: than the attributes) and each attribute's (name, value).
-_Piece = bytes | tuple[tuple[bytes, ...], tuple[tuple[str, int | str], ...]]
+#: than the attributes), each attribute's (name, value), and the node's frame as it is.
+_Piece = bytes | tuple[tuple[bytes, ...], tuple[tuple[str, int | str], ...], bytes]
 _MOVING = ("comm_src", "comm_dst", "pg_name")
+_UNSEEN = object()
 
 
 def _runs(trace: Trace, mapper: _Mapper) -> list[_Piece]:
     """``trace``'s file as pieces (:data:`_Piece`): the nodes no replica changes, encoded
     once and joined, and the sends, receives and collectives of named groups, whose peers
-    and groups move."""
+    and groups may move."""
     cache = mapper.pieces
     out: list[_Piece] = [metadata_frame(trace.metadata, "metadata")]
     static: list[bytes] = []
@@ -290,33 +291,63 @@ def _runs(trace: Trace, mapper: _Mapper) -> list[_Piece]:
             between.append(b"".join(parts[prev:i]))
             prev = i + 1
         between.append(b"".join(parts[prev:]))
-        out.append((tuple(between), tuple((n, getattr(node, n)) for _, n in cuts)))
+        fields = tuple((n, getattr(node, n)) for _, n in cuts)
+        out.append((tuple(between), fields, frame(b"".join(parts))))
     if static:
         out.append(b"".join(static))
     return out
+
+
+def _moved(runs: list[_Piece], mapper: _Mapper, off: int) -> list[_Piece]:
+    """The pieces of the file ``off`` ranks from the one ``runs`` describe (its moving
+    attributes moved; checked movable before)."""
+    out: list[_Piece] = []
+    for item in runs:
+        if isinstance(item, bytes):
+            out.append(item)
+            continue
+        between, fields, _ = item
+        moved = tuple((n, mapper.move(n, v, off)) for n, v in fields)
+        body = _body(between, moved, mapper)
+        assert body is not None
+        out.append((between, moved, frame(body)))  # type: ignore[arg-type]
+    return out
+
+
+def _body(between: tuple[bytes, ...], fields: Sequence[tuple[str, object]],
+          mapper: _Mapper) -> bytes | None:  # fmt: skip
+    """A node's message from its pieces and its attributes' values (None: unmovable)."""
+    body = [between[0]]
+    for (name, value), after in zip(fields, between[1:], strict=True):
+        if value is None:
+            return None
+        body += (known_attr_piece(name, value, mapper.pieces), after)  # type: ignore[arg-type]
+    return b"".join(body)
 
 
 def _expected(runs: list[_Piece], mapper: _Mapper, off: int) -> bytes | None:
     """The file of the replica ``off`` ranks from the one ``runs`` describe; None where a
     peer or group cannot move there."""
     out: list[bytes] = []
-    cache = mapper.pieces
-    sizes = mapper.varints
+    moves: dict[tuple[str, int | str], int | str | None] = {}
     for item in runs:
         if isinstance(item, bytes):
             out.append(item)
             continue
-        between, fields = item
-        body = [between[0]]
-        for (name, value), after in zip(fields, between[1:], strict=True):
-            moved = mapper.move(name, value, off)
-            if moved is None:
-                return None
-            body += (known_attr_piece(name, moved, cache), after)
-        size = sum(map(len, body))
-        head = sizes.get(size)
-        if head is None:
-            head = sizes[size] = encode_varint(size)
-        out.append(head)
-        out += body
+        between, fields, as_is = item
+        moved = []
+        same = True
+        for name, value in fields:
+            to = moves.get((name, value), _UNSEEN)
+            if to is _UNSEEN:
+                to = moves[(name, value)] = mapper.move(name, value, off)
+            same = same and to == value
+            moved.append((name, to))
+        if same:
+            out.append(as_is)
+            continue
+        body = _body(between, moved, mapper)
+        if body is None:
+            return None
+        out.append(frame(body))
     return b"".join(out)

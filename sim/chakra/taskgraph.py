@@ -124,6 +124,7 @@ class _Builder:
         self.rank_tasks: dict[int, list[int]] = {r: [] for r in ranks}
         self.counts: dict[str, int] = defaultdict(int)
         self.notes: list[str] = []
+        self._peer_groups: dict[object, tuple[tuple[str, ...], ...]] = {}
 
     # -- what merges ---------------------------------------------------------------------
     def collectives(self, colls: Sequence[Collective]) -> None:
@@ -151,10 +152,13 @@ class _Builder:
             part = part if isinstance(part, int) else 0
             merged = self.merged.setdefault(key, _Merged(COLLECTIVE, first.name))
             group = tuple(self.gpus[m] for m in c.ranks)
-            merged.parts.setdefault((part, op, nbytes), []).append(group)
-            if tid is not None:
-                merged.peers[(part, op, nbytes)] = self._peers(first)
-                merged.nic, merged.fill = _nic(first)
+            groups = merged.parts.get((part, op, nbytes))
+            if groups is None:
+                groups = merged.parts[(part, op, nbytes)] = []
+                if tid is not None:  # a clustersim export: the executor's contention hints
+                    merged.peers[(part, op, nbytes)] = self._peers(first)
+                    merged.nic, merged.fill = _nic(first)
+            groups.append(group)
             for ri in own:
                 self.key_of[ri] = key
         if rooted:
@@ -203,16 +207,18 @@ class _Builder:
         ids = _attr(node, "peer_groups")
         if not isinstance(ids, tuple):
             return ()
-        every = tuple(self.gpus[r] for r in range(self.traces.num_ranks))
-        out = []
-        for i in ids:
-            members = self.groups.get(str(i)) if i else None
-            if i and members is None:
-                raise ConfigError(
-                    f"{node_label(node)}: peer_groups: {i} is not a group of the file"
-                )
-            out.append(tuple(self.gpus[m] for m in members) if members else every)
-        return tuple(out)
+        hit = self._peer_groups.get(ids)
+        if hit is None:
+            out = []
+            for i in ids:
+                members = self.groups.get(str(i)) if i else range(self.traces.num_ranks)
+                if members is None:
+                    raise ConfigError(
+                        f"{node_label(node)}: peer_groups: {i} is not a group of the file"
+                    )
+                out.append(tuple(self.gpus[m] for m in members))
+            hit = self._peer_groups[ids] = tuple(out)
+        return hit
 
     def node(self, rank: int, node_id: int) -> Node:
         return self._index[rank][node_id]

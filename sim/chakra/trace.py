@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sim.chakra.schema import ATTR_KINDS, COLLECTIVE_TYPES, NODE_TYPES
 from sim.errors import ConfigError
@@ -195,6 +195,7 @@ class Trace:
 
     metadata: Metadata
     nodes: tuple[Node, ...]
+    _order: tuple[int, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes)
@@ -229,11 +230,11 @@ def check_trace(trace: Trace, where: str) -> None:
             raise ConfigError(f"{where}: {node_label(node)}: id {node.id} is used by two nodes")
         seen.add(node.id)
     for node in trace.nodes:
-        for field in ("data_deps", "ctrl_deps"):
-            for dep in getattr(node, field):
+        for kind in ("data_deps", "ctrl_deps"):
+            for dep in getattr(node, kind):
                 if dep not in seen:
                     raise ConfigError(
-                        f"{where}: {node_label(node)}: {field}: {dep} is not a node of this file"
+                        f"{where}: {node_label(node)}: {kind}: {dep} is not a node of this file"
                     )
     topological_order(trace, where)
 
@@ -250,6 +251,8 @@ def topological_order(trace: Trace, where: str) -> tuple[int, ...]:
         A dependency cycle, named by its node ids; run :func:`check_trace` first for
         duplicate and dangling ids.
     """
+    if trace._order is not None:
+        return trace._order
     index = {node.id: i for i, node in enumerate(trace.nodes)}
     preds = [[index[dep] for dep in node.deps] for node in trace.nodes]
     order = heap_order(preds)
@@ -257,6 +260,8 @@ def topological_order(trace: Trace, where: str) -> tuple[int, ...]:
         came = set(order)
         waiting = [0 if i in came else 1 for i in range(len(trace.nodes))]
         raise ConfigError(f"{where}: dependency cycle {_cycle(trace, waiting, index)}")
+    # kept on the (immutable) trace: checking, matching and importing it each ask
+    object.__setattr__(trace, "_order", tuple(order))
     return tuple(order)
 
 

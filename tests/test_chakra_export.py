@@ -210,3 +210,18 @@ def _assert_acyclic(after: dict[object, set[object]]) -> None:
     for x in list(after):
         if x not in state:
             visit(x)
+
+
+def test_offload_copies_are_memory_nodes_and_the_cpu_step_a_cpu_op() -> None:
+    """Offloaded optimizer: per GPU a MEM_STORE (gradients down) and a MEM_LOAD (parameters
+    up) of the same tensor_size with host_copy, and the CPU step with is_cpu_op."""
+    sets = (*SMALL[1][:5], "training.offload=cpu")
+    st = step_traces(SMALL[0], sets)
+    nodes = st.trace(5).nodes
+    mem = [n for n in nodes if n.type in ("MEM_STORE_NODE", "MEM_LOAD_NODE")]
+    assert [n.type for n in mem] == ["MEM_STORE_NODE", "MEM_LOAD_NODE"]
+    sizes = {next(a.value for a in n.attrs if a.name == "tensor_size") for n in mem}
+    assert len(sizes) == 1 and sizes.pop() > 0
+    assert all(any(a.name == "host_copy" and a.value is True for a in n.attrs) for n in mem)
+    cpu = [n for n in nodes if n.is_cpu_op]
+    assert [n.name for n in cpu] == ["cpu_optimizer"]

@@ -25,6 +25,9 @@ SMALL_SETS = ("cluster.topology=dgx-h100", "parallel.tp=2", "parallel.pp=2", "pa
 SHARED_SETS = ("cluster.topology=h100-ib-ndr", "cluster.nodes=2", "parallel.tp=2",
                "parallel.pp=2", "parallel.dp=4", "training.global_batch=32", "parallel.zero=3",
                "parallel.overlap_dp=true")  # fmt: skip
+#: The optimizer offloaded to the host CPU: gradients down and parameters up over PCIe
+#: (MEM_STORE / MEM_LOAD nodes with host_copy), the CPU step on the host's stream.
+OFFLOAD_SETS = (*SMALL_SETS[:5], "training.offload=cpu")
 
 
 def roundtrip(tmp_path: Path, name: str, network: str, sets: tuple[str, ...] = (), *,
@@ -53,6 +56,8 @@ def roundtrip(tmp_path: Path, name: str, network: str, sets: tuple[str, ...] = (
         ("gpt2-1gpu", "analytical", SMALL_SETS),
         ("gpt2-1gpu", "analytical", SHARED_SETS),
         ("gpt2-1gpu", "flow", SHARED_SETS),
+        ("gpt2-1gpu", "analytical", OFFLOAD_SETS),
+        ("gpt2-1gpu", "flow", OFFLOAD_SETS),
         ("gpt2-1gpu", "flow", SMALL_SETS),
         ("llama3-8b-dgx", "flow", ()),
     ],

@@ -109,9 +109,6 @@ class _Mapper:
         self._pg: dict[tuple[str, int], str | None] = {}
         self.pieces: dict[object, bytes] = {}
 
-    def in_replica0(self, r: int) -> bool:
-        return 0 <= r < len(self.offsets) and self.offsets[r] == 0
-
     def move(self, name: str, value: int | str, off: int) -> int | str | None:
         """Attribute ``name``'s ``value`` ``off`` ranks away (a peer moves by ``off``; a
         group as :meth:`_group` says), or None where it cannot (a peer outside replica 0

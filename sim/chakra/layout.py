@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sim.errors import ConfigError
-from sim.topology.model import Topology
 from sim.training.graph.task import Comm
 from sim.training.setup import StepSetup, membership
 from sim.workload.plan import Coord, rank_of
@@ -54,8 +53,6 @@ class JobLayout:
         Rank offset of replica ``k`` from replica 0 (``offsets[0] == 0``).
     replica_axes : tuple of (int, int)
         (size, rank stride) of the data-parallel and context-parallel axes.
-    topology : Topology
-        The cluster (hosts of offload copies).
     """
 
     gpus: tuple[str, ...]
@@ -65,7 +62,6 @@ class JobLayout:
     tp_of: dict[int, int]
     offsets: tuple[int, ...]
     replica_axes: tuple[tuple[int, int], ...]
-    topology: Topology
     _kind_of: dict[Group, str]
     _member: dict[str, dict[int, Group]]
     _role_at: dict[tuple[int, int], int]
@@ -105,15 +101,6 @@ class JobLayout:
                 "the plan; it cannot be placed in every replica"
             )
         return self._member[kind][self.rank[self.gpu_in(anchor, k)]]
-
-    def host_pair(self, pair: Group, k: int) -> Group:
-        """Replica ``k``'s pair of a GPU and its server's host (offload copies)."""
-        return tuple(
-            self.topology.host_of(self.gpu_in(other, k))
-            if end not in self.rank
-            else self.gpu_in(end, k)
-            for end, other in zip(pair, pair[::-1], strict=True)
-        )
 
     def tp_complete(self, groups: Sequence[Group], comm: Comm, tp: int) -> tuple[Group, ...]:
         """``groups``, or one copy per TP rank where they hold only TP rank 0's GPUs and
@@ -159,7 +146,6 @@ def job_layout(setup: StepSetup) -> JobLayout:
         tp_of=tp_of,
         offsets=offsets,
         replica_axes=((plan.dp, dp_stride), (plan.cp, cp_stride)),
-        topology=topo,
         _kind_of=kind_of,
         _member=member,
         _role_at={(s, t): r for r, s in stage_of.items() for t in (tp_of[r],)},

@@ -137,6 +137,9 @@ class StepTraces:
     _colls: dict[tuple[int, int, str | None], Node] = field(init=False)
     _frames: dict[int, bytes] = field(init=False, default_factory=dict)  # by id(): nodes kept
     _runs: dict[int, list[_Run]] = field(init=False, default_factory=dict)
+    _members: dict[tuple[int, int], tuple[frozenset[str], str | None]] = field(
+        init=False, default_factory=dict
+    )  # a placed group's members and id, by (id(replica-0 group), replica)
 
     def __post_init__(self) -> None:
         self.layout = job_layout(self.setup)
@@ -272,13 +275,14 @@ class StepTraces:
         for the groups the analytical executor takes to run alongside (``peers``), except
         the group of every rank (it needs no id)."""
         n = self.num_ranks
+        used = {r0: list({id(s.group): s.group for s in mine if s.kind == _COLL}.values())
+                for r0, mine in slots.items()}  # fmt: skip
         for r in range(n):
             r0, k = self.role_of(r)
-            for s in slots[r0]:
-                if s.kind == _COLL:
-                    grp = self._group(s.group, k)
-                    if len(grp) < n and grp not in self._pg:
-                        self._pg[grp] = str(len(self._pg) + 1)
+            for group in used[r0]:
+                grp = self._group(group, k)
+                if len(grp) < n and grp not in self._pg:
+                    self._pg[grp] = str(len(self._pg) + 1)
         for parts in self.run.graph.comm:
             for comm in parts:
                 for peer in comm.peers:
@@ -333,10 +337,14 @@ class StepTraces:
     def _coll_node(self, r0: int, pos: int, group: Group, k: int, gpu: str) -> Node:
         """Replica-0 rank ``r0``'s collective node ``pos`` placed on ``gpu`` of replica
         ``k`` (its ``pg_name`` the placed group's id; one node per distinct group)."""
-        grp = self._group(group, k)
-        if gpu not in grp:
-            raise AssertionError(f"{gpu} not in its group {grp[:8]}")
-        pg = self._pg.get(grp)
+        at = (id(group), k)
+        placed = self._members.get(at)
+        if placed is None:
+            grp = self._group(group, k)
+            placed = self._members[at] = (frozenset(grp), self._pg.get(grp))
+        if gpu not in placed[0]:
+            raise AssertionError(f"{gpu} is not in its group")
+        pg = placed[1]
         key = (r0, pos, pg)
         hit = self._colls.get(key)
         if hit is None:

@@ -63,6 +63,7 @@ def export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sim.chakra.export import StepTraces, write_step_traces
+    from sim.chakra.messages import message_classes
     from sim.network import backend
     from sim.scenario.layer_list import LayerScenario, load_any_scenario
     from sim.training.hetero.replicas import mixed_path
@@ -70,6 +71,7 @@ def export(args: argparse.Namespace) -> int:
     from sim.training.step import run_step
 
     started = time.perf_counter()
+    message_classes()  # the [chakra] extra, before minutes of simulation
     if args.network is not None:
         backend(args.network, "--network")
     scenario = load_any_scenario(args.scenario, scenario_sets(args))

@@ -17,11 +17,12 @@ the feeder ASTRA-sim uses does; ``is_cpu_op`` from ``bool_val`` or an integer ki
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sim.chakra.messages import message_classes
 from sim.chakra.schema import ATTR_KINDS, COLLECTIVE_TYPES, NODE_TYPES
-from sim.chakra.stream import frame, split_frames
+from sim.chakra.stream import decode_varint, frame, split_frames
 from sim.chakra.trace import (
     KNOWN_ATTRS,
     Attr,
@@ -34,7 +35,15 @@ from sim.chakra.trace import (
 )
 from sim.errors import ConfigError
 
-__all__ = ["decode_trace", "encode_trace"]
+__all__ = [
+    "decode_metadata",
+    "decode_trace",
+    "encode_trace",
+    "known_attr_piece",
+    "metadata_frame",
+    "node_pieces",
+    "node_template",
+]
 
 _INT_TYPES = {"int32", "int64", "uint32", "uint64", "sint32", "sint64"}
 _INT_TYPES |= {"fixed32", "fixed64", "sfixed32", "sfixed64"}
@@ -226,7 +235,32 @@ def _io(io: Any) -> IOInfo:
     return IOInfo(io.values, io.shapes, io.types)
 
 
-def decode_trace(data: bytes, where: str) -> Trace:
+def decode_metadata(data: bytes, where: str) -> tuple[Metadata, int]:
+    """The ``GlobalMetadata`` an ET file opens with, and the byte where its nodes begin
+    (the nodes are not read: a reader that needs only the metadata of many files).
+
+    Raises
+    ------
+    ConfigError
+        As :func:`decode_trace`, for the first frame.
+    """
+    messages = message_classes()
+    if not data:
+        raise ConfigError(f"{where}: an empty file (a Chakra ET starts with a GlobalMetadata)")
+    size, start = decode_varint(data, 0, where)
+    if size > len(data) - start:
+        raise ConfigError(
+            f"{where}: byte 0: a message of {size:,} bytes but only {len(data) - start:,} "
+            "bytes are left (truncated file)"
+        )
+    meta = _parse(messages.GlobalMetadata, data[start : start + size], f"{where}: byte 0",
+                  "GlobalMetadata")  # fmt: skip
+    return Metadata(meta.version, tuple(_attr(a) for a in meta.attr)), start + size
+
+
+def decode_trace(
+    data: bytes, where: str, *, cache: dict[str, dict[bytes, Any]] | None = None
+) -> Trace:
     """Read one rank's ET file from its bytes.
 
     Parameters
@@ -235,6 +269,10 @@ def decode_trace(data: bytes, where: str) -> Trace:
         The file's contents (already inflated if it was gzip-compressed).
     where : str
         The file name, for messages.
+    cache : dict, optional
+        Decoded attributes and nodes by their bytes, kept between calls: the files of
+        many ranks that share most of their nodes (the ranks of one pipeline stage) are
+        read faster with one cache.
 
     Returns
     -------
@@ -260,9 +298,19 @@ def decode_trace(data: bytes, where: str) -> Trace:
     at = f"{where}: byte {offset}"
     meta = _parse(messages.GlobalMetadata, data[start:end], at, "GlobalMetadata")
     metadata = Metadata(meta.version, tuple(_attr(a) for a in meta.attr))
-    cache: dict[bytes, _Decoded] = {}
-    nodes = tuple(_node(m, where, cache) for m in _parse_nodes(data, frames[1:], where))
-    trace = Trace(metadata, nodes)
+    cache = {} if cache is None else cache
+    attrs: dict[bytes, _Decoded] = cache.setdefault("attrs", {})
+    known: dict[bytes, Node] = cache.setdefault("nodes", {})
+    nodes = []
+    for (_, begin, finish), m in zip(
+        frames[1:], _parse_nodes(data, frames[1:], where), strict=True
+    ):
+        key = data[begin:finish]
+        node = known.get(key)
+        if node is None:
+            node = known[key] = _node(m, where, attrs)
+        nodes.append(node)
+    trace = Trace(metadata, tuple(nodes))
     check_trace(trace, where)
     return trace
 
@@ -297,7 +345,17 @@ def _fragment(messages: Any, attr: Attr, cache: dict[object, bytes]) -> bytes:
     return hit
 
 
-def _known_fragments(messages: Any, node: Node, cache: dict[object, bytes]) -> list[bytes]:
+def known_attr_piece(name: str, value: bool | int | str, cache: dict[object, bytes]) -> bytes:
+    """The entry of known attribute ``name`` (a :data:`KNOWN_ATTRS` key) in ``Node.attr``
+    (tag, length, message) for ``value`` (``comm_type`` as its number), cached."""
+    key = (name, type(value), value)  # bool, int or str: equal values, equal bytes
+    hit = cache.get(key)
+    if hit is None:
+        hit = cache[key] = _fragment(message_classes(), Attr(name, KNOWN_ATTRS[name], value), cache)
+    return hit
+
+
+def _known_fragments(node: Node, cache: dict[object, bytes]) -> list[bytes]:
     """The entries of ``node``'s known attributes (:data:`KNOWN_ATTRS` order), cached."""
     values = (
         node.is_cpu_op,
@@ -308,46 +366,92 @@ def _known_fragments(messages: Any, node: Node, cache: dict[object, bytes]) -> l
         node.comm_tag,
         node.pg_name,
     )
-    out = []
-    for (name, kind), value in zip(KNOWN_ATTRS.items(), values, strict=True):
-        if value is None:
-            continue
-        key = (name, type(value), value)  # bool, int or str: equal values, equal bytes
-        hit = cache.get(key)
-        if hit is None:
-            hit = cache[key] = _fragment(messages, Attr(name, kind, value), cache)
-        out.append(hit)
-    return out
+    return [known_attr_piece(name, value, cache)
+            for name, value in zip(KNOWN_ATTRS, values, strict=True) if value is not None]  # fmt: skip
 
 
-def _node_bytes(messages: Any, node: Node, cache: dict[object, bytes]) -> bytes:
-    """``node``'s message bytes: protobuf's encoding of fields 1-9, then each attribute.
+def node_pieces(node: Node, cache: dict[object, bytes]) -> list[bytes]:
+    """``node``'s message bytes in pieces: protobuf's encoding of fields 1-9, then each
+    attribute's entry (the known ones first, as :func:`known_attr_piece` gives them).
 
     ``attr`` is field 10, the last, and a message's fields are written in field-number
     order, so the fields 1-9 of the node followed by its attribute entries are the same
     bytes as the whole message serialised at once (a test checks it against protobuf).
+    ``b"".join`` of the pieces is the message; a writer of many ranks' nodes that differ in
+    one attribute swaps that one piece.
+
+    Raises
+    ------
+    ValueError, TypeError
+        A value that does not fit its protobuf type.
     """
-    message = messages.Node(
-        id=node.id,
-        name=node.name,
-        type=NODE_TYPES[node.type],
-        ctrl_deps=node.ctrl_deps,
-        data_deps=node.data_deps,
-        start_time_micros=node.start_time_micros,
-        duration_micros=node.duration_micros,
-    )
-    for field in ("inputs", "outputs"):
-        io: IOInfo | None = getattr(node, field)
-        if io is not None:
-            target = getattr(message, field)
-            target.SetInParent()
-            target.values, target.shapes, target.types = io.values, io.shapes, io.types
-    parts = [message.SerializeToString(), *_known_fragments(messages, node, cache)]
+    # Nodes of different ranks often differ only in their attributes (an exported step's
+    # ranks of one stage): fields 1-9 are encoded once per distinct content.
+    key = ("fields", node.id, node.name, node.type, node.ctrl_deps, node.data_deps,
+           node.start_time_micros, node.duration_micros, node.inputs, node.outputs)  # fmt: skip
+    head = cache.get(key)
+    if head is None:
+        messages = message_classes()
+        message = messages.Node(
+            id=node.id,
+            name=node.name,
+            type=NODE_TYPES[node.type],
+            ctrl_deps=node.ctrl_deps,
+            data_deps=node.data_deps,
+            start_time_micros=node.start_time_micros,
+            duration_micros=node.duration_micros,
+        )
+        for field in ("inputs", "outputs"):
+            io: IOInfo | None = getattr(node, field)
+            if io is not None:
+                target = getattr(message, field)
+                target.SetInParent()
+                target.values, target.shapes, target.types = io.values, io.shapes, io.types
+        head = cache[key] = message.SerializeToString()
+    messages = message_classes()
+    parts = [head, *_known_fragments(node, cache)]
     parts.extend(_fragment(messages, attr, cache) for attr in node.attrs)
-    return b"".join(parts)
+    return parts
 
 
-def encode_trace(trace: Trace, where: str) -> bytes:
+def node_template(
+    node: Node, names: Sequence[str], cache: dict[object, bytes]
+) -> tuple[list[bytes], dict[str, int]]:
+    """:func:`node_pieces` of ``node`` and where the piece of each known attribute of
+    ``names`` that ``node`` has sits among them: a writer of many nodes that differ only in
+    those attributes swaps those pieces (:func:`known_attr_piece`) and joins."""
+    parts = node_pieces(node, cache)
+    at: dict[str, int] = {}
+    for name in names:
+        value = getattr(node, _FIELD_OF[name])
+        if value is not None:
+            if name == "comm_type":
+                value = COLLECTIVE_TYPES[value]
+            at[name] = parts.index(known_attr_piece(name, value, cache))
+    return parts, at
+
+
+def metadata_frame(metadata: Metadata, where: str) -> bytes:
+    """The first frame of an ET file: ``metadata`` as a ``GlobalMetadata``, after its length.
+
+    Raises
+    ------
+    ConfigError
+        A value that does not fit its protobuf type.
+    """
+    messages = message_classes()
+    meta = messages.GlobalMetadata(version=metadata.version)
+    try:
+        for attr in metadata.attrs:
+            _set_attr(meta.attr.add(), attr)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{where}: GlobalMetadata: {e}") from None
+    return frame(meta.SerializeToString(deterministic=True))
+
+
+def encode_trace(
+    trace: Trace, where: str, *, cache: dict[object, bytes] | None = None, check: bool = True
+) -> bytes:
     """The ET file bytes of ``trace``: the ``GlobalMetadata`` frame, then one per node.
 
     Parameters
@@ -355,6 +459,12 @@ def encode_trace(trace: Trace, where: str) -> bytes:
     trace : Trace
     where : str
         The file name, for messages.
+    cache : dict, optional
+        Encoded pieces (attributes, nodes' fields) kept between calls: traces of many ranks
+        that share most of their nodes' contents are encoded faster with one cache.
+    check : bool
+        Check the graph first (:func:`~sim.chakra.trace.check_trace`); a caller that
+        checked a trace of the same ids and dependencies may skip it.
 
     Raises
     ------
@@ -365,23 +475,17 @@ def encode_trace(trace: Trace, where: str) -> bytes:
     MissingExtraError
         protobuf is not installed.
     """
-    check_trace(trace, where)
-    messages = message_classes()
-    meta = messages.GlobalMetadata(version=trace.metadata.version)
-    try:
-        for attr in trace.metadata.attrs:
-            _set_attr(meta.attr.add(), attr)
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"{where}: GlobalMetadata: {e}") from None
-    out = [frame(meta.SerializeToString(deterministic=True))]
-    cache: dict[object, bytes] = {}
+    if check:
+        check_trace(trace, where)
+    out = [metadata_frame(trace.metadata, where)]
+    cache = {} if cache is None else cache
     for node in trace.nodes:
         repeated = [a.name for a in node.attrs if a.name in KNOWN_ATTRS]
         label = f"{where}: node {node.id}"
         if repeated:
             raise ConfigError(f"{label}: attribute {repeated[0]} is a Node field; not an Attr")
         try:
-            out.append(frame(_node_bytes(messages, node, cache)))
+            out.append(frame(b"".join(node_pieces(node, cache))))
         except (ValueError, TypeError) as e:
             raise ConfigError(f"{label}: {e}") from None
     return b"".join(out)

@@ -19,7 +19,7 @@ wrong rank, peers outside the ranks, and ``is_cpu_op`` on a communication node.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from sim.chakra.groups import group_key
@@ -117,7 +117,9 @@ def _members(
 
 
 def match_collectives(
-    traces: TraceSet, groups: Mapping[str, Sequence[int]] | None = None
+    traces: TraceSet,
+    groups: Mapping[str, Sequence[int]] | None = None,
+    ranks: Collection[int] | None = None,
 ) -> tuple[Collective, ...]:
     """Pair the COMM_COLL_NODEs of every rank into collectives.
 
@@ -127,6 +129,11 @@ def match_collectives(
     groups : mapping of str to ranks, optional
         Communicator groups by ``pg_name`` (:func:`sim.chakra.groups.read_comm_groups`).
         Without it a named group's members are the ranks whose collectives name it.
+    ranks : collection of int, optional
+        Match the nodes of these ranks only (default every rank): the others are replicas
+        whose traces mirror theirs (a folded trace set, :mod:`sim.chakra.fold`). A
+        collective is then one that has a member among ``ranks``; its ``node_ids`` hold
+        -1 for the other members.
 
     Returns
     -------
@@ -151,7 +158,8 @@ def match_collectives(
     """
     sequences: dict[str, dict[int, list[Node]]] = defaultdict(lambda: defaultdict(list))
     used: dict[str, set[int]] = defaultdict(set)
-    for rank in range(traces.num_ranks):
+    mine = range(traces.num_ranks) if ranks is None else sorted(ranks)
+    for rank in mine:
         for node in _ordered_nodes(traces, rank):
             if node.type != "COMM_COLL_NODE":
                 continue
@@ -160,21 +168,29 @@ def match_collectives(
             sequences[key][rank].append(node)
             used[key].add(rank)
     out: list[Collective] = []
-    for key, ranks in _members(traces, used, groups).items():
-        out.extend(_match_group(traces, key, ranks, sequences[key]))
+    matched = set(mine)
+    for key, members in _members(traces, used, groups).items():
+        out.extend(_match_group(traces, key, members, sequences[key], matched))
     return tuple(out)
 
 
 def _match_group(
-    traces: TraceSet, key: str, ranks: tuple[int, ...], seqs: Mapping[int, list[Node]]
+    traces: TraceSet,
+    key: str,
+    ranks: tuple[int, ...],
+    seqs: Mapping[int, list[Node]],
+    matched: Collection[int],
 ) -> list[Collective]:
     name = "the group of every rank" if key == "" else f"group {key!r}"
-    longest = max(ranks, key=lambda r: (len(seqs.get(r, ())), -r))
+    own = [r for r in ranks if r in matched]
+    if not own:
+        return []
+    longest = max(own, key=lambda r: (len(seqs.get(r, ())), -r))
     count = len(seqs.get(longest, ()))
     out = []
     for k in range(count):
         first = seqs[longest][k]
-        for r in ranks:
+        for r in own:
             seq = seqs.get(r, [])
             if len(seq) <= k:
                 raise ConfigError(
@@ -189,7 +205,7 @@ def _match_group(
                     f"{node.comm_type} of {node.comm_bytes} B but on {traces.path(longest)} "
                     f"({node_label(first)}) {first.comm_type} of {first.comm_bytes} B"
                 )
-        ids = tuple(seqs[r][k].id for r in ranks)
+        ids = tuple(seqs[r][k].id if r in matched else -1 for r in ranks)
         assert first.comm_type is not None and first.comm_bytes is not None
         out.append(Collective(key, ranks, k, first.comm_type, first.comm_bytes, ids))
     return out
@@ -217,11 +233,13 @@ def _p2p_peer(traces: TraceSet, rank: int, node: Node) -> tuple[int, int, int]:
     return src, dst, node.comm_tag
 
 
-def match_p2p(traces: TraceSet) -> tuple[PointToPoint, ...]:
+def match_p2p(traces: TraceSet, ranks: Collection[int] | None = None) -> tuple[PointToPoint, ...]:
     """Pair every COMM_SEND_NODE with its COMM_RECV_NODE.
 
     The k-th send from ``src`` to ``dst`` with tag ``t`` (in ``src``'s dependency order)
-    is received by the k-th receive on ``dst`` from ``src`` with tag ``t``.
+    is received by the k-th receive on ``dst`` from ``src`` with tag ``t``. With ``ranks``,
+    only the nodes of those ranks are paired (a folded trace set: both ends must be among
+    them).
 
     Returns
     -------
@@ -238,7 +256,7 @@ def match_p2p(traces: TraceSet) -> tuple[PointToPoint, ...]:
     """
     sends: dict[tuple[int, int, int], list[Node]] = defaultdict(list)
     recvs: dict[tuple[int, int, int], list[Node]] = defaultdict(list)
-    for rank in range(traces.num_ranks):
+    for rank in range(traces.num_ranks) if ranks is None else sorted(ranks):
         for node in _ordered_nodes(traces, rank):
             if node.type in ("COMM_SEND_NODE", "COMM_RECV_NODE"):
                 side = sends if node.type == "COMM_SEND_NODE" else recvs

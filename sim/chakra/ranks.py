@@ -22,7 +22,15 @@ from sim.chakra.trace import Trace
 from sim.errors import ConfigError
 from sim.files import write_atomic
 
-__all__ = ["TraceSet", "rank_files", "read_trace", "read_traces", "write_trace", "write_traces"]
+__all__ = [
+    "TraceSet",
+    "check_writable",
+    "rank_files",
+    "read_trace",
+    "read_traces",
+    "write_trace",
+    "write_traces",
+]
 
 _RANK_FILE = re.compile(r"(?P<name>.+)\.(?P<rank>\d+)\.et")
 
@@ -175,6 +183,27 @@ def read_traces(source: str | os.PathLike[str], max_bytes: int = MAX_TRACE_BYTES
     return TraceSet(prefix, tuple(read_trace(f, max_bytes) for f in files))
 
 
+def check_writable(prefix: str, num_ranks: int) -> None:
+    """Refuse to write ``num_ranks`` rank files at ``prefix`` (``DIR/NAME``) where they
+    cannot go: a folder that does not exist, or rank files ``PREFIX.<r>.et`` with
+    ``r >= num_ranks`` already there (they would be read as part of the new set).
+
+    Raises
+    ------
+    ConfigError
+        One line naming the folder or the first stale file.
+    """
+    folder, name = Path(prefix).parent, Path(prefix).name
+    if not name or not folder.is_dir():
+        raise ConfigError(f"{prefix}: folder {str(folder)!r} does not exist")
+    stale = sorted(r for r in _ranks_in(folder, name).get(name, {}) if r >= num_ranks)
+    if stale:
+        raise ConfigError(
+            f"{prefix}.{stale[0]}.et: already there from another set of traces ({len(stale)} "
+            f"files with ranks >= {num_ranks}); remove them or write elsewhere"
+        )
+
+
 def write_traces(prefix: str | os.PathLike[str], traces: Sequence[Trace]) -> TraceSet:
     """Write ``traces`` as ``PREFIX.0.et`` ... ``PREFIX.<n-1>.et``.
 
@@ -194,22 +223,13 @@ def write_traces(prefix: str | os.PathLike[str], traces: Sequence[Trace]) -> Tra
     text = str(prefix)
     if not traces:
         raise ConfigError(f"{text}: no traces to write")
-    folder, name = Path(text).parent, Path(text).name
-    if not name or not folder.is_dir():
-        raise ConfigError(f"{text}: folder {str(folder)!r} does not exist")
-    stale = sorted(r for r in _ranks_in(folder, name).get(name, {}) if r >= len(traces))
-    if stale:
-        raise ConfigError(
-            f"{text}.{stale[0]}.et: already there from another set of traces ({len(stale)} "
-            f"files with ranks >= {len(traces)}); remove them or write elsewhere"
-        )
-    encoded: dict[
-        int, bytes
-    ] = {}  # by id(): a trace object given for several ranks is encoded once
+    check_writable(text, len(traces))
+    encoded: dict[int, bytes] = {}  # by id(): a trace given for several ranks, encoded once
+    pieces: dict[object, bytes] = {}  # ranks' traces share most of their nodes' bytes
     data = []
     for r, t in enumerate(traces):
         if id(t) not in encoded:
-            encoded[id(t)] = encode_trace(t, f"{text}.{r}.et")
+            encoded[id(t)] = encode_trace(t, f"{text}.{r}.et", cache=pieces)
         data.append(encoded[id(t)])
     for r, blob in enumerate(data):
         write_atomic(f"{text}.{r}.et", blob, "Chakra ET file")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sim.chakra.schema import ATTR_KINDS, COLLECTIVE_TYPES, NODE_TYPES
 from sim.errors import ConfigError
@@ -41,6 +41,7 @@ __all__ = [
     "Node",
     "Trace",
     "check_trace",
+    "heap_order",
     "node_label",
     "topological_order",
 ]
@@ -194,6 +195,7 @@ class Trace:
 
     metadata: Metadata
     nodes: tuple[Node, ...]
+    _order: tuple[int, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes)
@@ -228,11 +230,11 @@ def check_trace(trace: Trace, where: str) -> None:
             raise ConfigError(f"{where}: {node_label(node)}: id {node.id} is used by two nodes")
         seen.add(node.id)
     for node in trace.nodes:
-        for field in ("data_deps", "ctrl_deps"):
-            for dep in getattr(node, field):
+        for kind in ("data_deps", "ctrl_deps"):
+            for dep in getattr(node, kind):
                 if dep not in seen:
                     raise ConfigError(
-                        f"{where}: {node_label(node)}: {field}: {dep} is not a node of this file"
+                        f"{where}: {node_label(node)}: {kind}: {dep} is not a node of this file"
                     )
     topological_order(trace, where)
 
@@ -249,13 +251,33 @@ def topological_order(trace: Trace, where: str) -> tuple[int, ...]:
         A dependency cycle, named by its node ids; run :func:`check_trace` first for
         duplicate and dangling ids.
     """
+    if trace._order is not None:
+        return trace._order
     index = {node.id: i for i, node in enumerate(trace.nodes)}
-    waiting = [0] * len(trace.nodes)
-    children: list[list[int]] = [[] for _ in trace.nodes]
-    for i, node in enumerate(trace.nodes):
-        for dep in node.deps:
-            waiting[i] += 1
-            children[index[dep]].append(i)
+    preds = [[index[dep] for dep in node.deps] for node in trace.nodes]
+    order = heap_order(preds)
+    if len(order) < len(trace.nodes):
+        came = set(order)
+        waiting = [0 if i in came else 1 for i in range(len(trace.nodes))]
+        raise ConfigError(f"{where}: dependency cycle {_cycle(trace, waiting, index)}")
+    # kept on the (immutable) trace: checking, matching and importing it each ask
+    object.__setattr__(trace, "_order", tuple(order))
+    return tuple(order)
+
+
+def heap_order(preds: Sequence[Sequence[int]]) -> list[int]:
+    """Items ``0 .. n-1`` in dependency order, ``preds[i]`` being the items ``i`` waits for;
+    among items ready together the lowest first. Shorter than ``n`` where items wait for
+    each other in a circle: those never come.
+
+    >>> heap_order([[2], [], [1]])
+    [1, 2, 0]
+    """
+    waiting = [len(p) for p in preds]
+    children: list[list[int]] = [[] for _ in preds]
+    for i, ps in enumerate(preds):
+        for p in ps:
+            children[p].append(i)
     ready = [i for i, count in enumerate(waiting) if count == 0]
     heapq.heapify(ready)
     order: list[int] = []
@@ -266,9 +288,7 @@ def topological_order(trace: Trace, where: str) -> tuple[int, ...]:
             waiting[child] -= 1
             if waiting[child] == 0:
                 heapq.heappush(ready, child)
-    if len(order) < len(trace.nodes):
-        raise ConfigError(f"{where}: dependency cycle {_cycle(trace, waiting, index)}")
-    return tuple(order)
+    return order
 
 
 def _cycle(trace: Trace, waiting: Sequence[int], index: dict[int, int]) -> str:

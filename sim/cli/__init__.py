@@ -37,13 +37,25 @@ BUILTIN_COMMANDS = (
     "report",
     "explore",
     "schema",
+    "chakra",
 )
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    from sim.cli import collective, compare, explore, plan, report, run, schema, sweep, topologies
+    from sim.cli import (
+        chakra,
+        collective,
+        compare,
+        explore,
+        plan,
+        report,
+        run,
+        schema,
+        sweep,
+        topologies,
+    )
     from sim.version import __version__
 
     parser = argparse.ArgumentParser(
@@ -52,7 +64,18 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"clustersim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (collective, topologies, run, compare, sweep, plan, report, explore, schema):
+    for module in (
+        collective,
+        topologies,
+        run,
+        compare,
+        sweep,
+        plan,
+        report,
+        explore,
+        schema,
+        chakra,
+    ):
         module.register(sub)
     if not argv or argv[0] not in BUILTIN_COMMANDS:
         _register_plugins(sub)

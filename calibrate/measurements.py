@@ -32,8 +32,8 @@ from typing import Any, TypeVar, Union
 from pydantic import BaseModel
 
 from calibrate.measurement_models import RECORD_MODELS, FileModel
-from sim.errors import CalibrationError
-from sim.files import read_text, write_atomic
+from sim.errors import CalibrationError, ConfigError
+from sim.files import load_json, read_text, write_atomic
 from sim.validation import validate_model
 
 __all__ = [
@@ -338,10 +338,6 @@ def save_measurements(m: Measurements, path: str | os.PathLike[str]) -> Path:
     return write_atomic(out, text + "\n", "--out")
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def load_measurements(path: str | os.PathLike[str]) -> Measurements:
     """Read and schema-check a measurement file.
 
@@ -351,11 +347,8 @@ def load_measurements(path: str | os.PathLike[str]) -> Measurements:
         Naming the file and the bad field (or the JSON syntax error's line).
     """
     p = Path(path)
-    text = read_text(p, "measurement file")
     try:
-        data = json.loads(text, parse_constant=_no_constant)
-    except json.JSONDecodeError as err:
-        raise CalibrationError(f"{p}: not JSON (line {err.lineno}: {err.msg})") from None
-    except (ValueError, RecursionError) as err:  # NaN/Infinity, 4,300-digit ints, nesting
-        raise CalibrationError(f"{p}: not valid JSON ({str(err).split(';')[0]})") from None
+        data = load_json(read_text(p, "measurement file"), str(p))
+    except ConfigError as err:  # duplicate keys, NaN/Infinity, 4,300-digit ints, nesting
+        raise CalibrationError(str(err)) from None
     return measurements_from_dict(data, str(p))

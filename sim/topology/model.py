@@ -130,6 +130,9 @@ class Topology:
     _salt: int = field(init=False)
     _routes: dict[tuple[str, str, int, int], tuple[int, ...]] = field(init=False)
     _paths: dict[tuple[str, str, int], Path] = field(init=False)
+    _spreads: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, frozenset[int]]] = field(
+        init=False
+    )
     _dist: dict[str, dict[str, int]] = field(init=False)
     _width: dict[str, dict[str, float]] = field(init=False)
     _router: ServerRouter | None = field(init=False)
@@ -175,6 +178,7 @@ class Topology:
         self._salt = int(np.random.default_rng(self.seed).integers(0, 2**31 - 1))
         self._routes = {}
         self._paths = {}
+        self._spreads = {}
         self._dist = {}
         self._width = {}
         self._router = None
@@ -279,8 +283,36 @@ class Topology:
         head, (fa, fb), mid, tail = parts
         if fa < 0:
             return merge([(head + mid + tail, 1.0)])
-        spread = [((li,), share) for li, share in router.spread(fa, fb)]  # type: ignore[union-attr]
-        return merge([(head + tail, 1.0), *spread])
+        assert router is not None
+        links, shares, members = self._spread_arrays(router, fa, fb)
+        ends = head + tail
+        if len(set(ends)) < len(ends) or any(li in members for li in ends):  # shares add up
+            spread = [((li,), share) for li, share in router.spread(fa, fb)]
+            return merge([(ends, 1.0), *spread])
+        # The fabric's links are not the servers': the shares only interleave. One spread
+        # per (leaf, leaf) pair serves every GPU pair behind it (16k-GPU 3-tier: 16,544
+        # paths over 256 spreads), merged with numpy instead of a dict per path.
+        all_links = np.concatenate([np.asarray(ends, dtype=np.intp), links])
+        order = np.argsort(all_links, kind="stable")
+        weights = np.concatenate([np.ones(len(ends)), shares])[order]
+        one = bool((np.abs(weights - 1.0) <= 1e-12).all())
+        return Path(all_links[order], None if one else weights)
+
+    def _spread_arrays(
+        self, router: ServerRouter, fa: int, fb: int
+    ) -> tuple[np.ndarray, np.ndarray, frozenset[int]]:
+        """``router.spread(fa, fb)`` as (link indices, shares) arrays and the set of its
+        links; cached."""
+        hit = self._spreads.get((fa, fb))
+        if hit is None:
+            pairs = router.spread(fa, fb)
+            hit = (
+                np.array([li for li, _ in pairs], dtype=np.intp),
+                np.array([share for _, share in pairs], dtype=float),
+                frozenset(li for li, _ in pairs),
+            )
+            self._spreads[(fa, fb)] = hit
+        return hit
 
     def _pick(self, src: str, dst: str, hop: int, n: int) -> int:
         return ecmp_pick(self._salt, src, dst, hop, n)

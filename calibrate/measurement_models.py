@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field, Strict, model_validator
+from pydantic import AfterValidator, BaseModel, Field, Strict, model_validator
 
 from sim.validation import STRICT_MODEL, Count, Finite, NonNegative, Positive, StrictText, Text
 
 __all__ = [
+    "DTYPE_BYTES",
     "CollectiveRecordModel",
     "ComputeRecordModel",
     "FileModel",
@@ -32,6 +33,24 @@ __all__ = [
 ]
 
 _STRICT = STRICT_MODEL
+
+#: Bytes per element, by the dtype names records use (torch's spelling).
+DTYPE_BYTES: dict[str, int] = {
+    "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "float16": 2, "bfloat16": 2,
+    "int32": 4, "uint32": 4, "float32": 4,
+    "int64": 8, "uint64": 8, "float64": 8,
+}  # fmt: skip
+
+
+def _known_dtype(name: str) -> str:
+    if name not in DTYPE_BYTES:
+        raise ValueError(f"unknown dtype {name[:40]!r}; allowed: {', '.join(DTYPE_BYTES)}")
+    return name
+
+
+#: A record's element type: one of :data:`DTYPE_BYTES` (torch's spelling).
+Dtype = Annotated[str, Strict(), AfterValidator(_known_dtype)]
 _Str = StrictText
 _Int = Annotated[int, Strict()]
 _Size = Annotated[int, Strict(), Field(ge=0)]
@@ -76,7 +95,7 @@ class CollectiveRecordModel(BaseModel):
     op: Text
     size_bytes: _Size
     count: _Size
-    dtype: Text
+    dtype: Dtype
     time_s: Positive
     time_spread_s: NonNegative | None
     algbw_GBps: NonNegative
@@ -92,7 +111,7 @@ class ComputeRecordModel(BaseModel):
     model_config = _STRICT
     op: Text
     shape: list[_Size]
-    dtype: Text
+    dtype: Dtype
     flops: NonNegative
     bytes: NonNegative
     time_s: Positive

@@ -31,8 +31,8 @@ from typing import Any, TypeVar, Union
 
 from pydantic import BaseModel
 
-from calibrate.measurement_models import RECORD_MODELS, FileModel
-from sim.errors import CalibrationError, ConfigError
+from calibrate.measurement_models import DTYPE_BYTES, RECORD_MODELS, FileModel
+from sim.errors import CalibrationError, ClusterSimError, ConfigError
 from sim.files import load_json, read_text, write_atomic
 from sim.validation import validate_model
 
@@ -45,6 +45,7 @@ __all__ = [
     "Measurements",
     "Meta",
     "StepRecord",
+    "describe_file",
     "load_measurements",
     "measurements_from_dict",
     "measurements_to_dict",
@@ -57,13 +58,6 @@ __all__ = [
 SCHEMA = "clustersim.measurements/1"
 KINDS = ("collectives", "compute", "step")
 
-#: Bytes per element, by the dtype names records use (torch's spelling).
-DTYPE_BYTES: dict[str, int] = {
-    "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
-    "float16": 2, "bfloat16": 2,
-    "int32": 4, "uint32": 4, "float32": 4,
-    "int64": 8, "uint64": 8, "float64": 8,
-}  # fmt: skip
 
 Scalar = Union[str, int, float, bool, None]  # noqa: UP007 - get_type_hints on py3.10
 T = TypeVar("T")
@@ -352,3 +346,16 @@ def load_measurements(path: str | os.PathLike[str]) -> Measurements:
     except ConfigError as err:  # duplicate keys, NaN/Infinity, 4,300-digit ints, nesting
         raise CalibrationError(str(err)) from None
     return measurements_from_dict(data, str(p))
+
+
+def describe_file(path: str | os.PathLike[str]) -> str:
+    """What a file holds, for a refusal to replace it: ``"48 collectives records"``.
+
+    >>> describe_file("/nonexistent.json")
+    'not a measurement file'
+    """
+    try:
+        m = load_measurements(path)
+    except ClusterSimError:
+        return "not a measurement file"
+    return f"{len(m.records)} {m.kind} record{'s' * (len(m.records) != 1)}"

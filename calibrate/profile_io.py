@@ -42,10 +42,25 @@ __all__ = ["dump_profile", "fit_profile", "load_files", "topology_for", "write_p
 
 
 def load_files(paths: Sequence[str | os.PathLike[str]]) -> list[Measurements]:
-    """Read measurement files; CalibrationError naming the first bad one."""
+    """Read measurement files a fit can use; CalibrationError naming the first it cannot.
+
+    Besides what :func:`~calibrate.measurements.load_measurements` checks, each file must
+    hold records, and collective records must come from 2 or more ranks (one rank moves
+    no data: there is nothing to fit).
+    """
     if not paths:
         raise CalibrationError("no measurement files given")
-    return [load_measurements(p) for p in paths]
+    files = [load_measurements(p) for p in paths]
+    for path, m in zip(paths, files, strict=True):
+        if not m.records:
+            raise CalibrationError(f"{path}: no records ({m.kind}); nothing to fit or validate")
+        lone = next((i for i, r in enumerate(m.collectives) if r.n_ranks < 2), None)
+        if lone is not None:
+            raise CalibrationError(
+                f"{path}: records[{lone}].n_ranks is 1: a collective on one rank moves no "
+                "data; measure 2 or more ranks"
+            )
+    return files
 
 
 def topology_for(name: str, measurements: Sequence[Measurements], nodes: int | None = None,

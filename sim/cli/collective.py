@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from sim.cli.outputs import count
 from sim.collectives.schedule import OPS
 from sim.errors import ConfigError
 from sim.units import parse_bytes
@@ -55,9 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--protocol", default="auto", help="auto, ll, ll128, simple, or a list: ^ll")
     p.add_argument(
-        "--nodes", type=int, help="override the number of servers of a multi-node preset"
+        "--nodes", type=count(1), help="override the number of servers of a multi-node preset"
     )
-    p.add_argument("--gpus", type=int, help="use only the first N GPUs")
+    p.add_argument("--gpus", type=count(1), help="use only the first N GPUs")
     p.add_argument("--network", default="flow", help="flow (max-min sharing) or analytical")
     p.add_argument("--dtype", default="float", help=f"element type: {', '.join(DTYPE_BYTES)}")
     p.add_argument("--root", type=int, default=0, help="root rank of broadcast/reduce")
@@ -77,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--csv", action="store_true", help="print records as CSV, a row per size")
     p.add_argument("--plot", metavar="FILE", help="draw busbw by size (.png or .svg; [plot] extra)")
     p.add_argument(
-        "--links", type=int, metavar="N", default=0,
+        "--links", type=count(0), metavar="N", default=0,
         help="after the table, the N busiest links at the largest size (utilisation, bytes)",
     )  # fmt: skip
     p.set_defaults(handler=run)

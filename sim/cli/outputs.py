@@ -10,7 +10,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["add_set_option", "busiest_text", "link_rows", "link_table", "plot"]
+__all__ = ["add_set_option", "busiest_text", "count", "link_rows", "link_table", "plot"]
 
 
 def link_rows(topology: Any, network: Any, step_time_s: float) -> list[dict[str, Any]]:
@@ -80,3 +80,32 @@ def add_set_option(p: argparse.ArgumentParser, what: str = "override a scenario 
         metavar="KEY=VALUE",
         help=f"{what}, e.g. parallel.tp=4 (repeatable)",
     )
+
+
+def count(low: int = 1, high: int | None = None) -> Any:
+    """An argparse ``type``: a whole number in ``[low, high]`` (a count: GPUs, nodes,
+    jobs, iterations). ``1e9``, ``2.5``, ``-1`` and ``0`` (when ``low`` is 1) are refused
+    by argparse with the allowed range, before anything runs.
+
+    >>> count(1)("8"), count(0)("0")
+    (8, 0)
+    >>> count(1)("0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 0 is not allowed: expected a whole number >= 1
+    """
+    bound = f">= {low}" if high is None else f"from {low} to {high:,}"
+
+    def parse(text: str) -> int:
+        digits = text.strip().lstrip("+-")
+        if not digits.isdigit() or len(digits) > 18:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number {bound}")
+        value = int(text)
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(
+                f"{value} is not allowed: expected a whole number {bound}"
+            )
+        return value
+
+    parse.__name__ = "count"  # argparse names the type in its messages
+    return parse

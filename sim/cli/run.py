@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from sim.cli import variability
-from sim.cli.outputs import add_set_option
+from sim.cli.outputs import add_set_option, count
 from sim.errors import ConfigError
 
 
@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--plot", metavar="FILE", help="draw the step-time breakdown (.png or .svg; [plot] extra)"
     )
     p.add_argument(
-        "--links", type=int, metavar="N", default=0,
+        "--links", type=count(0), metavar="N", default=0,
         help="list the N busiest links (utilisation, bytes, which collectives; flow network)",
     )  # fmt: skip
     variability.add_options(p)

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sim.cli.outputs import add_set_option
+from sim.cli.outputs import add_set_option, count
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_set_option(p, "override a scenario field for every point")
     p.add_argument(
-        "--jobs", "-j", type=int, default=1,
+        "--jobs", "-j", type=count(1), default=1,
         help="worker processes (default 1; at most the CPUs available)",
     )  # fmt: skip
     p.add_argument("--backend", default="local", help="local (process pool) or ray")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from sim.cli.outputs import count
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``topologies`` subcommand."""
@@ -13,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="TOPOLOGY",
         help="print this preset or file as an explicit graph (YAML) to edit for a design review",
     )
-    p.add_argument("--nodes", type=int, help="with --export: servers of a multi-node topology")
+    p.add_argument("--nodes", type=count(1), help="with --export: servers of a multi-node topology")
     p.set_defaults(handler=run)
 
 

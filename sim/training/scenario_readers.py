@@ -21,7 +21,7 @@ from sim.training.workload.plan import parse_order
 from sim.training.workload.techniques import COMPRESSIONS, DP_MODES
 from sim.training.workload.trainable import FINETUNES, OFFLOADS, OPTIMIZERS, parse_targets
 from sim.training.workload.zero import parse_zero
-from sim.units import parse_bandwidth, parse_bytes
+from sim.units import parse_bandwidth, parse_size
 
 __all__ = [
     "CAPS",
@@ -87,6 +87,23 @@ def _placement(value: object, where: str) -> str | list[str]:
     raise ConfigError(f"{where}: expected an order like 'tp,pp,dp', got {value!r}")
 
 
+#: Smallest gradient bucket (bytes): one bucket per ~1 KiB of gradients is already far
+#: below any framework's (PyTorch DDP: 25 MB; Megatron: 40M elements); a bare ``25`` is
+#: almost always PyTorch's ``bucket_cap_mb`` written without its unit.
+MIN_BUCKET_BYTES = 1024
+
+
+def _bucket_bytes(value: object, where: str) -> int:
+    """A gradient bucket size in whole bytes, at least :data:`MIN_BUCKET_BYTES`."""
+    size = parse_size(value, where)
+    if size < MIN_BUCKET_BYTES:
+        raise ConfigError(
+            f"{where}: {value!r} is {size} byte(s), below the smallest bucket "
+            f"({MIN_BUCKET_BYTES} bytes); give a unit, e.g. 25MB (PyTorch's bucket_cap_mb=25)"
+        )
+    return size
+
+
 def _nccl_list(known: Sequence[str], what: str) -> Callable[[object, str], str]:
     """A reader of an NCCL_ALGO/NCCL_PROTO-style list (``auto``, ``ring,tree``, ``^nvls``)."""
 
@@ -114,7 +131,7 @@ SPECIAL: dict[str, Callable[[object, str], Any]] = {
     "zero": parse_zero, "tokens": read_tokens, "lora_targets": parse_targets,
     "nccl_algo": _nccl_list(list(ALGORITHMS), "NCCL_ALGO"),
     "nccl_proto": _nccl_list(list(PROTOCOLS), "NCCL_PROTO"),
-    "bucket_bytes": lambda v, w: parse_bytes(v, w),
+    "bucket_bytes": lambda v, w: _bucket_bytes(v, w),
     "placement": lambda v, w: parse_order(_placement(v, w)),
     "nvme_bandwidth": lambda v, w: parse_bandwidth(v, w),
 }  # fmt: skip

@@ -86,6 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and print a table (or JSON)."""
+    from sim.collectives.algorithms import check_hardware
     from sim.collectives.simulate import CollectiveSetup, simulate_collective, sweep_sizes
     from sim.files import dumps_json
     from sim.profile_select import describe, resolve_profile
@@ -111,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
             f"--gpus {args.gpus}: {op} needs at least {2 if op == 'send_recv' else 1}"
         )
     topo = load_topology(args.topology, nodes=args.nodes, seed=args.seed)
+    check_hardware(args.algo, topo, "--algo")
     resolved = resolve_profile(args.profile, topo, force=args.force_profile)
     profile = resolved.profile
     info = describe(resolved, topo)

@@ -162,4 +162,9 @@ def apply_overrides(g: nx.DiGraph, overrides: Sequence[Override], where: str) ->
         for u, v in _selected(g, o, f"{where}: {key}"):
             now, cables = _current(g, u, v)
             new = patched_link(base or now, o, key, where)
+            if new.scope != now.scope:  # a kind of another role (ib-ndr for an NVLink)
+                raise TopologyError(
+                    f"{where}: {key}: {u}<->{v} is a {now.scope} link and {new.name!r} a "
+                    f"{new.scope} one; an override changes a link's values, not its role"
+                )
             add_link(g, u, v, new, new.bandwidth_Bps, cables)

@@ -55,7 +55,7 @@ UNION_TAGS = frozenset({"catalog-name", "inline-link"})
 class InlineLink(BaseModel):
     """A link given in place: an optional catalog base plus values that replace its own."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     kind: str | None = None
     bandwidth: str | float | None = None
     latency: str | float | None = None

@@ -10,8 +10,11 @@ The limits
     :func:`time_limit_s`: ``CLUSTERSIM_TIME_LIMIT`` (seconds; ``0`` or ``none``: no
     limit), else :data:`DEFAULT_TIME_LIMIT_S`. :func:`memory_limit_bytes`:
     ``CLUSTERSIM_MEMORY_LIMIT`` (bytes, ``16GiB``...), else the smallest of the
-    process's address-space limit (``ulimit -v``) and :data:`MEMORY_SHARE` of the
-    machine's physical memory.
+    process's address-space limit (``ulimit -v``, less :data:`ADDRESS_SPACE_OVERHEAD`) and
+    :data:`MEMORY_SHARE` of the machine's physical memory.
+
+Estimates are CPU seconds and resident bytes; wall time equals CPU time on an idle core
+(a loaded machine's wall time is longer, its CPU time about the same).
 
 Caps that do not depend on the machine (:data:`MAX_SWEEP_POINTS`...) are fixed, so the
 same input is refused everywhere.
@@ -20,8 +23,9 @@ same input is refused everywhere.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sim.errors import ConfigError
 
@@ -33,6 +37,13 @@ __all__ = [
     "Estimate",
     "check_estimate",
     "check_sweep_points",
+    "cluster_shape",
+    "estimate_argv",
+    "estimate_collective",
+    "estimate_events",
+    "estimate_samples",
+    "estimate_step",
+    "guard_step",
     "memory_limit_bytes",
     "time_limit_s",
 ]
@@ -42,6 +53,9 @@ __all__ = [
 DEFAULT_TIME_LIMIT_S = 600.0
 #: Share of the machine's physical memory one run may plan to use.
 MEMORY_SHARE = 0.8
+#: Address space a run maps beyond its resident memory (libraries, thread stacks,
+#: allocator arenas; measured VmPeak - VmHWM ~ 240 MB), taken off an ``ulimit -v`` limit.
+ADDRESS_SPACE_OVERHEAD = 256 * 2**20
 #: Most points of one sweep. Each finished row is kept until the file is rewritten in
 #: point order (about 1 KB in memory, measured 0.5-1 KB); the fastest points take
 #: ~0.03 s (analytical network), most 0.1-60 s: 100,000 points are an hour to months of
@@ -121,8 +135,8 @@ def memory_limit_bytes() -> float:
         import resource
 
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        if soft != resource.RLIM_INFINITY:
-            limit = min(limit, float(soft))
+        if soft != resource.RLIM_INFINITY:  # address space, not resident memory:
+            limit = min(limit, float(soft) - ADDRESS_SPACE_OVERHEAD)
     except (ImportError, ValueError, OSError):  # pragma: no cover - not POSIX
         pass
     return limit
@@ -186,3 +200,132 @@ def check_sweep_points(points: int) -> None:
             f"is kept until the end, ~{SWEEP_ROW_BYTES // 1024} KiB, and takes 0.03 s to "
             "minutes to simulate); split the grid into several sweeps"
         )
+
+
+# --- the estimates ---------------------------------------------------------------------
+#
+# Fitted to ``benchmarks/budget_calibration.py`` on the shared 2-core host (CPU seconds,
+# peak RSS; a quiet single core takes about the same CPU time), as upper envelopes: the
+# measured cases sit at 0.5-1x of the estimate. Measured (CPU s / RSS MB):
+#   analytical step, GPT-3 175B (TP 8, PP 8, ZeRO 1): 1k 2.6/129, 4k 3.4/172, 16k 6.8/355,
+#     16k on the 3-tier fat tree 9.4/524, 80k 31.7/1556
+#   analytical step, Llama-3 8B pure DP (ZeRO 3): 1k 2.8/137, 16k 13.3/505
+#   flow step, GPT-3 175B: 1k 3.3/139, 4k 5.0/209, 16k 11.7/496
+#   flow step, Llama-3 8B pure DP: 1k 3.8/173, 4k 6.8/351, 8k 12.4/580, 32k 40.5/2016
+# The time goes to building the topology and its routes (per GPU: the servers' parts,
+# NICs and fabric links) and to the step's collectives over every rank of the plan; ZeRO
+# 3 adds the parameter all-gathers, the flow network max-min solves over every flow.
+
+#: Start-up: interpreter, numpy/scipy/networkx, scenario and profile (CPU s, bytes).
+START_S, START_BYTES = 2.5, 150e6
+#: Per GPU of the cluster and step (CPU s): network backend -> (ZeRO 0-2, ZeRO 3).
+STEP_S_PER_GPU = {"analytical": (0.42e-3, 0.75e-3), "flow": (0.65e-3, 1.3e-3)}
+#: Per GPU (bytes): network backend -> peak resident memory.
+STEP_BYTES_PER_GPU = {"analytical": 25e3, "flow": 65e3}
+#: Cost of a three-tier fat tree over a two-tier one (more switches, links and routes).
+THREE_TIER = 1.4
+#: A collective sweep (CPU s per GPU): backend -> (the first size: routes, schedules and
+#: the tuner's candidates; each further size, which reuses them). Measured (flow network,
+#: h100-ib-ndr, CPU s / RSS MB): 1 KiB on 1k GPUs 2.5/157, on 8k 12.9/705; 1 GiB on 8k
+#: 18.3/830; 8 B-1 GiB (28 sizes) on 4k ~16 s.
+COLLECTIVE_S_PER_GPU = {"analytical": (0.2e-3, 0.02e-3), "flow": (1.8e-3, 0.08e-3)}
+COLLECTIVE_BYTES_PER_GPU = {"analytical": 30e3, "flow": 100e3}
+#: Event simulation of a run (sim.reliability.events): per segment-run, per run (CPU s;
+#: measured 2.5 us per segment), and memory per segment (the work list) and per run.
+EVENT_S_PER_SEGMENT, EVENT_S_PER_RUN = 3e-6, 50e-6
+EVENT_BYTES_PER_SEGMENT, EVENT_BYTES_PER_RUN = 16.0, 200.0
+#: Monte Carlo of step times (sim.variability): per sample and GPU (s; measured 1e-7),
+#: per sample (bytes, the sampled steps and their summaries; measured ~200).
+SAMPLE_S_PER_GPU, SAMPLE_BYTES = 1.5e-7, 300.0
+
+
+def cluster_shape(topology: str, nodes: int | None) -> tuple[int, int]:
+    """(GPUs, fabric tiers) of a topology preset or file, from its description alone
+    (nothing is built): tiers 1 for one server, 2 or 3 for a parametric fabric."""
+    from sim.topology.presets import load_spec
+
+    spec = load_spec(topology, nodes=nodes) if nodes is not None else load_spec(topology)
+    kind = spec.network.kind
+    tiers = 1 if kind == "none" else 3 if kind == "fat-tree-3tier" else 2
+    return spec.nodes * spec.gpus_per_node, tiers
+
+
+def _gpus_word(n: int) -> str:
+    return f"{n:,} GPU{'s' * (n != 1)}"
+
+
+def _suggest(network: str, gpus: int) -> str:
+    if network == "flow":
+        return "try --network analytical (no contention; seconds where flow takes minutes)"
+    return f"try fewer nodes (the cost grows with the {gpus:,} GPUs simulated)"
+
+
+def estimate_step(scenario: Any, network: str | None = None) -> Estimate:
+    """The estimate of one training step of ``scenario`` (either kind of scenario).
+
+    Reads the cluster's description (not built) and the parallel plan; see the constants
+    above for the model and its measurements.
+    """
+    net = network or scenario.network
+    gpus, tiers = cluster_shape(scenario.cluster.topology, scenario.cluster.nodes)
+    zero3 = int(getattr(scenario.parallel, "zero", 0) == 3)
+    per_gpu = STEP_S_PER_GPU[net][zero3] * (THREE_TIER if tiers == 3 else 1.0)
+    mem = STEP_BYTES_PER_GPU[net] * (THREE_TIER if tiers == 3 else 1.0)
+    what = f"one {net}-network step on {_gpus_word(gpus)}"
+    return Estimate(what, START_S + per_gpu * gpus, START_BYTES + mem * gpus, _suggest(net, gpus))
+
+
+def estimate_collective(gpus: int, tiers: int, sizes: int, network: str) -> Estimate:
+    """The estimate of a collective sweep of ``sizes`` sizes on ``gpus`` GPUs."""
+    topo = STEP_S_PER_GPU["analytical"][0] * gpus * (THREE_TIER if tiers == 3 else 1.0)
+    first, more = COLLECTIVE_S_PER_GPU[network]
+    what = f"a {network}-network collective of {sizes} size(s) on {_gpus_word(gpus)}"
+    memory = START_BYTES + COLLECTIVE_BYTES_PER_GPU[network] * gpus
+    time_s = START_S + topo + gpus * (first + more * (sizes - 1))
+    return Estimate(what, time_s, memory, _suggest(network, gpus))
+
+
+def estimate_samples(samples: int, gpus: int) -> Estimate:
+    """The estimate of ``--samples`` sampled steps of a plan on ``gpus`` GPUs."""
+    return Estimate(
+        f"--samples {samples:,} on {_gpus_word(gpus)}",
+        SAMPLE_S_PER_GPU * samples * gpus,
+        SAMPLE_BYTES * samples,
+        "fewer samples (10,000 give percentiles to ~1%)",
+    )
+
+
+def estimate_events(segments: int, runs: int) -> Estimate:
+    """The estimate of ``runs`` event simulations of a job of ``segments`` segments."""
+    return Estimate(
+        f"reliability.simulate_runs {runs:,} over {segments:,} checkpoint intervals",
+        runs * (EVENT_S_PER_SEGMENT * segments + EVENT_S_PER_RUN),
+        EVENT_BYTES_PER_SEGMENT * segments + EVENT_BYTES_PER_RUN * runs,
+        "fewer runs, or a longer reliability.interval (young/daly choose one)",
+    )
+
+
+def guard_step(scenario: Any, network: str | None = None) -> Estimate:
+    """Refuse a step (of a run or a sweep point) whose estimate exceeds the limits."""
+    return check_estimate(estimate_step(scenario, network))
+
+
+def estimate_argv(argv: Sequence[str]) -> Estimate:
+    """The estimate of a ``clustersim run`` or ``collective`` command line (benchmarks)."""
+    from sim.cli import _parser
+
+    args = _parser(argv).parse_args(list(argv))
+    if args.command == "collective":
+        from sim.collectives.sizes import sweep_sizes
+        from sim.units import parse_size
+
+        gpus, tiers = cluster_shape(args.topology, args.nodes)
+        sizes = sweep_sizes(
+            parse_size(args.min_bytes, "-b"), parse_size(args.max_bytes, "-e"), args.step_factor
+        )
+        return estimate_collective(args.gpus or gpus, tiers, len(sizes), args.network)
+    from sim.cli import variability
+    from sim.training.layers import load_any_scenario
+
+    scenario = load_any_scenario(args.scenario, variability.seed_override(args))
+    return estimate_step(scenario, args.network)

@@ -86,6 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and print a table (or JSON)."""
+    from sim.budget import check_estimate, cluster_shape, estimate_collective
     from sim.collectives.algorithms import check_hardware
     from sim.collectives.simulate import CollectiveSetup, simulate_collective, sweep_sizes
     from sim.files import dumps_json
@@ -111,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--gpus {args.gpus}: {op} needs at least {2 if op == 'send_recv' else 1}"
         )
+    gpus, tiers = cluster_shape(args.topology, args.nodes)
+    network = args.network if args.network in ("flow", "analytical") else "flow"
+    check_estimate(estimate_collective(args.gpus or gpus, tiers, len(sizes), network))
     topo = load_topology(args.topology, nodes=args.nodes, seed=args.seed)
     check_hardware(args.algo, topo, "--algo")
     resolved = resolve_profile(args.profile, topo, force=args.force_profile)
@@ -163,11 +167,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Largest message (bytes): 8 PiB, where sizes in floating point stop being exact (2^53).
+MAX_MESSAGE_BYTES = 2**53
+
+
 def _whole_bytes(text: str, option: str) -> float:
-    """A size in whole bytes (``8``, ``1M``, ``1.5KB``); fractions of a byte are refused."""
+    """A size in whole bytes (``8``, ``1M``, ``1.5KB``); fractions of a byte are refused,
+    and so are sizes above :data:`MAX_MESSAGE_BYTES`."""
     size = parse_bytes(text, option)
     if size != int(size):
         raise ConfigError(f"{option} {text!r} is {size:g} bytes; sizes are whole bytes")
+    if size > MAX_MESSAGE_BYTES:
+        raise ConfigError(
+            f"{option} {text!r} is {size:.3g} bytes; the largest message is 8 PiB (2^53 bytes)"
+        )
     return size
 
 

@@ -52,7 +52,9 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from sim.beyond import has_run_sections, whole_run, whole_run_text
+    from sim.budget import guard_step
     from sim.cli.outputs import busiest_text, link_rows, plot
+    from sim.collectives.algorithms import check_hardware
     from sim.files import check_output_path, dumps_json, write_atomic
     from sim.profile_select import describe, resolve_profile, text_lines
     from sim.training.engine.setup import cached_topology
@@ -68,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         if path is not None:
             check_output_path(path, option)  # before the simulation, not after it
     scenario = load_any_scenario(args.scenario, variability.seed_override(args))
+    guard_step(scenario, args.network)  # before anything is built: refused with an estimate
     variability.check(args, scenario)
     if args.links and (args.network or getattr(scenario, "network", "flow")) != "flow":
         raise ConfigError(
@@ -81,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         record = result.to_dict()
     else:
         topo = cached_topology(scenario.cluster.topology, scenario.cluster.nodes, scenario.seed)
+        check_hardware(scenario.parallel.nccl_algo, topo, "parallel.nccl_algo")
         request = args.profile if args.profile is not None else scenario.profile
         resolved = resolve_profile(request, topo, force=args.force_profile)
         scenario = replace(scenario, profile=resolved.key)

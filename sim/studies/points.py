@@ -75,12 +75,15 @@ def evaluate_point(
     >>> row["reason"]
     'training.global_batch: 64 must be a multiple of parallel.micro_batch x parallel.dp = 3 x 1 = 3'
     """
+    from sim.budget import guard_step
     from sim.training.layers import any_scenario_from_dict, simulate_any
 
     row: dict[str, Any] = dict(point)
     scenario_raw = apply_overrides(raw, override_items(point))
     try:
-        result = simulate_any(any_scenario_from_dict(scenario_raw, name, folder), network)
+        scenario = any_scenario_from_dict(scenario_raw, name, folder)
+        guard_step(scenario, network)  # a point over the limits is a row with the estimate
+        result = simulate_any(scenario, network)
     except ClusterSimError as e:
         empty = dict.fromkeys(METRICS)
         return {**row, **empty, "gpus": _gpus_of(scenario_raw), "reason": str(e)}

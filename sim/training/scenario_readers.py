@@ -49,6 +49,12 @@ CAPS: dict[str, int] = {
     "global_batch": 2**20, "micro_batch": 2**20, "virtual_stages": 1024,
     "tp": MAX_GPUS, "pp": MAX_GPUS, "dp": MAX_GPUS, "ep": MAX_GPUS, "shard_size": MAX_GPUS,
     "nodes": MAX_GPUS,
+    # local SGD / DiLoCo sync every H steps (DiLoCo: 500); 10^6 steps is longer than any
+    # training run (Llama 3 405B: ~930k steps): more is no synchronisation at all
+    "sync_every": 10**6,
+    # PowerSGD ranks are 1-32 in practice (Vogels et al.); a matrix is compressed only up
+    # to rank hidden/4 (sim.training.workload.techniques.check_techniques)
+    "powersgd_rank": 2**16,
 }  # fmt: skip
 
 

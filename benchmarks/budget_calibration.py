@@ -58,8 +58,10 @@ def cases() -> list[Case]:
         Case("gpt3-1k-analytical", _gpt3(1024, "analytical")),
         Case("gpt3-4k-analytical", _gpt3(4096, "analytical")),
         Case("gpt3-16k-analytical", _gpt3(16384, "analytical")),
-        Case("gpt3-16k-3tier-analytical", (*_gpt3(16384, "analytical"), "--set",
-                                           "cluster.topology=h100-ib-ndr-3tier")),
+        Case(
+            "gpt3-16k-3tier-analytical",
+            (*_gpt3(16384, "analytical"), "--set", "cluster.topology=h100-ib-ndr-3tier"),
+        ),
         Case("gpt3-80k-analytical", _gpt3(80000, "analytical"), quick=False),
         Case("dp-1k-analytical", _dp(1024, "analytical")),
         Case("dp-16k-analytical", _dp(16384, "analytical")),

@@ -225,11 +225,13 @@ STEP_BYTES_PER_GPU = {"analytical": 25e3, "flow": 65e3}
 #: Cost of a three-tier fat tree over a two-tier one (more switches, links and routes).
 THREE_TIER = 1.4
 #: A collective sweep (CPU s per GPU): backend -> (the first size: routes, schedules and
-#: the tuner's candidates; each further size, which reuses them). Measured (flow network,
-#: h100-ib-ndr, CPU s / RSS MB): 1 KiB on 1k GPUs 2.5/157, on 8k 12.9/705; 1 GiB on 8k
-#: 18.3/830; 8 B-1 GiB (28 sizes) on 4k ~16 s.
-COLLECTIVE_S_PER_GPU = {"analytical": (0.2e-3, 0.02e-3), "flow": (1.8e-3, 0.08e-3)}
-COLLECTIVE_BYTES_PER_GPU = {"analytical": 30e3, "flow": 100e3}
+#: the tuner's candidates over the whole group, whatever the network; each further size,
+#: which reuses them). Measured (h100-ib-ndr, 1 KiB, CPU s / RSS MB): analytical 2k
+#: 3.0/182, 8k 11.2/705, 16k 24.0/1998, 80k 94/>8200 (stopped at an 8 GiB cap); flow 1k
+#: 2.5/157, 8k 12.9/705, and 1 GiB on 8k 18.3/830; 8 B-1 GiB (28 sizes) on 4k ~16 s.
+#: The issue reports 1 GiB on 131,072 GPUs (flow) at 5 min and 11.4 GB: ~90-120 KB per GPU.
+COLLECTIVE_S_PER_GPU = {"analytical": (1.5e-3, 0.02e-3), "flow": (1.8e-3, 0.08e-3)}
+COLLECTIVE_BYTES_PER_GPU = 130e3
 #: Event simulation of a run (sim.reliability.events): per segment-run, per run (CPU s;
 #: measured 2.5 us per segment), and memory per segment (the work list) and per run.
 EVENT_S_PER_SEGMENT, EVENT_S_PER_RUN = 3e-6, 50e-6
@@ -280,7 +282,7 @@ def estimate_collective(gpus: int, tiers: int, sizes: int, network: str) -> Esti
     topo = STEP_S_PER_GPU["analytical"][0] * gpus * (THREE_TIER if tiers == 3 else 1.0)
     first, more = COLLECTIVE_S_PER_GPU[network]
     what = f"a {network}-network collective of {sizes} size(s) on {_gpus_word(gpus)}"
-    memory = START_BYTES + COLLECTIVE_BYTES_PER_GPU[network] * gpus
+    memory = START_BYTES + COLLECTIVE_BYTES_PER_GPU * gpus
     time_s = START_S + topo + gpus * (first + more * (sizes - 1))
     return Estimate(what, time_s, memory, _suggest(network, gpus))
 

@@ -155,7 +155,7 @@ def profile_names() -> list[str]:
 def _read(name_or_path: str) -> tuple[str, str]:
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
-        if not path.is_file():
+        if not path.exists():  # a FIFO or a device is named as what it is by read_text
             raise ConfigError(f"profile file {name_or_path!r} does not exist")
         return path.stem, read_text(path, "profile file")
     folder = _profiles_dir()

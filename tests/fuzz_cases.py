@@ -15,8 +15,11 @@ memory cap) runs.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from helpers import SHARED_DATA
 
@@ -34,6 +37,33 @@ class Case:
     files: Mapping[str, str | bytes] = field(default_factory=dict)
     status: int | None = 2
     special: Mapping[str, str] = field(default_factory=dict)
+
+
+def materialise(case: Case, folder: Path) -> list[str]:
+    """Write the case's files and special files into ``folder``; return its argv."""
+    for name, body in case.files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(body, bytes):
+            path.write_bytes(body)
+        else:
+            path.write_text(body, encoding="utf-8")
+    for name, what in case.special.items():
+        path = folder / name
+        if what == "fifo":
+            os.mkfifo(path)
+        elif what == "dir":
+            path.mkdir()
+        elif what == "null":
+            try:
+                os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            except PermissionError:
+                path.symlink_to("/dev/null")  # not root: a link to the device itself
+        elif what.startswith("link:"):
+            path.symlink_to(what.removeprefix("link:"))
+        else:
+            raise ValueError(f"{case.id}: unknown special file {what!r}")
+    return [a.replace("{d}", str(folder)) for a in case.argv]
 
 
 # --- hostile bodies shared by every YAML format -----------------------------------------

@@ -355,3 +355,40 @@ def test_a_full_disk_during_a_sweep_keeps_the_rows_already_written(
     rows = run_sweep(spec, out, resume=True, progress=False)
     assert [r["point"] for r in rows] == [0, 1, 2, 3]
     assert not list(tmp_path.glob(".*"))
+
+
+# --- calibration: a killed run keeps its records -----------------------------------------
+
+
+@pytest.mark.slow
+def test_a_killed_calibration_keeps_its_records_and_resume_finishes_it(tmp_path: Path) -> None:
+    """kill -9 of a real gloo run (2 ranks) after some sizes: --out holds them whole (it
+    is rewritten atomically per size), and --resume measures only the rest."""
+    pytest.importorskip("torch")
+    from calibrate.measurements import load_measurements
+
+    out = tmp_path / "c.json"
+    argv = ["calibrate", "collectives", "--backend", "gloo", "--local", "2", "--ops",
+            "all_reduce", "-b", "1K", "-e", "16M", "--iters", "3", "--warmup", "0"]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sim", *argv, "--out", str(out)], cwd=REPO, env=_env(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    seen = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.exists():
+            seen = len(load_measurements(out).records)
+            if seen >= 2:
+                break
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert seen >= 2, "the run ended before it could be killed mid-way"
+    kept = load_measurements(out).records
+    assert len(kept) >= seen
+    p = _sim(*argv, "--out", str(out), "--resume")
+    assert p.returncode == 0, p.stderr
+    done = load_measurements(out).records
+    assert len(done) == 15  # 1 KiB .. 16 MiB
+    assert set(kept) <= set(done)

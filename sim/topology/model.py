@@ -33,6 +33,7 @@ import copy
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -155,19 +156,21 @@ class Topology:
             raise TopologyError(f"routing {self.routing!r}: allowed: ecmp, adaptive")
         if self.qps < 1:
             raise TopologyError(f"qps_per_connection {self.qps!r}: must be >= 1")
-        links: list[tuple[str, str]] = []
-        ids: dict[tuple[str, str], tuple[int, ...]] = {}
-        data = []
-        for u, v, d in self.graph.edges(data=True):
-            k = int(d.get("cables", 1))
-            ids[(u, v)] = tuple(range(len(links), len(links) + k))
-            links += [(u, v)] * k
-            data += [d] * k
+        edges = list(self.graph.edges(data=True))
+        links: list[tuple[str, str]]
+        ids: dict[tuple[str, str], tuple[int, ...]]
+        if all(d.get("cables", 1) == 1 for _, _, d in edges):  # one link per edge: no loop
+            links = [(u, v) for u, v, _ in edges]
+            data = [d for _, _, d in edges]
+            ids = {e: (i,) for i, e in enumerate(links)}
+        else:
+            links, data, ids = _expand_cables(edges)
         self.links = tuple(links)
         self.link_ids = ids
         self.link_index = {e: i[0] for e, i in ids.items()}
-        self.capacity_Bps = np.array([float(d["capacity_Bps"]) for d in data], dtype=float)
-        self.latency_s = np.array([float(d["latency_s"]) for d in data], dtype=float)
+        n = len(data)
+        self.capacity_Bps = np.fromiter((d["capacity_Bps"] for d in data), float, count=n)
+        self.latency_s = np.fromiter((d["latency_s"] for d in data), float, count=n)
         self.link_scope = tuple(str(d["scope"]) for d in data)
         self.link_kind = tuple(str(d["kind"]) for d in data)
         self.link_transport = tuple(str(d.get("transport", d["scope"])) for d in data)
@@ -433,3 +436,19 @@ class Topology:
                     counts[d["node"]] = counts.get(d["node"], 0) + 1
             self._nics = counts
         return self._nics
+
+
+def _expand_cables(
+    edges: list[tuple[str, str, dict[str, Any]]],
+) -> tuple[list[tuple[str, str]], list[dict[str, Any]], dict[tuple[str, str], tuple[int, ...]]]:
+    """Links, their edge data and each edge's link indices when edges hold ``cables``
+    parallel cables (each its own link)."""
+    links: list[tuple[str, str]] = []
+    ids: dict[tuple[str, str], tuple[int, ...]] = {}
+    data: list[dict[str, Any]] = []
+    for u, v, d in edges:
+        k = int(d.get("cables", 1))
+        ids[(u, v)] = tuple(range(len(links), len(links) + k))
+        links += [(u, v)] * k
+        data += [d] * k
+    return links, data, ids

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sim.cli.outputs import count
 from sim.errors import ConfigError
 
 __all__ = ["add_options", "check", "sample", "seed_override"]
@@ -17,7 +16,7 @@ __all__ = ["add_options", "check", "sample", "seed_override"]
 def add_options(p: argparse.ArgumentParser) -> None:
     """Add ``--samples`` and ``--seed`` to ``run``."""
     p.add_argument(
-        "--samples", type=count(1), metavar="N",
+        "--samples", type=int, metavar="N",
         help="sample N steps under the scenario's variability: section (jitter, stragglers, "
         "throttling, network tails, imbalance) and print their distribution",
     )  # fmt: skip

@@ -41,6 +41,7 @@ __all__ = [
     "estimate_argv",
     "estimate_collective",
     "estimate_events",
+    "estimate_plan",
     "estimate_samples",
     "estimate_step",
     "guard_step",
@@ -305,6 +306,24 @@ def estimate_events(segments: int, runs: int) -> Estimate:
         EVENT_BYTES_PER_SEGMENT * segments + EVENT_BYTES_PER_RUN * runs,
         "fewer runs, or a longer reliability.interval (young/daly choose one)",
     )
+
+
+#: Of an analytical step's cost per GPU, the share of building the cluster and its routes
+#: (80k GPUs: 10.3 of 31.7 CPU s), which a layout search pays once.
+TOPOLOGY_SHARE = 0.33
+
+
+def estimate_plan(topology: str, nodes: int | None, simulated: int) -> Estimate:
+    """The estimate of a layout search that simulates at least ``simulated`` analytical
+    steps on the cluster (it builds the cluster once)."""
+    gpus, tiers = cluster_shape(topology, nodes)
+    per_gpu = STEP_S_PER_GPU["analytical"][0] * (THREE_TIER if tiers == 3 else 1.0)
+    time_s = START_S + per_gpu * gpus * (TOPOLOGY_SHARE + (1 - TOPOLOGY_SHARE) * simulated)
+    memory = START_BYTES + STEP_BYTES_PER_GPU["analytical"] * gpus
+    return Estimate(
+        f"a layout search on {_gpus_word(gpus)} (at least {simulated} analytical steps)",
+        time_s, memory, "try fewer GPUs (--gpus) or a smaller --top",
+    )  # fmt: skip
 
 
 def guard_step(scenario: Any, network: str | None = None) -> Estimate:

@@ -17,7 +17,8 @@ either order; ``p`` alone: links with either end matching). Changes: any of ``ki
 ``bandwidth``, ``latency``, ``transport``, ``scope`` as in an inline link
 (:mod:`sim.topology.links`); what is not given keeps the link's current value, or the
 catalog kind's where ``kind`` is given. An override changes a link's values, not its
-role: a kind or scope of another class (``ib-ndr`` over an NVLink) is refused. Links are symmetric: both directions change.
+role: a kind or scope of another class (``ib-ndr`` over an NVLink) is refused. Links are
+symmetric: both directions change.
 ``bandwidth`` is per cable: an edge holding ``cables`` parallel cables keeps its cables,
 each at the new rate. A selector that matches nothing is an error naming
 it: overrides are checked against the topology as built, so ``--nodes`` can make one

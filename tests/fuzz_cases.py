@@ -947,4 +947,10 @@ def big_cases() -> list[Case]:
              status=None),
         Case("big-reliability-405b", ("run", "llama3-405b-16k", "--network", "analytical",
                                       "--set", "reliability.simulate_runs=100"), status=None),
+        Case("big-plan-131k", ("plan", "gpt3-175b-1024", "--gpus", "131072", "--top", "3"),
+             status=None),
+        Case("big-sweep-80k-points", ("sweep", "gpt3-175b-1024", "--grid", "cluster.nodes=1000,10000",
+                                      "--network", "analytical", "--set", "parallel.dp=null",
+                                      "--set", "training.global_batch=122880", "--no-progress",
+                                      "--json"), status=None),
     ]  # fmt: skip

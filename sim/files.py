@@ -63,23 +63,14 @@ import errno
 import json
 import os
 import re
-import socket
 import stat
 import tempfile
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from sim.errors import ConfigError
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "MAX_ALIASES",
@@ -91,11 +82,11 @@ __all__ = [
     "dumps_json",
     "load_json",
     "load_yaml",
-    "output_lock",
     "read_bytes",
     "read_data",
     "read_text",
     "write_atomic",
+    "writes_through",
 ]
 
 #: Largest input file read (bytes). The biggest shipped file (the compute catalog) is
@@ -462,6 +453,12 @@ def _output_target(path: str | os.PathLike[str], option: str) -> tuple[Path, boo
     return Path(os.path.realpath(given)) if given.is_symlink() else given, False
 
 
+def writes_through(path: str | os.PathLike[str], option: str) -> bool:
+    """Whether an output at ``path`` is written in place (a device, a FIFO, under /dev)
+    rather than replaced."""
+    return _output_target(path, option)[1]
+
+
 def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
     """Refuse an output path that cannot be written, before any work starts.
 
@@ -550,7 +547,7 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, option: str = 
     """
     target = check_output_path(path, option)
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    if _output_target(path, option)[1]:
+    if writes_through(path, option):
         return _write_through(target, raw, option)
     try:
         fd, tmp = tempfile.mkstemp(
@@ -570,84 +567,3 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, option: str = 
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
-
-
-def _holder(fd: int) -> str:
-    """What the lock file says about the process holding it (pid, host, since)."""
-    try:
-        text = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
-    except OSError:
-        text = ""
-    return text or "a process that has not said who it is"
-
-
-@contextmanager
-def output_lock(path: str | os.PathLike[str], option: str) -> Iterator[Path]:
-    """Hold an exclusive lock on an output for a run that writes it over time.
-
-    The lock is a file ``.NAME.lock`` beside the output, locked with ``flock`` (released
-    by the kernel when its holder dies, even by ``kill -9``) and holding its holder's pid,
-    host and start time; it is removed when the run ends. A second run on the same output
-    is refused at once, naming the holder. Where ``fcntl`` is missing (Windows) outputs
-    are not locked.
-
-    Parameters
-    ----------
-    path : str or Path
-        The output (see :func:`check_output_path`).
-    option : str
-        The option naming it, for messages.
-
-    Yields
-    ------
-    Path
-        The output file (a symbolic link's target).
-
-    Raises
-    ------
-    ConfigError
-        Another run holds the lock, or the lock file cannot be made.
-    """
-    target = check_output_path(path, option)
-    if fcntl is None or _output_target(path, option)[1]:
-        yield target
-        return
-    lock = target.with_name(f".{target.name[:200]}.lock")
-    fd = _take_lock(lock, f"{option} {str(path)!r}")
-    try:
-        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {when}\n".encode(), 0)
-        yield target
-    finally:
-        with suppress(OSError):
-            lock.unlink()  # while still held: a waiting process sees it gone and retries
-        os.close(fd)
-
-
-def _take_lock(lock: Path, what: str) -> int:
-    """Open and ``flock`` ``lock``; retried when the holder removed it meanwhile."""
-    assert fcntl is not None
-    while True:
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise ConfigError(
-                f"{what}: cannot make the lock file {lock.name} ({e.strerror})"
-            ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = _holder(fd)
-            os.close(fd)
-            raise ConfigError(
-                f"{what} is being written by another run ({holder}); wait for it to end "
-                "or choose another file"
-            ) from None
-        try:
-            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            return fd
-        os.close(fd)  # the previous holder removed it after we opened it: take the new one

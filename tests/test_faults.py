@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from sim.errors import ConfigError
-from sim.files import output_lock, write_atomic
+from sim.files import write_atomic
+from sim.locks import output_lock
 from tests.helpers import REPO
 
 # 24 points on the flow network, ~0.3 s each on one core (as tests/test_sweep.py's kill test)

@@ -196,7 +196,7 @@ def test_reads_never_go_past_the_cap(tmp_path: Path) -> None:
 
 
 def test_a_held_output_lock_refuses_a_second_holder_naming_the_first(tmp_path: Path) -> None:
-    from sim.files import output_lock
+    from sim.locks import output_lock
 
     out = tmp_path / "s.csv"
     with output_lock(out, "--out"):

@@ -246,7 +246,7 @@ def run_sweep(
     check_sweep_points(len(spec))
     if out is None:
         return _run(spec, None, resume, usable_jobs(jobs, backend), backend, network, progress)
-    from sim.files import output_lock
+    from sim.locks import output_lock
 
     with output_lock(out, "--out") as target:
         sink = RowFile(target, columns_of(spec), resume)

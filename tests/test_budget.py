@@ -94,6 +94,9 @@ def test_the_step_estimate_bounds_the_measured_cases() -> None:
                 f"training.global_batch={batch}"]  # fmt: skip
         est = budget.estimate_step(load_scenario("gpt3-175b-1024", sets), net)
         assert 0.4 <= cpu_s / est.time_s <= 1.0, (topo, nodes, net, cpu_s, est.time_s)
+    zero3 = ["parallel.zero=3", "parallel.pp=1", "parallel.dp=32"]  # 80 layers x 32 micro-batches
+    est = budget.estimate_step(load_scenario("llama2-70b-256-roce", zero3), "flow")
+    assert 0.4 <= 11.7 / est.time_s <= 1.0, est.time_s
 
 
 def test_cluster_shape_reads_the_description_without_building() -> None:

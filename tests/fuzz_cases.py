@@ -15,6 +15,7 @@ memory cap) runs.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Mapping
@@ -772,6 +773,12 @@ def _json_cases() -> list[Case]:
                                            "{d}/p.yaml", "-b", "8", "-e", "8"),
              {"p.yaml": _PROFILE + "compute: {vector_dtype: fp64}\n"}),
     ]  # fmt: skip
+    same = json.loads(_measurement_json(nccl_log(_GOOD_ROWS[:8], ranks=2)))
+    for r in same["records"]:
+        r.update(size_bytes=1024, count=256)
+    out.append(Case("json-fit-one-size", ("calibrate", "fit", "{d}/m.json", "--topology",
+                                          "cpu-host", "--out", "{d}/p.yaml", "--force"),
+                    {"m.json": json.dumps(same)}))  # fmt: skip
     jsonl = '{"point": 0, "point": 1}\n'
     out.append(Case("json-sweep-resume-duplicate-key",
                     ("sweep", "gpt2-1gpu", "--grid", "parallel.micro_batch=1,2", "--network",

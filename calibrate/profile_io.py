@@ -128,6 +128,12 @@ def fit_profile(
     profile: dict[str, Any] = {"schema": PROFILE_SCHEMA, "name": name}
     points: list[Any] = []
     if "collectives" in kinds:
+        sizes = {r.size_bytes for m in measurements for r in m.collectives}
+        if len(sizes) < 2:
+            raise CalibrationError(
+                f"every collective record has size {min(sizes, default=0):,} B; a fit needs "
+                "2 or more sizes to tell latency from bandwidth"
+            )
         tree, report = fit_collectives(
             measurements, topology, nodes=nodes, gpus=gpus, params_to_fit=params
         )

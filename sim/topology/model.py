@@ -447,8 +447,13 @@ def _expand_cables(
     ids: dict[tuple[str, str], tuple[int, ...]] = {}
     data: list[dict[str, Any]] = []
     for u, v, d in edges:
-        k = int(d.get("cables", 1))
-        ids[(u, v)] = tuple(range(len(links), len(links) + k))
-        links += [(u, v)] * k
-        data += [d] * k
+        k, start = int(d.get("cables", 1)), len(links)
+        if k == 1:
+            ids[(u, v)] = (start,)
+            links.append((u, v))
+            data.append(d)
+        else:
+            ids[(u, v)] = tuple(range(start, start + k))
+            links.extend([(u, v)] * k)
+            data.extend([d] * k)
     return links, data, ids

@@ -201,12 +201,9 @@ def run_collectives(
         return _run_in_job(torch, plan)
     if _under_torchrun():
         raise CalibrationError("--local N spawns its own processes; do not combine with torchrun")
-    if local < 2 or (backend == "nccl" and local > torch.cuda.device_count()):
+    if local < 1 or (backend == "nccl" and local > torch.cuda.device_count()):
         gpus = torch.cuda.device_count() if backend == "nccl" else "any"
-        raise CalibrationError(
-            f"local={local}: need 2 <= local <= GPUs available ({gpus}): a collective on "
-            "one rank moves no data"
-        )
+        raise CalibrationError(f"local={local}: need 1 <= local <= GPUs available ({gpus})")
     return _spawn_local(torch, plan, local)
 
 

@@ -105,9 +105,18 @@ def test_resume_refuses_records_of_another_run(
     assert out.read_bytes() == before
 
 
-def test_one_local_rank_is_refused() -> None:
-    with pytest.raises(CalibrationError, match="need 2 <= local"):
-        run_collectives("gloo", ["all_reduce"], local=1)
+def test_one_local_rank_is_refused_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """A calibration of one rank measures no communication: --local needs 2 (the API
+    keeps local=1 for tests of a backend's unsupported ops)."""
+    from sim.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["calibrate", "collectives", "--backend", "gloo", "--local", "1", "--out", "c.json"])
+    assert stop.value.code == 2
+    assert (
+        "argument --local: 1 is not allowed: expected a whole number >= 2"
+        in capsys.readouterr().err
+    )
 
 
 def test_the_cli_never_replaces_a_measurement_file_without_force(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sim.units import parse_bytes
+from sim.cli.outputs import count
+from sim.errors import CalibrationError, ClusterSimError
+from sim.units import parse_size
 
 __all__ = ["register"]
 
@@ -40,10 +42,12 @@ def _add_collectives(cal: argparse._SubParsersAction) -> None:
     p.add_argument("--min-bytes", "-b", default="1K", help="smallest size, e.g. 1K")
     p.add_argument("--max-bytes", "-e", default="1M", help="largest size, e.g. 64M")
     p.add_argument("--step-factor", "-f", type=float, default=2.0, help="size multiplier")
-    p.add_argument("--iters", type=int, default=20, help="timed calls per size")
-    p.add_argument("--warmup", type=int, default=5, help="untimed calls per size")
-    p.add_argument("--repeats", type=int, default=1, help="interleaved passes over all sizes")
-    p.add_argument("--local", type=int, help="spawn N local processes (else join torchrun)")
+    p.add_argument("--iters", type=count(1), default=20, help="timed calls per size")
+    p.add_argument("--warmup", type=count(0), default=5, help="untimed calls per size")
+    p.add_argument("--repeats", type=count(1), default=1, help="interleaved passes over all sizes")
+    p.add_argument(
+        "--local", type=count(2), help="spawn N >= 2 local processes (else join torchrun)"
+    )
     p.add_argument("--dtype", default="float32", help="element type (torch spelling)")
     p.add_argument(
         "--skip-unsupported", action="store_true", help="note ops the backend cannot run"
@@ -54,10 +58,20 @@ def _add_collectives(cal: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument(
         "--resume", action="store_true",
-        help="keep the records already in --out (a failed run's) and measure only the rest",
+        help="keep the records already in --out (a failed run's, measured with the same ranks, "
+        "iterations, dtype and backend) and measure only the rest",
     )  # fmt: skip
+    _add_force(p)
     p.add_argument("--out", required=True, help="measurement file (JSON), rewritten per size")
     p.set_defaults(handler=_collectives)
+
+
+def _add_force(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace --out if it exists (measurements in it are lost)",
+    )
 
 
 CLOCK_HELP = (
@@ -70,20 +84,22 @@ def _add_compute(cal: argparse._SubParsersAction) -> None:
     p = cal.add_parser("compute", help="time GEMMs, attention, memory-bound ops, launches")
     p.add_argument("--device", default="cuda", help="cuda or cpu")
     p.add_argument("--quick", action="store_true", help="few small cases")
-    p.add_argument("--threads", type=int, help="CPU threads torch may use (default: torch's)")
+    p.add_argument("--threads", type=count(1), help="CPU threads torch may use (default: torch's)")
     p.add_argument("--clock", default="wall", help=CLOCK_HELP)
+    _add_force(p)
     p.add_argument("--out", required=True, help="measurement file (JSON)")
     p.set_defaults(handler=_compute)
     s = cal.add_parser("step", help="train a small GPT for a few steps, time each step")
     s.add_argument("--device", default="cuda", help="cuda or cpu")
     s.add_argument("--quick", action="store_true", help="small model, few steps")
-    s.add_argument("--steps", type=int, help="timed steps")
-    s.add_argument("--threads", type=int, help="CPU threads torch may use (default: torch's)")
+    s.add_argument("--steps", type=count(1), help="timed steps")
+    s.add_argument("--threads", type=count(1), help="CPU threads torch may use (default: torch's)")
     s.add_argument("--clock", default="wall", help=CLOCK_HELP)
     s.add_argument("--trace", help="also write a PyTorch profiler (Kineto) trace of the job here")
     s.add_argument("--trace-steps", type=int, default=5, help="profiled steps (after the timed)")
     s.add_argument("--config", help="the GPT as key=value,... (layers, hidden, heads, "
                    "ffn_hidden, vocab, seq, batch, dtype); default by --device and --quick")  # fmt: skip
+    _add_force(s)
     s.add_argument("--out", required=True, help="measurement file (JSON)")
     s.set_defaults(handler=_step)
 
@@ -93,6 +109,7 @@ def _add_import(cal: argparse._SubParsersAction) -> None:
     p.add_argument("logs", nargs="+", metavar="LOG")
     p.add_argument("--op", help="the collective, when the log does not say")
     p.add_argument("--created", help="fixed creation time (UTC ISO-8601)")
+    _add_force(p)
     p.add_argument("--out", required=True, help="measurement file (JSON)")
     p.set_defaults(handler=_import)
 
@@ -100,9 +117,9 @@ def _add_import(cal: argparse._SubParsersAction) -> None:
 def _add_target(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topology", required=True, help="preset name or YAML file the runs used")
     p.add_argument(
-        "--nodes", type=int, help="servers of the measured group (if the file does not say)"
+        "--nodes", type=count(1), help="servers of the measured group (if the file does not say)"
     )
-    p.add_argument("--gpus", type=int, help="GPUs per server of the measured group")
+    p.add_argument("--gpus", type=count(1), help="GPUs per server of the measured group")
 
 
 def _add_fit(cal: argparse._SubParsersAction) -> None:
@@ -115,7 +132,8 @@ def _add_fit(cal: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="profile YAML to write")
     p.add_argument(
         "--force", action="store_true",
-        help="write the profile even if the hardware contradicts the topology or the fit is poor",
+        help="write the profile even if the hardware contradicts the topology or the fit is "
+        "poor, or --out is a file that is not a profile",
     )  # fmt: skip
     p.add_argument(
         "--params",
@@ -172,14 +190,14 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _collectives(args: argparse.Namespace) -> int:
-    _check_out(args.out)
+    _check_out(args.out, args.force, args.resume)
     from calibrate.collectives import run_collectives
     from calibrate.measurements import save_measurements
 
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     m = run_collectives(
-        args.backend, ops, int(parse_bytes(args.min_bytes, "--min-bytes")),
-        int(parse_bytes(args.max_bytes, "--max-bytes")), args.step_factor, args.iters,
+        args.backend, ops, parse_size(args.min_bytes, "--min-bytes"),
+        parse_size(args.max_bytes, "--max-bytes"), args.step_factor, args.iters,
         args.warmup, args.local, args.dtype, args.skip_unsupported, repeats=args.repeats,
         timeout_s=args.timeout, out=args.out, resume=args.resume,
     )  # fmt: skip
@@ -189,11 +207,41 @@ def _collectives(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_out(path: str) -> None:
-    """Refuse an output path that cannot be written before any measuring or fitting."""
+def _check_out(path: str, force: bool = False, resume: bool | None = None) -> None:
+    """Refuse an output path that cannot be written before any measuring: a measurement
+    file already there is data measured once, replaced only with ``--force`` (or, where
+    the command has it, continued with ``--resume``)."""
     from sim.files import check_output_path
 
-    check_output_path(path, "--out")
+    target = check_output_path(path, "--out")
+    if force or resume or not target.exists():
+        return
+    from calibrate.measurements import describe_file
+
+    way = "--resume to continue it or --force" if resume is not None else "--force"
+    raise CalibrationError(
+        f"--out {path!r} exists ({describe_file(target)}); add {way} to replace it, or "
+        "choose another file"
+    )
+
+
+def _check_profile_out(path: str, force: bool) -> None:
+    """Refuse an output that cannot be written; a file already there may be replaced only
+    when it is a profile (fitted data, made again from its measurement files)."""
+    from sim.files import check_output_path, read_text
+
+    target = check_output_path(path, "--out")
+    if force or not target.exists():
+        return
+    try:
+        is_profile = "clustersim.profile/" in read_text(target, "--out", max_bytes=2**20)
+    except ClusterSimError:
+        is_profile = False
+    if not is_profile:
+        raise CalibrationError(
+            f"--out {path!r} exists and is not a profile (measurements?); choose another "
+            "file, or add --force to replace it"
+        )
 
 
 def _is_rank0() -> bool:
@@ -203,7 +251,7 @@ def _is_rank0() -> bool:
 
 
 def _compute(args: argparse.Namespace) -> int:
-    _check_out(args.out)
+    _check_out(args.out, args.force)
     from calibrate.compute import run_compute
     from calibrate.measurements import save_measurements
 
@@ -214,7 +262,7 @@ def _compute(args: argparse.Namespace) -> int:
 
 
 def _step(args: argparse.Namespace) -> int:
-    _check_out(args.out)
+    _check_out(args.out, args.force)
     from calibrate.measurements import save_measurements
     from calibrate.stepjob import parse_config, run_step_job
 
@@ -231,7 +279,7 @@ def _step(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    _check_out(args.out)
+    _check_out(args.out, args.force)
     from calibrate.nccl_tests import import_nccl_tests
 
     m = import_nccl_tests(args.logs, args.out, op=args.op, created=args.created)
@@ -240,7 +288,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    _check_out(args.out)
+    _check_profile_out(args.out, args.force)
     from pathlib import Path
 
     from calibrate.profile_io import fit_profile, load_files, topology_for, write_profile
@@ -277,7 +325,7 @@ def _validate(args: argparse.Namespace) -> int:
     ms = load_files(args.measurements)
     topo = topology_for(args.topology, ms, args.nodes, args.gpus)
     v = validate(profile, ms, topo, nodes=args.nodes, gpus=args.gpus, holdout=args.holdout,
-                 min_bytes=int(parse_bytes(args.min_bytes, "--min-bytes")) if args.min_bytes else 0)  # fmt: skip
+                 min_bytes=parse_size(args.min_bytes, "--min-bytes") if args.min_bytes else 0)  # fmt: skip
     if args.json:
         out: dict[str, Any] = {"rows": list(v.rows), "summary": v.summary}
         if v.refit is not None:

@@ -187,7 +187,8 @@ def run_collectives(
         raise CalibrationError(f"--timeout {timeout_s}: must be seconds in (0, 86400]")
     plan = _Plan(backend, tuple(ops), tuple(message_sizes(min_bytes, max_bytes, step_factor)),
                  iters, warmup, dtype, skip_unsupported, utc_now(created), repeats,
-                 float(timeout_s), out, _prior(out, backend, dtype) if resume else ())  # fmt: skip
+                 float(timeout_s), out,
+                 _prior(out, backend, dtype, _world(local), iters) if resume else ())  # fmt: skip
     torch = require_torch()
     if backend == "nccl" and not torch.cuda.is_available():
         raise CalibrationError("backend 'nccl' needs CUDA GPUs and none is visible; use gloo")
@@ -206,8 +207,21 @@ def run_collectives(
     return _spawn_local(torch, plan, local)
 
 
-def _prior(out: str | None, backend: str, dtype: str) -> tuple[CollectiveRecord, ...]:
-    """The records of an earlier run in ``out`` (none if it does not exist yet)."""
+def _world(local: int | None) -> int | None:
+    """The ranks of the run about to start: ``local``, or torchrun's WORLD_SIZE."""
+    if local is not None:
+        return local
+    text = os.environ.get("WORLD_SIZE", "")
+    return int(text) if text.isdigit() and len(text) < 10 else None
+
+
+def _prior(
+    out: str | None, backend: str, dtype: str, world: int | None, iters: int
+) -> tuple[CollectiveRecord, ...]:
+    """The records of an earlier run in ``out`` (none if it does not exist yet), refused
+    unless that run measured what this one will: collectives on ``backend``, in ``dtype``,
+    on ``world`` ranks, ``iters`` timed calls per size (records of two different runs in
+    one file would be fitted as one)."""
     if out is None:
         raise CalibrationError("--resume needs --out (the file of the run to continue)")
     if not Path(out).exists():
@@ -218,8 +232,23 @@ def _prior(out: str | None, backend: str, dtype: str) -> tuple[CollectiveRecord,
             f"--resume: {out} holds {m.kind} measurements with backend {m.meta.backend!r}, "
             f"not collectives with {backend!r}"
         )
-    if any(r.dtype != dtype for r in m.collectives):
-        raise CalibrationError(f"--resume: {out} was measured with another dtype than {dtype}")
+    stated = m.meta.details.get("iters")
+    checks = (
+        ("dtype", dtype, sorted({r.dtype for r in m.collectives})),
+        ("ranks", world, sorted({r.n_ranks for r in m.collectives} | {m.meta.world_size})),
+        # records count every timed call of a size (iters x repeats); older files did not
+        # state iters, so a count that iters does not divide tells another run
+        ("iterations per size", iters,
+         [stated] if stated is not None else sorted({r.iters for r in m.collectives
+                                                     if r.iters and r.iters % iters})),
+    )  # fmt: skip
+    for what, now, earlier in checks:
+        if now is not None and earlier and earlier != [now]:
+            raise CalibrationError(
+                f"--resume: {out} was measured with {what} "
+                f"{', '.join(map(str, earlier))}, this run has {now}; resume with the same "
+                "options, or write another file"
+            )
     return m.collectives
 
 
@@ -381,5 +410,6 @@ def _job_meta(torch: ModuleType, plan: _Plan, notes: list[str]) -> Meta:
         gpus_per_node=n // len(hosts) if cuda and n % len(hosts) == 0 else None,
         backend=plan.backend, time_statistic="median", spread="p90-p10", notes=tuple(notes),
         details={"cpu_model": cpu_model(), "timing": f"{timing}, barrier before each call, "
-                 "max over ranks", "warmup": plan.warmup, "device": "cuda" if cuda else "cpu"},
+                 "max over ranks", "warmup": plan.warmup, "iters": plan.iters,
+                 "repeats": plan.repeats, "device": "cuda" if cuda else "cpu"},
     )  # fmt: skip

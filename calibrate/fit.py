@@ -112,6 +112,8 @@ def quality(
             "measured_us": sig(p.time_s * 1e6), "predicted_us": sig(t * 1e6), "algorithm": algo,
             "ape_pct": sig(abs(t / p.time_s - 1) * 100), "log_residual": sig(math.log(t / p.time_s)),
         })  # fmt: skip
+    if not points:  # nothing left to score (a hold-out of one size): no R^2, no warning
+        return 1.0, rows
     y = np.log([p.time_s for p in points])
     res = np.array([r["log_residual"] for r in rows])
     ss_tot = float(np.sum((y - y.mean()) ** 2))

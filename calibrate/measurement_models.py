@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field, Strict, model_validator
+from pydantic import AfterValidator, BaseModel, Field, Strict, model_validator
 
+from calibrate.measurements import DTYPE_BYTES
 from sim.validation import STRICT_MODEL, Count, Finite, NonNegative, Positive, StrictText, Text
 
 __all__ = [
@@ -32,6 +33,16 @@ __all__ = [
 ]
 
 _STRICT = STRICT_MODEL
+
+
+def _known_dtype(name: str) -> str:
+    if name not in DTYPE_BYTES:
+        raise ValueError(f"unknown dtype {name[:40]!r}; allowed: {', '.join(DTYPE_BYTES)}")
+    return name
+
+
+#: A record's element type: one of :data:`DTYPE_BYTES` (torch's spelling).
+Dtype = Annotated[str, Strict(), AfterValidator(_known_dtype)]
 _Str = StrictText
 _Int = Annotated[int, Strict()]
 _Size = Annotated[int, Strict(), Field(ge=0)]
@@ -76,7 +87,7 @@ class CollectiveRecordModel(BaseModel):
     op: Text
     size_bytes: _Size
     count: _Size
-    dtype: Text
+    dtype: Dtype
     time_s: Positive
     time_spread_s: NonNegative | None
     algbw_GBps: NonNegative
@@ -92,7 +103,7 @@ class ComputeRecordModel(BaseModel):
     model_config = _STRICT
     op: Text
     shape: list[_Size]
-    dtype: Text
+    dtype: Dtype
     flops: NonNegative
     bytes: NonNegative
     time_s: Positive

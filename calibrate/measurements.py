@@ -29,8 +29,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
-from sim.errors import CalibrationError
-from sim.files import read_text, write_atomic
+from sim.errors import CalibrationError, ClusterSimError, ConfigError
+from sim.files import load_json, read_text, write_atomic
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -44,6 +44,7 @@ __all__ = [
     "Measurements",
     "Meta",
     "StepRecord",
+    "describe_file",
     "load_measurements",
     "measurements_from_dict",
     "measurements_to_dict",
@@ -56,13 +57,15 @@ __all__ = [
 SCHEMA = "clustersim.measurements/1"
 KINDS = ("collectives", "compute", "step")
 
-#: Bytes per element, by the dtype names records use (torch's spelling).
+#: Bytes per element, by the dtype names records use (torch's spelling; here, not with the
+#: pydantic models, so that saving measurements needs no pydantic: the GPU image has none).
 DTYPE_BYTES: dict[str, int] = {
     "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
     "float16": 2, "bfloat16": 2,
     "int32": 4, "uint32": 4, "float32": 4,
     "int64": 8, "uint64": 8, "float64": 8,
 }  # fmt: skip
+
 
 Scalar = Union[str, int, float, bool, None]  # noqa: UP007 - get_type_hints on py3.10
 T = TypeVar("T")
@@ -347,10 +350,6 @@ def save_measurements(m: Measurements, path: str | os.PathLike[str]) -> Path:
     return write_atomic(out, text + "\n", "--out")
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def load_measurements(path: str | os.PathLike[str]) -> Measurements:
     """Read and schema-check a measurement file.
 
@@ -360,11 +359,21 @@ def load_measurements(path: str | os.PathLike[str]) -> Measurements:
         Naming the file and the bad field (or the JSON syntax error's line).
     """
     p = Path(path)
-    text = read_text(p, "measurement file")
     try:
-        data = json.loads(text, parse_constant=_no_constant)
-    except json.JSONDecodeError as err:
-        raise CalibrationError(f"{p}: not JSON (line {err.lineno}: {err.msg})") from None
-    except (ValueError, RecursionError) as err:  # NaN/Infinity, 4,300-digit ints, nesting
-        raise CalibrationError(f"{p}: not valid JSON ({str(err).split(';')[0]})") from None
+        data = load_json(read_text(p, "measurement file"), str(p))
+    except ConfigError as err:  # duplicate keys, NaN/Infinity, 4,300-digit ints, nesting
+        raise CalibrationError(str(err)) from None
     return measurements_from_dict(data, str(p))
+
+
+def describe_file(path: str | os.PathLike[str]) -> str:
+    """What a file holds, for a refusal to replace it: ``"48 collectives records"``.
+
+    >>> describe_file("/nonexistent.json")
+    'not a measurement file'
+    """
+    try:
+        m = load_measurements(path)
+    except ClusterSimError:
+        return "not a measurement file"
+    return f"{len(m.records)} {m.kind} record{'s' * (len(m.records) != 1)}"

@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from calibrate.measurements import DTYPE_BYTES
 from sim.errors import CalibrationError
 
-__all__ = ["ScannedLog", "ScannedRow", "garbage_error", "scan_log"]
+__all__ = ["MAX_DIGITS", "MAX_LINE_CHARS", "ScannedLog", "ScannedRow", "garbage_error", "scan_log"]
+
+#: Longest line scanned (characters). nccl-tests lines are under 200; a longer one is prose
+#: or junk (a pasted binary, an environment dump) and is skipped with a note, never given
+#: to the patterns below, whose work grows with the line.
+MAX_LINE_CHARS = 4096
+#: Most digits of an integer read from a log (ranks, counts, sizes): 18 digits hold any
+#: real size (2^62 bytes) and stay far from Python's 4,300-digit conversion limit.
+MAX_DIGITS = 18
 
 _NCCL_DTYPES = {
     "float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16",
@@ -71,6 +79,16 @@ def scan_log(text: str, source: str) -> ScannedLog:
     """Rows, device lines, binaries and header facts of one log; garbage raises, naming the line."""
     log = ScannedLog()
     for no, raw in enumerate(text.splitlines(), start=1):
+        if len(raw) > MAX_LINE_CHARS:
+            head = _PREFIX.sub("", raw[:200], count=1).strip().lstrip("#").strip()
+            if head[:1].isdigit():  # a table row (or a rank prefix) of absurd length
+                raise garbage_error(
+                    source, no, raw[:120], f"{len(raw):,} characters in a table row"
+                )
+            log.notes.append(
+                f"line {no}: {len(raw):,} characters, longer than any nccl-tests line; skipped"
+            )
+            continue
         line = _PREFIX.sub("", raw.rstrip("\r\n"), count=1)
         body = line.strip()
         commented = body.startswith("#")
@@ -94,7 +112,10 @@ def _scan_line(
     elif m := re.search(r"Collective test (?:starting|concluded):\s*(\S+)", content):
         log.binaries.extend((no, b) for b in _BINARY.findall(m.group(1)))
     elif m := _DEVICE.search(content):
-        log.devices[int(m.group(1))] = (m.group(2), m.group(3).strip())
+        log.devices[_whole(m.group(1), "rank", (source, no, line))] = (
+            m.group(2),
+            m.group(3).strip(),
+        )
     elif m := re.search(r"NCCL version\s+(\S+)", content):
         log.nccl_version = m.group(1)
     elif m := re.search(r"Avg bus bandwidth\s*:\s*([0-9.]+)", content):
@@ -122,7 +143,7 @@ def _scan_header(log: ScannedLog, content: str) -> None:
         ("nGpus", r"nGpus\s+(\d+)"),
         ("iters", r"(?<!warmup )(?<!agg )iters:\s*(\d+)"),
     ):
-        if m := re.search(pattern, content):
+        if (m := re.search(pattern, content)) and len(m.group(1)) <= MAX_DIGITS:
             log.header[key] = int(m.group(1))
 
 
@@ -133,20 +154,31 @@ def _scan_command(log: ScannedLog, no: int, content: str) -> None:
     log.binaries.append((no, m.group(1)))
     log.command = content
     launcher, test = content[: m.start()], content[m.end() :]
-    if n := re.search(r"(?:^|\s)(?:-np|-n|--np|--ntasks)[\s=]*(\d+)", launcher):
+    if n := re.search(r"(?:^|\s)(?:-np|-n|--np|--ntasks)[\s=]*(\d{1,18})\b", launcher):
         log.launcher_procs = int(n.group(1))
     for key, flag in (
         ("nGpus", "-g|--ngpus"),
         ("nThread", "-t|--nthreads"),
         ("iters", "-n|--iters"),
     ):
-        if f := re.search(rf"(?:^|\s)(?:{flag})[\s=]*(\d+)", test):
+        if f := re.search(rf"(?:^|\s)(?:{flag})[\s=]*(\d{{1,18}})\b", test):
             log.header.setdefault(key, int(f.group(1)))
+
+
+def _whole(token: str, what: str, where: tuple[str, int, str]) -> int:
+    """An integer of at most :data:`MAX_DIGITS` digits; longer ones are refused unread."""
+    if len(token) > MAX_DIGITS:
+        raise garbage_error(*where, f"{what} has {len(token):,} digits, more than any real {what}")
+    return int(token)
 
 
 def _number(token: str, kind: type, what: str, where: tuple[str, int, str]) -> float | None:
     if token.upper() == "N/A":
         return None
+    if len(token) > 40:  # never converted: a 4,400-digit integer costs seconds, then fails
+        raise garbage_error(
+            *where, f"{what} {token[:20]!r}... ({len(token):,} characters) is not a number"
+        )
     try:
         value = float(kind(token))
     except (ValueError, OverflowError):

@@ -39,7 +39,7 @@ from calibrate.measurements import (
 from calibrate.nccl_scan import ScannedLog, scan_log
 from sim import files
 from sim.collectives.schedule import busbw_factor
-from sim.errors import CalibrationError
+from sim.errors import CalibrationError, ConfigError
 from sim.files import check_output_path
 
 __all__ = ["BINARY_OPS", "import_nccl_tests", "parse_nccl_tests"]
@@ -249,16 +249,15 @@ def parse_nccl_tests(
 
 
 def _read_log(p: Path) -> str:
-    """A log's text; bytes that are not UTF-8 become U+FFFD (logs mix encodings)."""
+    """A log's text; bytes that are not UTF-8 become U+FFFD (logs mix encodings).
+
+    Read by :func:`sim.files.read_bytes`: a FIFO, a device (``/dev/zero``) or a file over
+    :data:`sim.files.MAX_FILE_BYTES` is refused before any byte is read.
+    """
     try:
-        size = p.stat().st_size
-        if size > files.MAX_FILE_BYTES:
-            raise CalibrationError(
-                f"{p}: {size:,} bytes; the largest log read is {files.MAX_FILE_BYTES:,}"
-            )
-        data = p.read_bytes()
-    except OSError as err:
-        raise CalibrationError(f"{str(p)[:200]}: cannot read: {err.strerror}") from None
+        data = files.read_bytes(p, "nccl-tests log")
+    except ConfigError as err:
+        raise CalibrationError(str(err)) from None
     if b"\x00" in data:
         raise CalibrationError(f"{p}: a binary file, not an nccl-tests log (a NUL byte)")
     return data.decode("utf-8", errors="replace")

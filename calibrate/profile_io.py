@@ -42,14 +42,30 @@ __all__ = ["dump_profile", "fit_profile", "load_files", "topology_for", "write_p
 
 
 def load_files(paths: Sequence[str | os.PathLike[str]]) -> list[Measurements]:
-    """Read measurement files, and profiler traces (``calibrate step --trace``) as
-    ``compute`` files of their kernels (:func:`calibrate.trace_reader.trace_measurements`);
-    CalibrationError naming the first bad one."""
+    """Read measurement files a fit can use, and profiler traces (``calibrate step
+    --trace``) as ``compute`` files of their kernels
+    (:func:`calibrate.trace_reader.trace_measurements`); CalibrationError naming the first
+    it cannot.
+
+    Besides what :func:`~calibrate.measurements.load_measurements` checks, each file must
+    hold records, and collective records must come from 2 or more ranks (one rank moves
+    no data: there is nothing to fit).
+    """
     from calibrate.trace_reader import is_chrome_trace, trace_measurements
 
     if not paths:
         raise CalibrationError("no measurement files given")
-    return [trace_measurements(p) if is_chrome_trace(p) else load_measurements(p) for p in paths]
+    files = [trace_measurements(p) if is_chrome_trace(p) else load_measurements(p) for p in paths]
+    for path, m in zip(paths, files, strict=True):
+        if not m.records:
+            raise CalibrationError(f"{path}: no records ({m.kind}); nothing to fit or validate")
+        lone = next((i for i, r in enumerate(m.collectives) if r.n_ranks < 2), None)
+        if lone is not None:
+            raise CalibrationError(
+                f"{path}: records[{lone}].n_ranks is 1: a collective on one rank moves no "
+                "data; measure 2 or more ranks"
+            )
+    return files
 
 
 def topology_for(name: str, measurements: Sequence[Measurements], nodes: int | None = None,
@@ -117,6 +133,12 @@ def fit_profile(
     profile: dict[str, Any] = {"schema": PROFILE_SCHEMA, "name": name}
     points: list[Any] = []
     if "collectives" in kinds:
+        sizes = {r.size_bytes for m in measurements for r in m.collectives}
+        if len(sizes) < 2:
+            raise CalibrationError(
+                f"every collective record has size {min(sizes, default=0):,} B; a fit needs "
+                "2 or more sizes to tell latency from bandwidth"
+            )
         tree, report = fit_collectives(
             measurements, topology, nodes=nodes, gpus=gpus, params_to_fit=params
         )

@@ -12,6 +12,7 @@ __all__ = [
     "CalibrationError",
     "ClusterSimError",
     "ConfigError",
+    "Interrupted",
     "MissingExtraError",
     "TopologyError",
     "UnsupportedCollectiveError",
@@ -20,6 +21,9 @@ __all__ = [
 
 class ClusterSimError(Exception):
     """Base of every error caused by user input."""
+
+    #: The command line's exit status for this error.
+    exit_status = 2
 
 
 class ConfigError(ClusterSimError, ValueError):
@@ -40,3 +44,12 @@ class MissingExtraError(ClusterSimError, ImportError):
 
 class UnsupportedCollectiveError(ConfigError):
     """An algorithm asked for an operation or group it does not implement."""
+
+
+class Interrupted(ClusterSimError):
+    """The user stopped a run (Ctrl-C, SIGTERM); the message says what was kept.
+
+    The command line exits with 130, the shell's status for a run ended by Ctrl-C.
+    """
+
+    exit_status = 130

@@ -1,33 +1,69 @@
 """Reading input files and writing outputs safely: the one place files meet the simulator.
 
 Every reader of a user file (scenario, topology, catalog, profile, measurement files,
-studies) goes through :func:`read_text` and :func:`load_yaml`, which refuse hostile or
-careless input with a one-line :class:`~sim.errors.ConfigError` before any work starts:
+studies, result files, logs) goes through :func:`read_bytes`/:func:`read_text` and
+:func:`load_yaml`/:func:`load_json` (or :func:`read_data`, which picks by suffix). Both
+formats follow the same rules, and refuse hostile or careless input with a one-line
+:class:`~sim.errors.ConfigError` before any work starts:
 
-- files that are not UTF-8 text (binary, Latin-1), larger than :data:`MAX_FILE_BYTES`,
-  unreadable, missing, folders, or with names longer than the file system allows;
+- paths that are not regular files (a folder, a FIFO, a device such as ``/dev/zero``, a
+  socket: each named as what it is), files larger than :data:`MAX_FILE_BYTES` (refused
+  from their size, and never read past the cap), unreadable or missing files, names
+  longer than the file system allows, and text that is not UTF-8 (binary, Latin-1);
 - YAML nested deeper than :data:`MAX_DEPTH`, with more than :data:`MAX_ALIASES` aliases
   or expanding (aliases followed) to more than :data:`MAX_NODES` nodes: a "billion laughs"
-  file is refused while it is composed, never expanded;
-- duplicate keys in a mapping (the key and its line are named), and integers too long for
-  Python to read (more than 4,300 digits).
+  file is refused while it is composed, never expanded; JSON nested past the
+  interpreter's recursion limit;
+- duplicate keys in a mapping or JSON object (the key is named, with its line in YAML),
+  integers too long for Python to read (more than 4,300 digits), and in JSON the
+  non-standard ``NaN``/``Infinity``.
 
-Every output goes through :func:`write_atomic` (a temporary file in the target folder, then
-``os.replace``), so a full disk or a crash leaves the old file or nothing, never half a
-file; :func:`check_output_path` lets a command refuse a bad output path before it works.
+**YAML scalars follow the YAML 1.2 core schema, not YAML 1.1.** PyYAML implements YAML
+1.1, whose implicit types surprise: ``2:1`` is the sexagesimal integer 121, ``no``,
+``yes``, ``on``, ``off``, ``y`` and ``n`` are booleans, ``010`` is octal 8, ``2024-01-01``
+is a date, and ``1e9`` (no dot) is a string. Here a plain scalar is
+
+- a boolean only when it is ``true`` or ``false`` (also ``True``/``TRUE``...);
+- null when it is empty, ``~``, ``null`` (``Null``, ``NULL``);
+- an integer when it is decimal without a leading zero (``0``, ``-12``, ``1_000_000``) or
+  hexadecimal (``0x1F``);
+- a float when it is decimal with a dot or an exponent (``2.5``, ``1e9``, ``-3.5E-2``,
+  ``.5``), or ``.inf``/``-.inf``/``.nan``;
+- a string otherwise: ``2:1``, ``no``, ``on``, ``010``, ``2024-01-01`` reach the validators
+  as the text written, so a field that wants a number or a boolean refuses them by name
+  (``expected bool, got 'on'``) and a field that wants text gets what was typed. Quote a
+  value to make it a string in any case (``"1e9"``).
+
+Every output goes through :func:`write_atomic`: a regular file (or a new one) is written
+to a temporary file in its folder and renamed over the target (``os.replace``), so a full
+disk or a crash leaves the old file or nothing, never half a file. A symbolic link is
+followed (its target is replaced, the link kept, as a shell's ``>`` would); a character
+device (``/dev/null``) or a FIFO with a reader is written through, never replaced, and so
+is anything under ``/dev`` or ``/proc``; a folder, a block device, a socket or a FIFO
+without a reader is refused. :func:`check_output_path` lets a command refuse a bad output
+path before it works.
 
 >>> load_yaml("a: 1\\nb: [2, 3]\\n", "demo.yaml")
 {'a': 1, 'b': [2, 3]}
+>>> load_yaml("ratio: 2:1\\nflag: no\\nrate: 1e9\\n", "demo.yaml")
+{'ratio': '2:1', 'flag': 'no', 'rate': 1000000000.0}
 >>> load_yaml("a: 1\\na: 2\\n", "demo.yaml")
 Traceback (most recent call last):
 ...
 sim.errors.ConfigError: demo.yaml: line 2: duplicate key 'a'
+>>> load_json('{"a": 1, "a": 2}', "m.json")
+Traceback (most recent call last):
+...
+sim.errors.ConfigError: m.json: duplicate key 'a'
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,12 +78,17 @@ __all__ = [
     "MAX_FILE_BYTES",
     "MAX_NODES",
     "check_output_path",
+    "decode_text",
     "dumps_json",
+    "load_json",
     "load_shipped_yaml",
     "load_shipped_yaml_entry",
     "load_yaml",
+    "read_bytes",
+    "read_data",
     "read_text",
     "write_atomic",
+    "writes_through",
 ]
 
 #: Largest input file read (bytes). The biggest shipped file (the compute catalog) is
@@ -91,7 +132,10 @@ class _UniqueKeys(yaml.constructor.SafeConstructor):
 
 
 class _SafeLoader(_UniqueKeys, yaml.SafeLoader):
-    """A SafeLoader that caps nesting, aliases and expanded size, and refuses duplicate keys."""
+    """A SafeLoader that caps nesting, aliases and expanded size, refuses duplicate keys,
+    and resolves plain scalars by the YAML 1.2 core schema (see the module docstring)."""
+
+    yaml_implicit_resolvers = {}  # noqa: RUF012 - filled below
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
@@ -137,13 +181,34 @@ class _SafeLoader(_UniqueKeys, yaml.SafeLoader):
         return self._sizes[key]
 
 
+# YAML 1.2 core schema resolvers (PyYAML ships YAML 1.1's: sexagesimal, yes/no/on/off,
+# octal 010, timestamps). Integers come before floats, and a float needs a dot or an
+# exponent, so "12" is an int and "1e9" a float.
+_IMPLICIT = [
+    ("tag:yaml.org,2002:bool", r"true|True|TRUE|false|False|FALSE", "tTfF"),
+    ("tag:yaml.org,2002:null", r"~|null|Null|NULL|", ["~", "n", "N", ""]),
+    ("tag:yaml.org,2002:int", r"[-+]?(?:0|[1-9](?:_?[0-9])*)|0x[0-9a-fA-F]+", "-+0123456789"),
+    (
+        "tag:yaml.org,2002:float",
+        r"[-+]?(?:(?:0|[1-9](?:_?[0-9])*)(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)",
+        "-+0123456789.",
+    ),
+    ("tag:yaml.org,2002:merge", r"<<", "<"),
+]
+for _tag, _pattern, _first in _IMPLICIT:
+    _SafeLoader.add_implicit_resolver(_tag, re.compile(f"^(?:{_pattern})$"), list(_first))
+
 #: Whether PyYAML was built with libyaml's C parser (its wheels are).
 _LIBYAML = bool(getattr(yaml, "__with_libyaml__", False))
 
 if TYPE_CHECKING or _LIBYAML:
 
     class _ShippedLoader(_UniqueKeys, yaml.CSafeLoader):
-        """libyaml's parser with :class:`_UniqueKeys`'s constructor."""
+        """libyaml's parser with :class:`_UniqueKeys`'s constructor and the same YAML 1.2
+        core scalars as :class:`_SafeLoader` (libyaml parses; the resolver is Python's)."""
+
+        yaml_implicit_resolvers = _SafeLoader.yaml_implicit_resolvers
 
 
 def load_yaml(text: str, source: str) -> Any:
@@ -296,6 +361,71 @@ def _skip_value(loader: Any, aliases_ok: bool) -> bool:
             return True
 
 
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in words (``a FIFO (named pipe)``)."""
+    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
+
+
+def read_bytes(path: str | os.PathLike[str], what: str, max_bytes: int | None = None) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``, refused before reading otherwise.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    what : str
+        What the file is, for messages (e.g. ``"scenario file"``).
+    max_bytes : int, optional
+        Largest size accepted (bytes); default :data:`MAX_FILE_BYTES`.
+
+    Returns
+    -------
+    bytes
+
+    Raises
+    ------
+    ConfigError
+        One line naming the file and the problem: missing, unreadable, a folder, FIFO,
+        device or socket (never opened, so ``/dev/zero`` or a FIFO cannot stall the read),
+        or larger than ``max_bytes`` (and never read past it, should it grow meanwhile).
+    """
+    max_bytes = MAX_FILE_BYTES if max_bytes is None else max_bytes
+    name = _short(str(path), 200)
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{what} {name}: is {_kind(info.st_mode)}, not a regular file")
+        if info.st_size > max_bytes:
+            raise ConfigError(
+                f"{what} {name}: {info.st_size:,} bytes; the largest accepted is {max_bytes:,}"
+            )
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped since the stat
+                raise ConfigError(f"{what} {name}: not a regular file")
+            data = f.read(max_bytes + 1)
+    except ConfigError:
+        raise
+    except FileNotFoundError:
+        raise ConfigError(f"{what} {name}: no such file") from None
+    except OSError as e:
+        raise ConfigError(f"{what} {name}: cannot read ({e.strerror})") from None
+    except ValueError as e:  # a NUL byte in the name
+        raise ConfigError(f"{what} {name}: cannot read ({e})") from None
+    if len(data) > max_bytes:
+        raise ConfigError(f"{what} {name}: grew past the largest accepted, {max_bytes:,} bytes")
+    return data
+
+
 def read_text(path: str | os.PathLike[str], what: str, max_bytes: int | None = None) -> str:
     """Read a UTF-8 text file, refusing binary, oversized, unreadable or missing files.
 
@@ -315,24 +445,74 @@ def read_text(path: str | os.PathLike[str], what: str, max_bytes: int | None = N
     Raises
     ------
     ConfigError
-        One line naming the file and the problem.
+        One line naming the file and the problem (see :func:`read_bytes`), or text that
+        is not UTF-8.
     """
-    p = Path(path)
-    max_bytes = MAX_FILE_BYTES if max_bytes is None else max_bytes
+    return decode_text(read_bytes(path, what, max_bytes), f"{what} {_short(str(path), 200)}")
+
+
+def read_data(path: str | os.PathLike[str], what: str) -> Any:
+    """A JSON (``.json``) or YAML (any other suffix) file, read and parsed by the same rules.
+
+    Raises
+    ------
+    ConfigError
+        See :func:`read_text`, :func:`load_json` and :func:`load_yaml`.
+    """
+    text = read_text(path, what)
+    source = str(path)
+    if Path(source).suffix.lower() == ".json":
+        return load_json(text, source)
+    return load_yaml(text, source)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ConfigError(f"duplicate key {_short(key)}")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ConfigError(f"{name} is not a JSON number; write a finite number or null")
+
+
+def load_json(text: str, source: str) -> Any:
+    """Parse one JSON document by the rules :func:`load_yaml` applies to YAML.
+
+    Parameters
+    ----------
+    text : str
+        The document.
+    source : str
+        The file name (with a line number for JSON-lines files), for messages.
+
+    Returns
+    -------
+    object
+
+    Raises
+    ------
+    ConfigError
+        Malformed JSON (with its line and column), a duplicate key in an object, ``NaN``
+        or ``Infinity``, nesting deeper than the interpreter's recursion limit (about
+        1,000 levels; JSON has no aliases, so its size is bounded by the file's), or an
+        integer Python refuses to read (over 4,300 digits).
+    """
     try:
-        size = p.stat().st_size
-        if p.is_dir():
-            raise ConfigError(f"{what} {str(path)!r}: is a folder, not a file")
-        if size > max_bytes:
-            raise ConfigError(
-                f"{what} {str(path)!r}: {size:,} bytes; the largest accepted is {max_bytes:,}"
-            )
-        data = p.read_bytes()[: max_bytes + 1]
-    except FileNotFoundError:
-        raise ConfigError(f"{what} {str(path)!r}: no such file") from None
-    except OSError as e:
-        raise ConfigError(f"{what} {_short(str(path))}: cannot read ({e.strerror})") from None
-    return decode_text(data, f"{what} {str(path)!r}")
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(
+            f"{source}: not valid JSON (line {e.lineno} column {e.colno}: {e.msg})"
+        ) from None
+    except RecursionError:
+        raise ConfigError(f"{source}: nested too deeply") from None
+    except ValueError as e:  # an integer over 4,300 digits
+        raise ConfigError(f"{source}: cannot read a value: {str(e).split(';')[0]}") from None
 
 
 def decode_text(data: bytes, where: str) -> str:
@@ -359,6 +539,49 @@ def dumps_json(value: Any, **kwargs: Any) -> str:
         raise ConfigError(f"the result holds a non-finite number ({e}); check the inputs") from None
 
 
+#: Folders whose files are written through, never replaced (devices, /proc/self/fd/N).
+_WRITE_THROUGH = ("/dev/", "/proc/")
+
+
+def _output_target(path: str | os.PathLike[str], option: str) -> tuple[Path, bool]:
+    """Where an output goes and how: ``(file, True)`` to write through it in place (a
+    character device or FIFO), ``(file, False)`` to replace it atomically (a regular
+    file or a new one; a symbolic link is followed to its target)."""
+    text = str(path)
+    if not text.strip():
+        raise ConfigError(f"{option}: empty file name")
+    if "\x00" in text:
+        raise ConfigError(f"{option} {_short(text)}: a file name cannot hold a NUL byte")
+    given = Path(text)
+    if len(given.name.encode("utf-8", "surrogateescape")) > 255 or len(text) > 4096:
+        raise ConfigError(f"{option} {_short(text)}: file name too long (at most 255 bytes)")
+    if text.endswith(("/", os.sep)):
+        raise ConfigError(f"{option} {text!r}: is a folder; give a file name")
+    try:
+        info: os.stat_result | None = os.stat(given)
+    except FileNotFoundError:
+        info = None
+    except OSError as e:
+        raise ConfigError(f"{option} {_short(text)}: cannot use ({e.strerror})") from None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        if stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode):
+            return given, True
+        raise ConfigError(
+            f"{option} {text!r}: is {_kind(info.st_mode)}; give a regular file's name"
+        )
+    if os.path.abspath(text).startswith(_WRITE_THROUGH):
+        return given, True
+    # A symbolic link (or a chain of them) is followed, as a shell's ">" does: the link
+    # stays, its target gets the output.
+    return Path(os.path.realpath(given)) if given.is_symlink() else given, False
+
+
+def writes_through(path: str | os.PathLike[str], option: str) -> bool:
+    """Whether an output at ``path`` is written in place (a device, a FIFO, under /dev)
+    rather than replaced."""
+    return _output_target(path, option)[1]
+
+
 def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
     """Refuse an output path that cannot be written, before any work starts.
 
@@ -372,21 +595,20 @@ def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
     Returns
     -------
     Path
+        The file that will be written: ``path``, or a symbolic link's target.
 
     Raises
     ------
     ConfigError
-        Empty name, a folder, a name too long, or a folder that does not exist or is not
-        writable.
+        Empty name, a folder, block device or socket, a name too long, a folder that does
+        not exist or is not writable, or a file that is not writable.
     """
+    target, through = _output_target(path, option)
     text = str(path)
-    if not text.strip():
-        raise ConfigError(f"{option}: empty file name")
-    target = Path(text)
-    if len(target.name.encode("utf-8", "surrogateescape")) > 255 or len(text) > 4096:
-        raise ConfigError(f"{option} {_short(text)}: file name too long (at most 255 bytes)")
-    if target.is_dir() or text.endswith(("/", os.sep)):
-        raise ConfigError(f"{option} {text!r}: is a folder; give a file name")
+    if through:
+        if not os.access(target, os.W_OK):
+            raise ConfigError(f"{option} {text!r}: not writable")
+        return target
     folder = target.parent
     if not folder.is_dir():
         raise ConfigError(f"{option} {text!r}: folder {str(folder)!r} does not exist")
@@ -397,11 +619,34 @@ def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
     return target
 
 
+def _write_through(target: Path, raw: bytes, option: str) -> Path:
+    """Write ``raw`` into a device or FIFO in place; a FIFO without a reader is refused
+    at once rather than waited on."""
+    try:
+        fd = os.open(target, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        why = "a FIFO with no reader" if e.errno == errno.ENXIO else e.strerror
+        raise ConfigError(f"{option} {str(target)!r}: cannot write ({why})") from None
+    try:
+        os.set_blocking(fd, True)
+        view = memoryview(raw)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as e:
+        raise ConfigError(f"{option} {str(target)!r}: cannot write ({e.strerror})") from None
+    finally:
+        os.close(fd)
+    return target
+
+
 def write_atomic(path: str | os.PathLike[str], data: str | bytes, option: str = "output") -> Path:
     """Write ``data`` to ``path`` through a temporary file, so a failure leaves no half file.
 
     The temporary file sits in the target's folder and replaces the target with
     ``os.replace`` (atomic on POSIX and Windows); the written file is world-readable.
+    A symbolic link is followed and its target replaced (the link stays); a character
+    device or a FIFO is written through in place, never replaced (see the module
+    docstring).
 
     Parameters
     ----------
@@ -415,6 +660,7 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, option: str = 
     Returns
     -------
     Path
+        The file written (a symbolic link's target).
 
     Raises
     ------
@@ -424,6 +670,8 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, option: str = 
     """
     target = check_output_path(path, option)
     raw = data.encode("utf-8") if isinstance(data, str) else data
+    if writes_through(path, option):
+        return _write_through(target, raw, option)
     try:
         fd, tmp = tempfile.mkstemp(
             dir=target.parent, prefix=f".{target.name[:200]}-", suffix=".tmp"

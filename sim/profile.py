@@ -158,7 +158,7 @@ def _read(name_or_path: str) -> tuple[str, Any]:
     path = Path(name_or_path)
     where = f"profile {name_or_path!r}"
     if path.suffix in (".yaml", ".yml") or path.exists():
-        if not path.is_file():
+        if not path.exists():  # a FIFO or a device is named as what it is by read_text
             raise ConfigError(f"profile file {name_or_path!r} does not exist")
         return path.stem, load_yaml(read_text(path, "profile file"), where)
     folder = _profiles_dir()

@@ -26,7 +26,15 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field, Strict, model_validator
 
-from sim.validation import STRICT_MODEL, Count, NonNegative, Positive, StrictText, Text
+from sim.validation import (
+    STRICT_MODEL,
+    ByteCount,
+    Count,
+    NonNegative,
+    Positive,
+    StrictText,
+    Text,
+)
 
 __all__ = [
     "CollectivesSection",
@@ -146,11 +154,11 @@ class Channels(_Sourced):
     bandwidth_GBps: PerProtocolPositive | None = None
     per_server: Count | None = None
     per_nic: Count | None = None
-    slice_bytes: Positive | None = None
+    slice_bytes: ByteCount | None = None
 
 
 class Pipeline(_Sourced):
-    chunk_bytes: Positive | None = None
+    chunk_bytes: ByteCount | None = None
     max_chunks: Count | None = None
     min_chunks: Count | None = None
 
@@ -214,7 +222,7 @@ class ComputeSection(BaseModel):
     launch_overhead_s: _Time | None = None
     optimizer_tensor_overhead_s: _Time | None = None
     sm_count: Count | None = None
-    vector_dtype: Text | None = None
+    vector_dtype: Literal["fp32", "tf32", "bf16", "fp16", "fp8"] | None = None
 
 
 class ProfileModel(BaseModel):

@@ -19,6 +19,7 @@ __all__ = [
     "parse_bandwidth",
     "parse_bytes",
     "parse_flops",
+    "parse_size",
     "parse_time",
 ]
 
@@ -79,6 +80,29 @@ def parse_bytes(value: object, what: str = "size", allow_zero: bool = False) -> 
         else:
             x = num * _BARE_BIN[prefix]
     return _check(x, value, what, allow_zero)
+
+
+def parse_size(value: object, what: str = "size", minimum: int = 1) -> int:
+    """Parse a size in whole bytes, at least ``minimum``: ``8``, ``"1.5KB"``, ``"25MiB"``.
+
+    A buffer, message, bucket or chunk holds whole bytes: ``1.5`` and ``0.5`` bytes are
+    refused (not rounded to 1 or 0), as is ``1e-300``. A decimal prefix's float error
+    (``1.1KB`` is 1100.0000000000002) is not a fraction.
+
+    >>> parse_size("25MB"), parse_size(25), parse_size("1.5KB")
+    (25000000, 25, 1500)
+    >>> parse_size(1.5, "parallel.bucket_bytes")
+    Traceback (most recent call last):
+    ...
+    sim.errors.ConfigError: parallel.bucket_bytes: 1.5 is not a whole number of bytes
+    """
+    x = parse_bytes(value, what, allow_zero=True)
+    whole = round(x)
+    if abs(x - whole) > 1e-9 * max(1.0, x):
+        raise ConfigError(f"{what}: {value!r} is not a whole number of bytes")
+    if whole < minimum:
+        raise ConfigError(f"{what}: {value!r} is below the smallest size, {minimum} byte(s)")
+    return int(whole)
 
 
 def parse_bandwidth(value: object, what: str = "bandwidth") -> float:

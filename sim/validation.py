@@ -31,13 +31,22 @@ import typing
 from collections.abc import Mapping
 from typing import Annotated, Any, TypeVar, Union
 
-from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, Strict, ValidationError
+from pydantic import (
+    AfterValidator,
+    AllowInfNan,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+)
 from pydantic_core import ErrorDetails
 
 from sim.errors import ClusterSimError, ConfigError
 
 __all__ = [
     "STRICT_MODEL",
+    "ByteCount",
     "Count",
     "Finite",
     "NonNegative",
@@ -58,6 +67,19 @@ Positive = Annotated[float, Strict(), AllowInfNan(False), Field(gt=0)]
 NonNegative = Annotated[float, Strict(), AllowInfNan(False), Field(ge=0)]
 #: A whole number >= 1 (a count: ranks, GPUs, nodes, cases); never a bool.
 Count = Annotated[int, Strict(), Field(ge=1)]
+
+
+def _whole_bytes(value: float) -> float:
+    if value != int(value):
+        raise ValueError(f"{value!r} is not a whole number of bytes")
+    return value
+
+
+#: A size in bytes: a whole number >= 1, written as an int or a float (``524288.0``);
+#: a fraction of a byte (``0.3``) is refused. Never a bool.
+ByteCount = Annotated[
+    float, Strict(), AllowInfNan(False), Field(ge=1), AfterValidator(_whole_bytes)
+]
 #: A non-empty string.
 Text = Annotated[str, Strict(), Field(min_length=1)]
 #: Any string, strictly (no number read as text).
@@ -124,6 +146,8 @@ def one_line(
     errors = err.errors()
     first = _meant(errors)
     inner = _clean(first["loc"])
+    if first["type"] == "extra_forbidden" and first["loc"]:  # the unknown key is the user's,
+        inner = _clean(first["loc"][:-1]) + tuple(first["loc"][-1:])  # even "H100-SXM"
     loc = at + inner
     parent, last = loc[:-1], loc[-1] if loc else None
     if first["type"] in ("extra_forbidden", "missing") and isinstance(last, str):

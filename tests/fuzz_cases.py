@@ -1,26 +1,70 @@
 """Hostile and careless inputs for tests/test_fuzz.py: files of every format, and argv.
 
 A :class:`Case` is a command line (``{d}`` stands for the test's temporary folder), the
-files to write there first, and the exit status expected: 2 (a user error, one or two
-lines, no traceback) or 0 (valid input; ``--json`` output must then be valid JSON).
+files to write there first (and special files: FIFOs, device nodes, symbolic links,
+folders), and the exit status expected: 2 (a user error, one or two lines, no traceback),
+0 (valid input; ``--json`` output must then be valid JSON), or None for a valid-looking
+big input that must either finish within the limits or be refused up front (either is
+right; a hang, a traceback or running out of memory is not).
+
+:func:`all_cases` is the quick suite ``tests/test_fuzz.py`` runs in-process;
+:func:`big_cases` adds the inputs that take the simulator to its caps, which only the
+corpus runner (``benchmarks/fuzz_corpus.py``, a subprocess per case with a time and
+memory cap) runs.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from helpers import SHARED_DATA
 
 
 @dataclass(frozen=True)
 class Case:
-    """One hostile (or valid) invocation of ``clustersim``."""
+    """One hostile (or valid) invocation of ``clustersim``.
+
+    ``special`` maps a name in the folder to what to make there: ``fifo``, ``null`` (a
+    character device like /dev/null), ``dir``, or ``link:TARGET`` (a symbolic link).
+    """
 
     id: str
     argv: tuple[str, ...]
     files: Mapping[str, str | bytes] = field(default_factory=dict)
-    status: int = 2
+    status: int | None = 2
+    special: Mapping[str, str] = field(default_factory=dict)
+
+
+def materialise(case: Case, folder: Path) -> list[str]:
+    """Write the case's files and special files into ``folder``; return its argv."""
+    for name, body in case.files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(body, bytes):
+            path.write_bytes(body)
+        else:
+            path.write_text(body, encoding="utf-8")
+    for name, what in case.special.items():
+        path = folder / name
+        if what == "fifo":
+            os.mkfifo(path)
+        elif what == "dir":
+            path.mkdir()
+        elif what == "null":
+            try:
+                os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            except PermissionError:
+                path.symlink_to("/dev/null")  # not root: a link to the device itself
+        elif what.startswith("link:"):
+            path.symlink_to(what.removeprefix("link:"))
+        else:
+            raise ValueError(f"{case.id}: unknown special file {what!r}")
+    return [a.replace("{d}", str(folder)) for a in case.argv]
 
 
 # --- hostile bodies shared by every YAML format -----------------------------------------
@@ -570,12 +614,305 @@ def _other_command_cases() -> list[Case]:
     ]
 
 
+# --- round two (issue 23): YAML 1.1 surprises, roles, booleans, sizes, JSON, special files --
+
+_COLL = ("collective", "--topology", "{d}/t.yaml", "-b", "8", "-e", "1K", "--network",
+         "analytical", "--json")  # fmt: skip
+_GOOD_TOPOLOGY = _TOPOLOGY.format(link="ib-ndr", over="1.0", node_extra="")
+
+
+def _topology_variant(old: str, new: str) -> dict[str, str]:
+    text = _GOOD_TOPOLOGY.replace(old, new, 1)
+    assert text != _GOOD_TOPOLOGY, old
+    return {"t.yaml": text}
+
+
+def _yaml11_cases() -> list[Case]:
+    """YAML 1.1's implicit types (sexagesimal 2:1, yes/no/on/off, octal 010, dates) reach
+    the validators as the text written: refused where a number or a bool was meant; 1e9
+    and 2e0 are numbers (YAML 1.1 read them as text)."""
+    run = ("run", "llama3-8b-dgx", "--network", "analytical", "--json")
+    out = [
+        Case("yaml11-nodes-sexagesimal", _COLL, _topology_variant("nodes: 2", "nodes: 1:30")),
+        Case("yaml11-p2p-no", _COLL, _topology_variant("nics: 8", "p2p: no, nics: 8")),
+        Case("yaml11-pxn-on", _COLL, _topology_variant("nodes_per_leaf: 2", "nodes_per_leaf: 2, pxn: on")),
+        Case("yaml11-set-sp-yes", (*run, "--set", "parallel.sp=yes")),
+        Case("yaml11-set-batch-octal", (*run, "--set", "training.global_batch=010")),
+        Case("yaml11-set-batch-ratio", (*run, "--set", "training.global_batch=2:1")),
+        Case("yaml11-set-price-2e0", (*run, "--set", "price.gpu_hour_usd=2e0"), status=0),
+        Case("yaml11-set-tokens-1e12", (*run, "--set", "training.tokens=1e12"), status=0),
+        Case("yaml11-grid-no", ("sweep", "llama3-8b-dgx", "--grid", "parallel.sp=no,off",
+                                "--network", "analytical", "--no-progress", "--json"), status=0),
+        Case("yaml11-profile-date", ("collective", "--topology", "dgx-h100", "--profile",
+                                     "{d}/p.yaml", "-b", "8", "-e", "8"),
+             {"p.yaml": _PROFILE + "provenance: {created: 2025-01-01}\n"}, status=0),
+    ]  # fmt: skip
+    return out
+
+
+def _role_cases() -> list[Case]:
+    """Link kinds in a role they cannot play; algorithms whose hardware is absent."""
+    pcie_node = "{gpus: 8, fabric: pcie, pcie: pcie-gen5, pcie_switches: 2}"
+    out = [
+        Case(f"role-{cid}", _COLL, _topology_variant(old, new))
+        for cid, (old, new) in {
+            "ib-as-nvlink": ("nvlink: nvlink4", "nvlink: ib-ndr"),
+            "pcie-as-nvlink": ("nvlink: nvlink4", "nvlink: pcie-gen5"),
+            "nvlink-as-pcie": ("pcie: pcie-gen5", "pcie: nvlink4"),
+            "roce-as-pcie": ("pcie: pcie-gen5", "pcie: roce-400g"),
+            "pcie-as-nic": ("nic: ib-ndr", "nic: pcie-gen5"),
+            "nvlink-as-nic": ("nic: ib-ndr", "nic: nvlink4"),
+            "inline-roce-as-pcie": ("pcie: pcie-gen5", "pcie: {bandwidth: 50GB/s, latency: 1us, "
+                                    "transport: roce}"),
+        }.items()
+    ]  # fmt: skip
+    bridges = {
+        "t.yaml": f"name: b\ngpu: H100-PCIe\nnode: {pcie_node[:-1]}, nvlink_bridges: roce-400g}}\n"
+    }
+    out.append(Case("role-roce-as-bridge", _COLL, bridges))
+    override = _GOOD_TOPOLOGY + "overrides: [{match: 'n*.gpu0<->n*.nvswitch', kind: ib-ndr}]\n"
+    out.append(Case("role-override-nvlink-to-ib", _COLL, {"t.yaml": override}))
+    coll = ("collective", "-b", "8", "-e", "8", "--network", "analytical")
+    out += [
+        Case("algo-nvls-on-pcie", (*coll, "--topology", "h100-pcie-8", "--algo", "nvls")),
+        Case("algo-nvls-tree-on-pcie", (*coll, "--topology", "h100-pcie-8", "--algo", "nvlstree")),
+        Case("algo-collnet-without-sharp", (*coll, "--topology", "h100-ib-ndr", "--nodes", "2",
+                                            "--algo", "collnet")),
+        Case("algo-nvls-on-a100", (*coll, "--topology", "a100-ib-hdr", "--nodes", "1",
+                                   "--algo", "nvls")),
+        Case("algo-nvls-on-dgx-valid", (*coll, "--topology", "dgx-h100", "--algo", "nvls"),
+             status=0),
+        Case("algo-exclude-nvls-on-pcie-valid", (*coll, "--topology", "h100-pcie-8", "--algo",
+                                                 "^nvls"), status=0),
+        Case("algo-nccl-nvls-on-pcie", ("run", "llama3-8b-dgx", "--network", "analytical",
+                                        "--set", "cluster.topology=h100-pcie-8",
+                                        "--set", "parallel.nccl_algo=nvls")),
+    ]  # fmt: skip
+    return out
+
+
+def _boolean_cases() -> list[Case]:
+    """Booleans are never numbers, in any file."""
+    out = [
+        Case(f"bool-topology-{cid}", _COLL, _topology_variant(old, new))
+        for cid, (old, new) in {
+            "nodes": ("nodes: 2", "nodes: true"),
+            "gpus": ("gpus: 8", "gpus: true"),
+            "nic-bandwidth": ("nic: ib-ndr", "nic: ib-ndr, nic_bandwidth: true"),
+            "oversubscription": ("oversubscription: 1.0", "oversubscription: true"),
+            "nodes-per-leaf": ("nodes_per_leaf: 2", "nodes_per_leaf: false"),
+            "inline-bandwidth": ("nic: ib-ndr", "nic: {kind: ib-ndr, bandwidth: true}"),
+        }.items()
+    ]  # fmt: skip
+    fit = ("calibrate", "fit", "{d}/m.json", "--topology", "dgx-h100", "--out", "{d}/p.yaml")
+    m = _measurement_json(nccl_log(_GOOD_ROWS[:4])).replace('"n_ranks": 8', '"n_ranks": true')
+    out.append(Case("bool-measurement-n-ranks", fit, {"m.json": m}))
+    prof = ("collective", "--topology", "dgx-h100", "--profile", "{d}/p.yaml", "-b", "8", "-e", "8")
+    out.append(Case("bool-profile-chunk-bytes", prof,
+                    {"p.yaml": _PROFILE + "collectives: {pipeline: {chunk_bytes: true}}\n"}))  # fmt: skip
+    return out
+
+
+def _size_cases() -> list[Case]:
+    """Byte sizes are whole bytes and at least 1 (a bucket: 1 KiB)."""
+    run = ("run", "llama3-8b-dgx", "--network", "analytical", "--json")
+    out = [
+        Case(f"size-bucket-{cid}", (*run, "--set", f"parallel.bucket_bytes={v}"))
+        for cid, v in {"1.5": "1.5", "0.5": "0.5", "tiny": "1.0e-300", "bare-25": "25",
+                       "half-KB": "0.5KB"}.items()
+    ]  # fmt: skip
+    out.append(
+        Case("size-bucket-25MB-valid", (*run, "--set", "parallel.bucket_bytes=25MB"), status=0)
+    )
+    prof = ("collective", "--topology", "dgx-h100", "--profile", "{d}/p.yaml", "-b", "8", "-e", "8")
+    for cid, body in {
+        "chunk-0.3": "collectives: {pipeline: {chunk_bytes: 0.3}}\n",
+        "chunk-1.5": "collectives: {pipeline: {chunk_bytes: 1.5}}\n",
+        "slice-0.5": "collectives: {channels: {slice_bytes: 0.5}}\n",
+    }.items():
+        out.append(Case(f"size-profile-{cid}", prof, {"p.yaml": _PROFILE + body}))
+    coll = ("calibrate", "collectives", "--backend", "gloo", "--local", "2", "--ops",
+            "all_reduce", "--out", "{d}/c.json")  # fmt: skip
+    out.append(Case("size-calibrate-b-1.5", (*coll, "-b", "1.5", "-e", "8")))
+    out.append(Case("size-calibrate-e-0.5", (*coll, "-b", "1", "-e", "0.5")))
+    out.append(Case("size-collective-1.5", ("collective", "--topology", "dgx-h100", "-b", "1.5")))
+    return out
+
+
+def _measurement(kind: str = "collectives", records: str = "[]") -> str:
+    head = '{"schema": "clustersim.measurements/1", "kind": "' + kind + '", '
+    return head + '"meta": {"source": "x", "created": "t"}, "records": ' + records + "}"
+
+
+def _json_cases() -> list[Case]:
+    """JSON files are as strict as YAML ones: duplicate keys, unknown dtypes, no records."""
+    fit = ("calibrate", "fit", "{d}/m.json", "--topology", "dgx-h100", "--out", "{d}/p.yaml")
+    good = _measurement_json(nccl_log(_GOOD_ROWS[:4]))
+    dup = good.replace('"kind": "collectives"', '"kind": "compute", "kind": "collectives"', 1)
+    float128 = good.replace('"dtype": "float32"', '"dtype": "float128"', 1)
+    compute = _measurement("compute", "[]")
+    comp_dtype = _measurement("compute", '[{"op": "gemm", "shape": [8, 8, 8], "dtype": "float99", '
+                              '"flops": 1024.0, "bytes": 384.0, "time_s": 1e-6, "time_spread_s": '
+                              'null, "achieved_flops_per_s": 1e9, "achieved_Bps": 1e8, "iters": 10, '
+                              '"device": "cpu"}]')  # fmt: skip
+    one = _measurement_json(nccl_log(_GOOD_ROWS[:6], ranks=1)).replace('"backend": "nccl"',
+                                                                      '"backend": "gloo"')  # fmt: skip
+    out = [
+        Case("json-measurement-duplicate-key", fit, {"m.json": dup}),
+        Case("json-measurement-unknown-dtype", fit, {"m.json": float128}),
+        Case("json-compute-no-records", fit, {"m.json": compute}),
+        Case("json-compute-unknown-dtype", fit, {"m.json": comp_dtype}),
+        Case("json-gloo-one-rank", ("calibrate", "fit", "{d}/m.json", "--topology", "cpu-host",
+                                    "--out", "{d}/p.yaml"), {"m.json": one}),
+        Case("json-report-duplicate-key", ("report", "{d}/r.json", "--out", "{d}/r.html"),
+             {"r.json": '[{"gpus": 8, "gpus": 16, "reason": "x"}]'}),
+        Case("json-profile-duplicate-key", ("collective", "--topology", "dgx-h100", "--profile",
+                                            "{d}/p.json", "-b", "8", "-e", "8"),
+             {"p.json": '{"schema": "clustersim.profile/1", "name": "a", "name": "b"}'}),
+        Case("json-profile-vector-dtype", ("collective", "--topology", "dgx-h100", "--profile",
+                                           "{d}/p.yaml", "-b", "8", "-e", "8"),
+             {"p.yaml": _PROFILE + "compute: {vector_dtype: fp64}\n"}),
+    ]  # fmt: skip
+    same = json.loads(_measurement_json(nccl_log(_GOOD_ROWS[:8], ranks=2)))
+    for r in same["records"]:
+        r.update(size_bytes=1024, count=256)
+    out.append(Case("json-fit-one-size", ("calibrate", "fit", "{d}/m.json", "--topology",
+                                          "cpu-host", "--out", "{d}/p.yaml", "--force"),
+                    {"m.json": json.dumps(same)}))  # fmt: skip
+    jsonl = '{"point": 0, "point": 1}\n'
+    out.append(Case("json-sweep-resume-duplicate-key",
+                    ("sweep", "gpt2-1gpu", "--grid", "parallel.micro_batch=1,2", "--network",
+                     "analytical", "--no-progress", "--out", "{d}/s.jsonl", "--resume"),
+                    {"s.jsonl": jsonl}))  # fmt: skip
+    return out
+
+
+def _calibrate_data_cases() -> list[Case]:
+    """Counts >= 1, --local >= 2, and measurement files never silently replaced."""
+    good = _measurement_json(nccl_log(_GOOD_ROWS[:4]))
+    fit = ("calibrate", "fit", "{d}/m.json", "--topology", "dgx-h100", "--out", "{d}/p.yaml")
+    coll = ("calibrate", "collectives", "--backend", "gloo", "--ops", "all_reduce",
+            "-b", "1K", "-e", "1K", "--iters", "1", "--warmup", "0")  # fmt: skip
+    imp = ("calibrate", "import-nccl-tests", "{d}/x.log", "--out", "{d}/m.json")
+    log = {"x.log": nccl_log(_GOOD_ROWS[:4])}
+    return [
+        Case("cal-fit-gpus-zero", (*fit, "--gpus", "0"), {"m.json": good}),
+        Case("cal-fit-nodes-zero", (*fit, "--nodes", "0"), {"m.json": good}),
+        Case("cal-fit-nodes-neg", (*fit, "--nodes", "-1"), {"m.json": good}),
+        Case("cal-fit-out-is-measurements", (*fit[:5], "--out", "{d}/m.json"), {"m.json": good}),
+        Case("cal-local-one", (*coll, "--local", "1", "--out", "{d}/c.json")),
+        Case("cal-local-zero", (*coll, "--local", "0", "--out", "{d}/c.json")),
+        Case("cal-repeats-zero", (*coll, "--local", "2", "--repeats", "0", "--out", "{d}/c.json")),
+        Case("cal-out-exists", (*coll, "--local", "2", "--out", "{d}/m.json"), {"m.json": good}),
+        Case("cal-compute-out-exists", ("calibrate", "compute", "--device", "cpu", "--quick",
+                                        "--out", "{d}/m.json"), {"m.json": good}),
+        Case("cal-import-out-exists", imp, {**log, "m.json": good}),
+        Case("cal-import-out-exists-force", (*imp, "--force"), {**log, "m.json": good}, status=0),
+        Case("cal-resume-other-ranks", (*coll, "--local", "2", "--resume", "--out", "{d}/m.json"),
+             {"m.json": good.replace('"backend": "nccl"', '"backend": "gloo"')}),
+    ]  # fmt: skip
+
+
+def _special_file_cases() -> list[Case]:
+    """Inputs that are not regular files; outputs that are devices, FIFOs, links, folders."""
+    run = ("run", "gpt2-1gpu", "--network", "analytical")
+    log = nccl_log(_GOOD_ROWS[:4])
+    return [
+        Case("special-scenario-fifo", ("run", "{d}/s.yaml"), special={"s.yaml": "fifo"}),
+        Case("special-scenario-dev-zero", ("run", "/dev/zero")),
+        Case("special-log-dev-zero", ("calibrate", "import-nccl-tests", "/dev/zero", "--out",
+                                      "{d}/m.json")),
+        Case("special-log-dev-urandom", ("calibrate", "import-nccl-tests", "/dev/urandom",
+                                         "--out", "{d}/m.json")),
+        Case("special-log-fifo", ("calibrate", "import-nccl-tests", "{d}/x.log", "--out",
+                                  "{d}/m.json"), special={"x.log": "fifo"}),
+        Case("special-fit-dev-zero", ("calibrate", "fit", "/dev/zero", "--topology", "dgx-h100",
+                                      "--out", "{d}/p.yaml")),
+        Case("special-fit-dev-urandom", ("calibrate", "fit", "/dev/urandom", "--topology",
+                                         "dgx-h100", "--out", "{d}/p.yaml")),
+        Case("special-report-fifo", ("report", "{d}/r.json", "--out", "{d}/r.html"),
+             special={"r.json": "fifo"}),
+        Case("special-trace-fifo-no-reader", (*run, "--trace", "{d}/f"), special={"f": "fifo"}),
+        Case("special-trace-dev-null", (*run, "--trace", "/dev/null"), status=0),
+        Case("special-trace-null-node", (*run, "--trace", "{d}/n"), special={"n": "null"},
+             status=0),
+        Case("special-trace-symlink", (*run, "--trace", "{d}/link.json"),
+             special={"link.json": "link:real.json"}, status=0),
+        Case("special-trace-dangling-link-dir", (*run, "--trace", "{d}/link.json"),
+             special={"link.json": "link:nodir/real.json"}),
+        Case("special-sweep-out-dev-null", ("sweep", "gpt2-1gpu", "--grid",
+                                            "parallel.micro_batch=1,2", "--network", "analytical",
+                                            "--no-progress", "--out", "/dev/null")),
+        Case("special-sweep-out-dir", ("sweep", "gpt2-1gpu", "--grid", "parallel.micro_batch=1",
+                                       "--no-progress", "--out", "{d}/o.csv"),
+             special={"o.csv": "dir"}),
+        Case("special-import-out-fifo", ("calibrate", "import-nccl-tests", "{d}/x.log", "--out",
+                                         "{d}/f"), {"x.log": log}, special={"f": "fifo"}),
+    ]  # fmt: skip
+
+
+def _log_cases() -> list[Case]:
+    """nccl-tests logs with absurd numbers and lines."""
+    imp = ("calibrate", "import-nccl-tests", "{d}/x.log", "--out", "{d}/m.json")
+    log = nccl_log(_GOOD_ROWS[:4])
+    row = log.splitlines()[-1]
+    return [
+        Case("log-rank-prefix-4400-digits", imp, {"x.log": log + "9" * 4400 + ": " + row + "\n"}),
+        Case("log-device-rank-300-digits", imp,
+             {"x.log": log.replace("#  Rank  1 Group", "#  Rank  " + "7" * 300 + " Group")}),
+        Case("log-5MB-line-valid", imp, {"x.log": log + "x" * 5_000_000 + "\n"}, status=0),
+        Case("log-5MB-letters-before-perf", imp,
+             {"x.log": log.replace("# nThread", "a" * 5_000_000 + "_perf\n# nThread")},
+             status=0),
+    ]  # fmt: skip
+
+
+def _sweep_hygiene_cases() -> list[Case]:
+    sweep = ("sweep", "gpt2-1gpu", "--network", "analytical", "--no-progress")
+    values = ",".join(str(v) for v in range(1, 1001))
+    return [
+        Case("sweep-jobs-1000-capped", (*sweep, "--grid", "parallel.micro_batch=1,2", "--jobs",
+                                        "1000", "--json"), status=0),
+        Case("sweep-grid-million", (*sweep, "--grid", f"training.global_batch={values}",
+                                    "--grid", f"seed={values}")),
+        Case("sweep-jobs-text", (*sweep, "--grid", "parallel.micro_batch=1", "--jobs", "1e3")),
+    ]  # fmt: skip
+
+
+def _cap_cases() -> list[Case]:
+    """Counts whose cost the input decides: refused up front when too big (quick ones)."""
+    run = ("run", "llama3-8b-dgx", "--network", "analytical")
+    return [
+        Case("cap-samples-1e9", (*run, "--set", "variability.compute_cv=0.03",
+                                 "--samples", "1000000000")),
+        Case("cap-samples-text", (*run, "--samples", "1e9")),
+        Case("cap-simulate-runs-1e9", (*run, "--set", "training.tokens=1e12",
+                                       "--set", "reliability.simulate_runs=1000000000")),
+        Case("cap-tokens-1e16-interval-1", (*run, "--set", "training.tokens=1e16",
+                                            "--set", "reliability.interval=1",
+                                            "--set", "reliability.simulate_runs=2")),
+        Case("cap-powersgd-rank-1e9", (*run, "--set", "parallel.zero=1", "--set",
+                                       "parallel.grad_compression=powersgd",
+                                       "--set", "parallel.powersgd_rank=1000000000")),
+        Case("cap-powersgd-rank-above-hidden", (*run, "--set", "parallel.zero=1", "--set",
+                                                "parallel.grad_compression=powersgd",
+                                                "--set", "parallel.powersgd_rank=2048")),
+        Case("cap-sync-every-1e15", (*run, "--set", "parallel.zero=0",
+                                     "--set", "parallel.sync_every=1000000000000000")),
+        Case("cap-collective-e-1e30", ("collective", "--topology", "dgx-h100", "-b", "1e30",
+                                       "-e", "1e30")),
+    ]  # fmt: skip
+
+
 def all_cases() -> list[Case]:
     """Every case of the suite, ids unique."""
     cases = (
         _yaml_format_cases() + _set_cases() + _scenario_file_cases() + _topology_cases()
         + _profile_cases() + _calibrate_cases() + _fit_log_cases() + _calibrate_run_cases()
         + _collective_cases() + _run_output_cases() + _other_command_cases()
+        + _yaml11_cases() + _role_cases() + _boolean_cases() + _size_cases() + _json_cases()
+        + _calibrate_data_cases() + _special_file_cases() + _log_cases()
+        + _sweep_hygiene_cases() + _cap_cases()
     )  # fmt: skip
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "duplicate case ids"
@@ -583,3 +920,44 @@ def all_cases() -> list[Case]:
 
 
 SHARED_LOG = SHARED_DATA / "nccl-tests" / "dgx-h100-1node-8gpu-all_reduce.txt"
+
+
+def _big_run(cid: str, *sets: str, network: str = "analytical") -> Case:
+    argv = ("run", "gpt3-175b-1024", "--network", network, "--json")
+    return Case(cid, (*argv, *(x for item in sets for x in ("--set", item))), status=None)
+
+
+def big_cases() -> list[Case]:
+    """Valid-looking inputs at the simulator's scale limits: each must finish within the
+    corpus's time and memory caps or be refused up front with an estimate (status None:
+    either is right). Too slow for the in-process suite; the corpus runner runs them."""
+    ib = ("collective", "--topology", "h100-ib-ndr", "--json")
+    dp = ("run", "llama3-8b-dgx", "--network", "flow", "--set", "cluster.topology=h100-ib-ndr")
+    return [
+        _big_run("big-step-80k-analytical", "cluster.nodes=10000", "parallel.dp=1250",
+                 "training.global_batch=120000"),
+        _big_run("big-step-16k-3tier-analytical", "cluster.topology=h100-ib-ndr-3tier",
+                 "cluster.nodes=2048", "parallel.dp=256", "training.global_batch=24576"),
+        _big_run("big-step-16k-analytical", "cluster.nodes=2048", "parallel.dp=256",
+                 "training.global_batch=24576"),
+        _big_run("big-step-16k-flow", "cluster.nodes=2048", "parallel.dp=256",
+                 "training.global_batch=24576", network="flow"),
+        Case("big-dp-32k-flow", (*dp, "--set", "cluster.nodes=4096", "--set", "parallel.dp=32768",
+                                 "--set", "training.global_batch=32768"), status=None),
+        Case("big-collective-80k-1KiB", (*ib, "--nodes", "10000", "-b", "1K", "-e", "1K"),
+             status=None),
+        Case("big-collective-80k-1KiB-analytical", (*ib, "--nodes", "10000", "-b", "1K", "-e",
+                                                    "1K", "--network", "analytical"), status=None),
+        Case("big-collective-131k-1GiB", (*ib, "--nodes", "16384", "-b", "1G", "-e", "1G"),
+             status=None),
+        Case("big-collective-4k-sweep", (*ib, "--nodes", "512", "-b", "8", "-e", "1G"),
+             status=None),
+        Case("big-reliability-405b", ("run", "llama3-405b-16k", "--network", "analytical",
+                                      "--set", "reliability.simulate_runs=100"), status=None),
+        Case("big-plan-131k", ("plan", "gpt3-175b-1024", "--gpus", "131072", "--top", "3"),
+             status=None),
+        Case("big-sweep-80k-points", ("sweep", "gpt3-175b-1024", "--grid", "cluster.nodes=1000,10000",
+                                      "--network", "analytical", "--set", "parallel.dp=null",
+                                      "--set", "training.global_batch=122880", "--no-progress",
+                                      "--json"), status=None),
+    ]  # fmt: skip

@@ -70,3 +70,72 @@ def test_resume_refuses_a_file_of_another_kind(tmp_path: Path) -> None:
         run_collectives("gloo", ["all_reduce"], local=2, resume=True)
     with pytest.raises(CalibrationError, match="--timeout"):
         run_collectives("gloo", ["all_reduce"], local=2, timeout_s=float("nan"))
+
+
+def _gloo_file(out: Path, ranks: int = 2, iters: int = 2, dtype: str = "float32") -> None:
+    from calibrate.measurements import CollectiveRecord, Measurements, Meta, save_measurements
+
+    rec = CollectiveRecord("all_reduce", 1024, 256, dtype, 1e-4, 0.0, 0.01, 0.01, False,
+                           ranks, iters)  # fmt: skip
+    meta = Meta(source="live run", created=FIXED, backend="gloo", world_size=ranks,
+                details={"iters": iters})  # fmt: skip
+    save_measurements(Measurements("collectives", meta, (rec,)), out)
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (dict(local=3), "ranks 2, this run has 3"),
+        (dict(iters=5), "iterations per size 2, this run has 5"),
+        (dict(dtype="float64"), "dtype float32, this run has float64"),
+    ],
+)
+def test_resume_refuses_records_of_another_run(
+    tmp_path: Path, change: dict[str, object], words: str
+) -> None:
+    """Records of another world size, iteration count or dtype are not mixed into one
+    file (a fit would treat them as one run); refused before any rank starts, file kept."""
+    out = tmp_path / "c.json"
+    _gloo_file(out)
+    before = out.read_bytes()
+    kw: dict[str, object] = dict(iters=2, warmup=0, local=2, out=str(out), resume=True)
+    kw.update(change)
+    with pytest.raises(CalibrationError, match=words):
+        run_collectives("gloo", ["all_reduce"], 1024, 2048, **kw)  # type: ignore[arg-type]
+    assert out.read_bytes() == before
+
+
+def test_one_local_rank_is_refused_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """A calibration of one rank measures no communication: --local needs 2 (the API
+    keeps local=1 for tests of a backend's unsupported ops)."""
+    from sim.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["calibrate", "collectives", "--backend", "gloo", "--local", "1", "--out", "c.json"])
+    assert stop.value.code == 2
+    assert (
+        "argument --local: 1 is not allowed: expected a whole number >= 2"
+        in capsys.readouterr().err
+    )
+
+
+def test_the_cli_never_replaces_a_measurement_file_without_force(tmp_path: Path) -> None:
+    """``calibrate compute/import --out`` on a collectives file: refused, file unchanged;
+    with ``--force`` it is replaced."""
+    from sim.cli import main
+    from tests.fuzz_cases import _GOOD_ROWS, nccl_log
+
+    out = tmp_path / "m.json"
+    _gloo_file(out)
+    before = out.read_bytes()
+    log = tmp_path / "x.log"
+    log.write_text(nccl_log(_GOOD_ROWS[:4]))
+    for argv in (
+        ["calibrate", "compute", "--device", "cpu", "--quick", "--out", str(out)],
+        ["calibrate", "import-nccl-tests", str(log), "--out", str(out)],
+        ["calibrate", "collectives", "--backend", "gloo", "--local", "2", "--out", str(out)],
+    ):
+        assert main(argv) == 2
+        assert out.read_bytes() == before
+    assert main(["calibrate", "import-nccl-tests", str(log), "--out", str(out), "--force"]) == 0
+    assert load_measurements(out).meta.world_size == 8

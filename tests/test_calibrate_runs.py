@@ -94,7 +94,7 @@ def test_bad_files_name_the_file_and_field(tmp_path: Path, edit: object, needle:
 def test_not_json_names_the_line(tmp_path: Path) -> None:
     """A file that is not JSON at all: the file and the line of the syntax error."""
     (tmp_path / "x.json").write_text('{\n "schema": oops\n}')
-    with pytest.raises(CalibrationError, match=r"x\.json: not JSON \(line 2"):
+    with pytest.raises(CalibrationError, match=r"x\.json: not valid JSON \(line 2"):
         load_measurements(tmp_path / "x.json")
 
 

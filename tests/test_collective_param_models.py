@@ -89,6 +89,8 @@ def value_strategy(path: tuple[str, ...]) -> st.SearchStrategy[Any] | None:
         return st.floats(0, 1, exclude_min=True) | st.just(1)
     if any(p.endswith("_us") for p in path):
         return st.floats(0, 1e3) | st.integers(0, 100)
+    if key.endswith("_bytes"):  # whole bytes (sim.validation.ByteCount)
+        return st.integers(1, 2**30) | st.integers(1, 2**30).map(float)
     return st.floats(1e-3, 1e10) | st.integers(1, 2**30)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -218,3 +219,83 @@ def test_every_shipped_files_entries_parse_as_in_the_whole_file() -> None:
         for key in doc if isinstance(doc, dict) else ():
             got = load_shipped_yaml_entry(text, str(key), path.name)
             assert _typed(got) == _typed(doc[key]), (path, key)
+
+
+# --- YAML 1.2 core scalars, one strict JSON reader, locks (issue 23) -----------------------
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("2:1", "2:1"),  # YAML 1.1: the sexagesimal integer 121
+        ("1:30:00", "1:30:00"),  # YAML 1.1: 5400
+        ("no", "no"), ("yes", "yes"), ("on", "on"), ("off", "off"), ("y", "y"), ("N", "N"),
+        ("010", "010"),  # YAML 1.1: octal 8
+        ("2024-01-01", "2024-01-01"),  # YAML 1.1: a date
+        ("1e9", 1e9), ("2e0", 2.0), ("-3.5E-2", -0.035), (".5", 0.5), ("12.", 12.0),
+        ("12", 12), ("-0", 0), ("+3", 3), ("1_000", 1000), ("0x1F", 31),
+        ("true", True), ("False", False), ("TRUE", True),
+        ("~", None), ("null", None), ("NULL", None), ("", None),
+    ],
+)  # fmt: skip
+def test_plain_scalars_follow_the_yaml_1_2_core_schema(text: str, value: object) -> None:
+    got = load_yaml(f"k: {text}\n", "f.yaml")["k"]
+    assert got == value and type(got) is type(value)
+
+
+def test_keys_follow_the_same_rule() -> None:
+    """``no: 1`` is the key 'no', not False (YAML 1.1)."""
+    assert load_yaml("no: 1\non: 2\n", "f.yaml") == {"no": 1, "on": 2}
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ('{"a": 1, "a": 2}', "duplicate key 'a'"),
+        ('{"x": {"b": 1, "b": 1}}', "duplicate key 'b'"),
+        ('{"a": NaN}', "NaN is not a JSON number"),
+        ('{"a": -Infinity}', "-Infinity is not a JSON number"),
+        ('{"a": ' + "9" * 5000 + "}", "cannot read a value"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"a": 1,', "not valid JSON (line 1 column"),
+    ],
+)
+def test_json_is_as_strict_as_yaml(text: str, words: str) -> None:
+    from sim.files import load_json
+
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        load_json(text, "m.json")
+
+
+def test_read_data_picks_the_format_by_suffix(tmp_path: Path) -> None:
+    from sim.files import read_data
+
+    (tmp_path / "a.json").write_text('{"k": "no"}')
+    (tmp_path / "a.yaml").write_text("k: 2:1\n")
+    assert read_data(tmp_path / "a.json", "file") == {"k": "no"}
+    assert read_data(tmp_path / "a.yaml", "file") == {"k": "2:1"}
+
+
+def test_reads_never_go_past_the_cap(tmp_path: Path) -> None:
+    """A file larger than the cap is refused from its size, before it is read."""
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"a" * 2048)
+    with pytest.raises(ConfigError, match="2,048 bytes; the largest accepted is 1,024"):
+        files.read_bytes(big, "file", max_bytes=1024)
+
+
+def test_a_held_output_lock_refuses_a_second_holder_naming_the_first(tmp_path: Path) -> None:
+    from sim.locks import output_lock
+
+    out = tmp_path / "s.csv"
+    with output_lock(out, "--out"):
+        lock = tmp_path / ".s.csv.lock"
+        assert f"pid {os.getpid()}" in lock.read_text()
+        with (
+            pytest.raises(ConfigError, match=f"another run .pid {os.getpid()} on "),
+            output_lock(out, "--out"),
+        ):
+            pass
+    assert not lock.exists()
+    with output_lock(out, "--out"):  # released: taken again
+        pass

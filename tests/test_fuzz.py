@@ -1,11 +1,14 @@
-"""Hostile and careless input never gives a traceback, a hang or a silent accept (issue 12).
+"""Hostile and careless input never gives a traceback, a hang or a silent accept (issues 12, 23).
 
 Every case of :mod:`fuzz_cases` runs the ``clustersim`` command line in-process (its
 ``main``): bad input must exit with status 2 and one error line (argparse's usage lines
 aside), no ``Traceback``, within :data:`LIMIT_S`; valid input exits 0 and its ``--json``
 output is strict JSON (no NaN or infinity). A few cases run the real entry point
 (``python -m sim``) in a subprocess, and hypothesis draws scenarios over the parallel and
-training keys: each gives a clean ConfigError or a finite, JSON-serialisable result.
+training keys, topologies over the node and network keys (links in the wrong role,
+booleans, odd numbers) and measurement records over every field (with duplicate keys and
+empty files): each gives a clean one-line error or a sound result. The big inputs and
+the per-process caps are the corpus runner's (``benchmarks/fuzz_corpus.py``).
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from fuzz_cases import YAML_BODIES, Case, all_cases
+from fuzz_cases import YAML_BODIES, Case, all_cases, materialise
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -54,14 +58,7 @@ def _deadline(seconds: int) -> Iterator[None]:
 
 
 def _materialise(case: Case, folder: Path) -> list[str]:
-    for name, body in case.files.items():
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(body, bytes):
-            path.write_bytes(body)
-        else:
-            path.write_text(body, encoding="utf-8")
-    return [a.replace("{d}", str(folder)) for a in case.argv]
+    return materialise(case, folder)
 
 
 def _invoke(argv: list[str]) -> int:
@@ -210,3 +207,130 @@ def test_scenario_space_gives_config_error_or_finite_result(overrides: dict[str,
     text = json.dumps(result.to_dict(), allow_nan=False)  # raises on NaN or infinity
     assert result.step_time_s > 0 and math.isfinite(result.step_time_s)
     assert _strict_json(text)
+
+
+# --- hypothesis: the topology space (roles, booleans, numbers) ----------------------------
+
+_LINK_KINDS = ["nvlink4", "nvlink3", "xgmi", "pcie-gen5", "pcie-gen4", "ib-ndr", "roce-400g",
+               "efa-100g", "loopback", "nope"]  # fmt: skip
+_TOPO_VALUE = st.one_of(
+    st.integers(min_value=-2, max_value=16),
+    st.sampled_from([0.5, 2.0, 1.5, float("nan"), float("inf"), 1e300]),
+    st.booleans(),
+    st.none(),
+    st.sampled_from(["2:1", "no", "on", "8", "", "400Gb/s", "1.5us"]),
+)
+_NODE_KEYS = {
+    "gpus": st.one_of(st.integers(1, 8), _TOPO_VALUE),
+    "fabric": st.sampled_from(["nvswitch", "mesh", "pcie", "ethernet", True]),
+    "nvlink": st.sampled_from(_LINK_KINDS),
+    "pcie": st.sampled_from(_LINK_KINDS),
+    "pcie_switches": st.one_of(st.integers(0, 4), _TOPO_VALUE),
+    "p2p": st.one_of(st.booleans(), _TOPO_VALUE),
+    "nics": st.one_of(st.integers(0, 8), _TOPO_VALUE),
+    "nic": st.sampled_from(_LINK_KINDS),
+    "nic_bandwidth": st.one_of(st.sampled_from(["200Gb/s", "50GB/s"]), _TOPO_VALUE),
+}
+_NET_KEYS = {
+    "kind": st.sampled_from(["leaf-spine", "rail-optimized", "fat-tree-3tier", "none", 3]),
+    "link": st.sampled_from(_LINK_KINDS),
+    "oversubscription": st.one_of(st.sampled_from([1.0, 2, 4.0]), _TOPO_VALUE),
+    "nodes_per_leaf": st.one_of(st.integers(1, 4), _TOPO_VALUE),
+    "sharp": st.one_of(st.booleans(), _TOPO_VALUE),
+}
+#: The link scope each pair of part kinds must be joined by (the roles of sim.topology.links).
+_EDGE_SCOPE = {
+    frozenset({"gpu", "nvswitch"}): "nvlink", frozenset({"gpu"}): "nvlink",
+    frozenset({"gpu", "pcie_switch"}): "pcie", frozenset({"gpu", "host"}): "pcie",
+    frozenset({"nic", "pcie_switch"}): "pcie", frozenset({"nic", "host"}): "pcie",
+    frozenset({"pcie_switch", "host"}): "pcie", frozenset({"nic", "leaf"}): "net",
+    frozenset({"leaf", "spine"}): "net",
+}  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.fixed_dictionaries({}, optional=_NODE_KEYS),
+    st.fixed_dictionaries({}, optional=_NET_KEYS),
+    st.one_of(st.integers(1, 3), _TOPO_VALUE),
+)
+def test_topology_space_gives_one_line_or_a_cluster_with_links_in_their_roles(
+    node: dict[str, object], network: dict[str, object], nodes: object
+) -> None:
+    """Any values of the node and network keys: a one-line error, or a cluster whose every
+    link joins parts of the kinds its scope serves (no NVLink as a NIC, no RoCE as PCIe)
+    and whose numbers are finite and positive."""
+    from sim.topology.build import build_topology
+    from sim.topology.spec import parse_spec
+
+    data = {"name": "h", "gpu": "H100-SXM", "nodes": nodes, "node": {"gpus": 8, **node}}
+    if network:
+        data["network"] = network
+    try:
+        with _deadline(LIMIT_S):
+            topo = build_topology(parse_spec(data, "h.yaml"))
+    except ClusterSimError as e:
+        assert str(e) and len(str(e).splitlines()) <= 2
+        return
+    g = topo.graph
+    for (u, v), scope in zip(topo.links, topo.link_scope, strict=True):
+        kinds = frozenset({g.nodes[u]["kind"], g.nodes[v]["kind"]})
+        want = _EDGE_SCOPE.get(kinds)
+        assert want is None or want == scope, (u, v, scope)
+    assert (topo.capacity_Bps > 0).all() and np.isfinite(topo.capacity_Bps).all()
+    assert isinstance(topo.nodes, int) and not isinstance(topo.nodes, bool)
+
+
+# --- hypothesis: the measurement file ------------------------------------------------------
+
+_FIELD_VALUE = st.one_of(
+    st.integers(min_value=-3, max_value=2**40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+    st.sampled_from(["float32", "float128", "bf16", "", "1e3", "all_reduce"]),
+)
+_RECORD = {
+    "op": "all_reduce", "size_bytes": 1024, "count": 256, "dtype": "float32", "time_s": 1e-5,
+    "time_spread_s": None, "algbw_GBps": 0.1, "busbw_GBps": 0.2, "in_place": False,
+    "n_ranks": 8, "iters": 20,
+}  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(sorted(_RECORD)), _FIELD_VALUE, max_size=3),
+    st.sampled_from(["plain", "duplicate", "no-records"]),
+)
+def test_measurement_space_gives_one_line_or_sound_records(
+    changes: dict[str, object], shape: str
+) -> None:
+    """Any values of a collective record, written as JSON (with a duplicated key, or no
+    records): a one-line CalibrationError, or records with known dtypes, whole counts
+    (never bools) and finite positive times."""
+    from calibrate.measurements import DTYPE_BYTES, load_measurements
+
+    record = {**_RECORD, **changes}
+    body = {"schema": "clustersim.measurements/1", "kind": "collectives",
+            "meta": {"source": "x", "created": "t"}, "records": [record]}  # fmt: skip
+    if shape == "no-records":
+        body["records"] = []
+    text = json.dumps(body)  # NaN/Infinity written as the non-standard tokens
+    if shape == "duplicate":
+        text = text.replace('"kind": "collectives"', '"kind": "compute", "kind": "collectives"')
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.json"
+        path.write_text(text)
+        try:
+            m = load_measurements(path)
+        except ClusterSimError as e:
+            assert str(e) and len(str(e).splitlines()) <= 2
+            return
+    assert shape != "duplicate"
+    for r in m.collectives:
+        assert r.dtype in DTYPE_BYTES
+        assert type(r.n_ranks) is int and r.n_ranks >= 1
+        assert type(r.size_bytes) is int and r.size_bytes >= 0
+        assert math.isfinite(r.time_s) and r.time_s > 0

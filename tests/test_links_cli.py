@@ -35,5 +35,7 @@ def test_links_on_the_analytical_network_is_refused_with_one_line(
     assert main(["run", "llama3-8b-dgx", "--links", "3", "--network", "analytical"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--links" in err and "--network flow" in err
-    assert main(["collective", "--topology", "dgx-h100", "--links", "-1"]) == 2
-    assert "--links -1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # a count: argparse refuses it
+        main(["collective", "--topology", "dgx-h100", "--links", "-1"])
+    assert stop.value.code == 2
+    assert "argument --links: -1 is not allowed" in capsys.readouterr().err

@@ -134,10 +134,10 @@ def test_forced_kind_must_exist(inputs: dict[str, Path]) -> None:
 
 
 BAD_FILES = [
-    ("missing.json", None, "no such result file"),
+    ("missing.json", None, "no such file"),
     ("r.yaml", "a: 1", "unknown result file type '.yaml'; allowed: .json, .jsonl, .csv"),
-    ("r.json", '{"step_time_s": 1,', "not valid JSON at line 1 column"),
-    ("r.jsonl", '{"gpus": 8, "reason": "x"}\n{oops}\n', "not valid JSON at line 2"),
+    ("r.json", '{"step_time_s": 1,', "not valid JSON (line 1 column"),
+    ("r.jsonl", '{"gpus": 8, "reason": "x"}\n{oops}\n', "line 2: not valid JSON"),
     ("r.json", "[]", "no records"),
     ("r.json", "3", "expected a JSON object or list, got int"),
     ("r.json", "[1]", "record 1 is int, not an object"),
@@ -161,7 +161,7 @@ def test_bad_files_fail_in_one_line(
         load_results(path)
     msg = str(err.value)
     assert message in msg
-    assert msg.startswith(str(path)) and "\n" not in msg
+    assert str(path) in msg and "\n" not in msg
 
 
 def test_bad_field_is_named_with_its_record_and_value(tmp_path: Path) -> None:

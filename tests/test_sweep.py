@@ -14,10 +14,12 @@ import pytest
 
 from sim.errors import ConfigError
 from sim.report import load_results
+from sim.scenario.load import load_scenario
 from sim.studies.efficiency import gpu_count_keys, scaling_columns, scaling_efficiency
 from sim.studies.grid import parse_grid, sweep_spec
 from sim.studies.points import METRICS
 from sim.studies.runner import run_sweep
+from sim.training.step import simulate_step
 from tests.helpers import REPO
 
 # 8 quick points (analytical network): two fabrics x 1-4 servers; 3 servers do not divide
@@ -133,7 +135,11 @@ def test_rows_keep_the_breakdowns_bytes_and_profile(rows: list[dict]) -> None:
         )
         assert r["link_bytes_by_scope.nvlink"] > 0
         assert r["gpu"] == "H100-SXM" and r["hbm_bytes"] == 80e9  # the catalog: 80 GB
-        assert r["profile"] == "defaults" and r["throughput_unit"] == "tokens/s"
+        assert r["throughput_unit"] == "tokens/s"
+        # the profile `clustersim run` chooses for the same point (one resolution path)
+        point = [f"cluster.topology={r['cluster.topology']}", f"cluster.nodes={r['cluster.nodes']}"]
+        alone = simulate_step(load_scenario("llama3-8b-dgx", [*SETS, *point]))
+        assert r["profile"] == alone.profile["name"] and r["step_time_s"] == alone.step_time_s
 
 
 def test_results_do_not_depend_on_the_number_of_workers(tmp_path: Path) -> None:

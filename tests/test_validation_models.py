@@ -96,7 +96,7 @@ def test_infinity_in_a_file_is_refused(tmp_path: Path) -> None:
     """JSON's non-standard Infinity never reaches a record."""
     path = tmp_path / "m.json"
     path.write_text(json.dumps(_doc()).replace("1e-05", "Infinity"))
-    with pytest.raises(CalibrationError, match=r"m\.json: not valid JSON"):
+    with pytest.raises(CalibrationError, match=r"m\.json: Infinity is not a JSON number"):
         load_measurements(path)
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from sim.budget import check_estimate, estimate_events
 from sim.cost import (
     EnergyEstimate,
     PriceConfig,
@@ -165,6 +166,8 @@ def _simulate(est: GoodputEstimate, rel: ReliabilityConfig, step_s: float, gpn: 
     job = rel.job(est.gpus, gpn)
     plan = job_plan(job, step_time_s=step_s, checkpoint_s=est.checkpoint_write_s,
                     steps=est.steps, policy=rel.interval)  # fmt: skip
+    segments = -(-est.steps // plan.interval_steps)  # before the segments are listed
+    check_estimate(estimate_events(segments, rel.simulate_runs))
     return simulate_goodput(plan.segment_work_s(), est.checkpoint_write_s, job,
                             runs=rel.simulate_runs, seed=seed)  # fmt: skip
 

@@ -1,7 +1,8 @@
 """The ``clustersim`` command: subcommands, and the one place user errors become exit 2.
 
 A :class:`~sim.errors.ClusterSimError` prints one line ``clustersim: error: ...`` on stderr
-and exits with status 2, no traceback. argparse's own usage errors also exit 2. So do the
+and exits with status 2, no traceback (130 for :class:`~sim.errors.Interrupted` and a
+Ctrl-C: the run was stopped, and says what it kept). argparse's own usage errors also exit 2. So do the
 failures only hostile input reaches past the validators: a file that cannot be read or
 written (``OSError``), input nested too deeply (``RecursionError``), sizes too large to hold
 (``MemoryError``, ``OverflowError``); they print one line naming the problem.
@@ -98,7 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except ClusterSimError as e:
-        return _fail(str(e))
+        return _fail(str(e), e.exit_status)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
     except BrokenPipeError:
         return 0
     except OSError as e:
@@ -123,12 +126,13 @@ def _short(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 4] + "...'"
 
 
-def _fail(message: str) -> int:
-    """Print ``message`` as at most two lines on stderr; the exit status of a user error."""
+def _fail(message: str, status: int = 2) -> int:
+    """Print ``message`` as at most two lines on stderr; return ``status`` (2: a user error;
+    130: stopped by the user)."""
     lines = message.splitlines() or [""]
     text = "\n".join(line if len(line) <= 400 else line[:397] + "..." for line in lines[:2])
     print(f"clustersim: error: {text}", file=sys.stderr)
-    return 2
+    return status
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,6 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from sim.cli import imported
+from sim.cli.outputs import count
 from sim.collectives.schedule import OPS
 from sim.errors import ConfigError
 from sim.units import parse_bytes
@@ -56,9 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--protocol", default="auto", help="auto, ll, ll128, simple, or a list: ^ll")
     p.add_argument(
-        "--nodes", type=int, help="override the number of servers of a multi-node preset"
+        "--nodes", type=count(1), help="override the number of servers of a multi-node preset"
     )
-    p.add_argument("--gpus", type=int, help="use only the first N GPUs")
+    p.add_argument("--gpus", type=count(1), help="use only the first N GPUs")
     p.add_argument("--network", default="flow", help="flow (max-min sharing) or analytical")
     p.add_argument("--dtype", default="float", help=f"element type: {', '.join(DTYPE_BYTES)}")
     p.add_argument("--root", type=int, default=0, help="root rank of broadcast/reduce")
@@ -78,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--csv", action="store_true", help="print records as CSV, a row per size")
     p.add_argument("--plot", metavar="FILE", help="draw busbw by size (.png or .svg; [plot] extra)")
     p.add_argument(
-        "--links", type=int, metavar="N", default=0,
+        "--links", type=count(0), metavar="N", default=0,
         help="after the table, the N busiest links at the largest size (utilisation, bytes)",
     )  # fmt: skip
     p.set_defaults(handler=run)
@@ -86,6 +87,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and print a table (or JSON)."""
+    from sim.budget import check_estimate, cluster_shape, estimate_collective
+    from sim.collectives.algorithms import check_hardware
     from sim.collectives.simulate import CollectiveSetup, simulate_collective, sweep_sizes
     from sim.files import dumps_json
     from sim.profile_select import describe, resolve_profile
@@ -111,7 +114,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--gpus {args.gpus}: {op} needs at least {2 if op == 'send_recv' else 1}"
         )
+    gpus, tiers = cluster_shape(args.topology, args.nodes)
+    network = args.network if args.network in ("flow", "analytical") else "flow"
+    check_estimate(estimate_collective(args.gpus or gpus, tiers, len(sizes), network))
     topo = load_topology(args.topology, nodes=args.nodes, seed=args.seed)
+    check_hardware(args.algo, topo, "--algo")
     resolved = resolve_profile(args.profile, topo, force=args.force_profile)
     profile = resolved.profile
     info = describe(resolved, topo)
@@ -162,11 +169,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Largest message (bytes): 8 PiB, where sizes in floating point stop being exact (2^53).
+MAX_MESSAGE_BYTES = 2**53
+
+
 def _whole_bytes(text: str, option: str) -> float:
-    """A size in whole bytes (``8``, ``1M``, ``1.5KB``); fractions of a byte are refused."""
+    """A size in whole bytes (``8``, ``1M``, ``1.5KB``); fractions of a byte are refused,
+    and so are sizes above :data:`MAX_MESSAGE_BYTES`."""
     size = parse_bytes(text, option)
     if size != int(size):
         raise ConfigError(f"{option} {text!r} is {size:g} bytes; sizes are whole bytes")
+    if size > MAX_MESSAGE_BYTES:
+        raise ConfigError(
+            f"{option} {text!r} is {size:.3g} bytes; the largest message is 8 PiB (2^53 bytes)"
+        )
     return size
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "add_profile_options",
     "add_set_option",
     "busiest_text",
+    "count",
     "link_rows",
     "link_table",
     "link_tiers",
@@ -173,3 +174,32 @@ def scenario_sets(args: argparse.Namespace) -> list[str]:
     if getattr(args, "force_profile", False):
         sets.append("force_profile=true")
     return sets
+
+
+def count(low: int = 1, high: int | None = None) -> Any:
+    """An argparse ``type``: a whole number in ``[low, high]`` (a count: GPUs, nodes,
+    jobs, iterations). ``1e9``, ``2.5``, ``-1`` and ``0`` (when ``low`` is 1) are refused
+    by argparse with the allowed range, before anything runs.
+
+    >>> count(1)("8"), count(0)("0")
+    (8, 0)
+    >>> count(1)("0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 0 is not allowed: expected a whole number >= 1
+    """
+    bound = f">= {low}" if high is None else f"from {low} to {high:,}"
+
+    def parse(text: str) -> int:
+        digits = text.strip().lstrip("+-")
+        if not digits.isdigit() or len(digits) > 18:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number {bound}")
+        value = int(text)
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(
+                f"{value} is not allowed: expected a whole number {bound}"
+            )
+        return value
+
+    parse.__name__ = "count"  # argparse names the type in its messages
+    return parse

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from sim.cli.outputs import add_profile_options, add_set_option, scenario_sets
+from sim.cli.outputs import add_profile_options, add_set_option, count, scenario_sets
 
 if TYPE_CHECKING:
     from sim.studies.plan.search import PlanResult
@@ -30,14 +30,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_set_option(p, "override a scenario field first")
     add_profile_options(p)
-    p.add_argument("--gpus", type=int, help="plan for N GPUs of the scenario's topology")
+    p.add_argument("--gpus", type=count(1), help="plan for N GPUs of the scenario's topology")
     p.add_argument(
         "--max-usd-per-hour",
         type=float,
         metavar="X",
         help="only clusters whose GPUs cost at most X USD per hour (needs price.gpu_hour_usd)",
     )
-    p.add_argument("--top", type=int, default=10, help="how many layouts to rank (default 10)")
+    p.add_argument("--top", type=count(1), default=10, help="how many layouts to rank (default 10)")
     p.add_argument(
         "--cp",
         default="1",

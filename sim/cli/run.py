@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from sim.cli import imported, variability
-from sim.cli.outputs import add_profile_options, add_set_option
+from sim.cli.outputs import add_profile_options, add_set_option, count
 from sim.errors import ConfigError
 
 
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--plot", metavar="FILE", help="draw the step-time breakdown (.png or .svg; [plot] extra)"
     )
     p.add_argument(
-        "--links", type=int, metavar="N", default=0,
+        "--links", type=count(0), metavar="N", default=0,
         help="list the N busiest links (utilisation, bytes, which collectives; flow network)",
     )  # fmt: skip
     p.add_argument(
@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     """Simulate and print a summary (or JSON or CSV); write the trace and figure if asked."""
 
     from sim.beyond import has_run_sections, whole_run, whole_run_text
+    from sim.budget import guard_step
     from sim.cli.outputs import busiest_text, link_rows, link_tiers, plot, tiers_text
     from sim.files import check_output_path, dumps_json, write_atomic
     from sim.network import BACKENDS, backend
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         if path is not None:
             check_output_path(path, option)  # before the simulation, not after it
     scenario = load_any_scenario(args.scenario, variability.seed_override(args))
+    guard_step(scenario, args.network)  # before anything is built: refused with an estimate
     variability.check(args, scenario)
     if args.links and backend(args.network or scenario.network).closed_form:
         simulated = [n for n, b in BACKENDS.items() if not b.closed_form]

@@ -6,11 +6,13 @@ The simulator is imported inside :func:`run`, so ``clustersim sweep --help`` sta
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from sim.cli.outputs import add_profile_options, add_set_option, scenario_sets
+from sim.cli.outputs import add_profile_options, add_set_option, count, scenario_sets
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_set_option(p, "override a scenario field for every point")
     add_profile_options(p)
-    p.add_argument("--jobs", "-j", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument(
+        "--jobs", "-j", type=count(1), default=1,
+        help="worker processes (default 1; at most the CPUs available)",
+    )  # fmt: skip
     p.add_argument("--backend", default="local", help="local (process pool) or ray")
     p.add_argument("--out", metavar="FILE", help="append rows to FILE (.csv, .jsonl, .parquet)")
     p.add_argument("--resume", action="store_true", help="continue the sweep that wrote --out")
@@ -50,22 +55,27 @@ def run(args: argparse.Namespace) -> int:
     from sim.files import dumps_json
     from sim.studies.files import csv_text
     from sim.studies.grid import sweep_spec
-    from sim.studies.runner import columns_of, run_sweep
+    from sim.studies.runner import columns_of, run_sweep, usable_jobs
 
     if args.network is not None:
         from sim.network import backend
 
         backend(args.network, "--network")
     spec = sweep_spec(args.scenario, args.grid, scenario_sets(args))
-    rows = run_sweep(
-        spec,
-        args.out,
-        jobs=args.jobs,
-        backend=args.backend,
-        resume=args.resume,
-        network=args.network,
-        progress=not args.no_progress,
-    )
+    if args.jobs >= 1 and usable_jobs(args.jobs, args.backend) < args.jobs:
+        cpus = usable_jobs(args.jobs, args.backend)
+        print(f"clustersim: note: --jobs {args.jobs} capped at {cpus}, the CPUs available",
+              file=sys.stderr)  # fmt: skip
+    with _sigterm_as_interrupt():
+        rows = run_sweep(
+            spec,
+            args.out,
+            jobs=args.jobs,
+            backend=args.backend,
+            resume=args.resume,
+            network=args.network,
+            progress=not args.no_progress,
+        )
     columns = columns_of(spec)
     if args.json:
         print(dumps_json(rows, indent=1))
@@ -80,6 +90,25 @@ def run(args: argparse.Namespace) -> int:
 
         plot_for(rows, "scaling", args.plot)
     return 0
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Handle SIGTERM (``kill PID``) as Ctrl-C: the sweep stops its workers and says what
+    it kept, instead of dying with its workers left running."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread (the sweep runs inside another program)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _fmt(value: Any, spec: str) -> str:

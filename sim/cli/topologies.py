@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from sim.cli.outputs import count
 from sim.errors import ConfigError
 
 
@@ -24,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="TOPOLOGY",
         help="print this preset or file as an explicit graph (YAML) to edit for a design review",
     )
-    p.add_argument("--nodes", type=int, help="with --show or --export: servers of a fabric")
+    p.add_argument("--nodes", type=count(1), help="with --show or --export: servers of a fabric")
     p.add_argument("--json", action="store_true", help="with --show: print the summary as JSON")
     p.add_argument("--draw", metavar="FILE", help="with --show: draw the tiers (.svg or .png)")
     p.add_argument(

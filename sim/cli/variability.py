@@ -46,6 +46,10 @@ def check(args: argparse.Namespace, scenario: Any) -> None:
             "--samples: the scenario has no variability: section; add one to the file or "
             "with --set, e.g. --set variability.compute_cv=0.03"
         )
+    from sim.budget import check_estimate, cluster_shape, estimate_samples
+
+    gpus, _ = cluster_shape(scenario.cluster.topology, scenario.cluster.nodes)
+    check_estimate(estimate_samples(args.samples, gpus))
 
 
 def sample(args: argparse.Namespace, scenario: Any, result: Any) -> Any:

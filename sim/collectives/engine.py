@@ -81,6 +81,7 @@ class RouteCache:
         self.rail_map = tuple(rail_map)
         self._facts: dict[tuple[str, str, int], tuple[float, float, int]] = {}
         self._paths: dict[tuple[str, str, int], Path] = {}
+        self._scope_rank: np.ndarray | None = None
         self.table = RouteTable(self)  # the same routes, numbered, as arrays
 
     def nic(self, rail: int) -> int:
@@ -100,13 +101,23 @@ class RouteCache:
             path = self.path(src, dst, rail)
             idx = path.links
             if len(idx):
-                scope_of = topo.link_scope
-                scope = max(SCOPE_RANK[scope_of[i]] for i in idx.tolist())
+                scope = int(self.scope_ranks()[idx].max())
                 f = (path.latency_s(topo.latency_s), float(topo.capacity_Bps[idx].min()), scope)
             else:
                 f = (0.0, float("inf"), 0)
             self._facts[key] = f
         return f
+
+    def scope_ranks(self) -> np.ndarray:
+        """:data:`SCOPE_RANK` of every link of the topology (an adaptive route crosses
+        hundreds of fabric links: one array lookup, not a loop over them)."""
+        if self._scope_rank is None:
+            topo = self.topology
+            rank = np.zeros(len(topo.link_scope), dtype=np.int8)
+            for scope, r in SCOPE_RANK.items():
+                rank[topo.scope_mask(scope)] = r  # the masks are cached on the topology
+            self._scope_rank = rank
+        return self._scope_rank
 
     def path(self, src: str, dst: str, rail: int = -1) -> Path:
         """The route's links and the share of a transfer's bytes on each (cached)."""

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from sim.collectives.algorithms import ALGORITHMS, Layout, applicable
+from sim.collectives.algorithms import ALGORITHMS, NVLS_NVLINK, Layout, applicable
 from sim.collectives.channels import channel_count, channel_rate_Bps
 from sim.collectives.engine import (
     RouteCache,
@@ -58,7 +58,6 @@ __all__ = [
 # In-switch reduction (NVLink SHARP, NCCL's NVLS algorithms) needs third-generation
 # NVSwitch with NVLink 4 (Hopper) or later; A100's NVSwitch has none (NVIDIA NVLink and
 # NVSwitch technical overview; NCCL 2.17 release notes: NVLS on H100 NVSwitch systems).
-NVLS_NVLINK = ("nvlink4", "nvlink5")
 
 # What ``auto`` chooses among, per operation: the algorithms NCCL itself has for it
 # (NVIDIA/nccl tuning.cc / enqueue.cc, 2.18-2.22): all_reduce ring, tree, NVLS (one

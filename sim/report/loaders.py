@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from sim.errors import ConfigError
+from sim.files import load_json, read_text
 from sim.report.records import CollectiveRecord, PlanRecord, RunRecord, SweepRow
 
 __all__ = ["KINDS", "ResultKind", "ResultSet", "detect_kind", "load_results"]
@@ -150,12 +150,7 @@ def load_results(path: str | Path, kind: str | None = None) -> ResultSet:
         raise ConfigError(
             f"{source}: unknown result file type {p.suffix!r}; allowed: {', '.join(_SUFFIXES)}"
         )
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{source}: no such result file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{source}: cannot read ({e})") from None
+    text = read_text(p, "result file")
     suffix = p.suffix.lower()
     if suffix == ".csv":
         items = _csv_rows(text, source)
@@ -173,14 +168,8 @@ def load_results(path: str | Path, kind: str | None = None) -> ResultSet:
 
 
 def _json(text: str, source: str, line: int | None) -> Any:
-    """Parse JSON text; a syntax error becomes a one-line ConfigError with its position."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        where = f"line {line}" if line is not None else f"line {e.lineno} column {e.colno}"
-        raise ConfigError(f"{source}: not valid JSON at {where}: {e.msg}") from None
-    except (ValueError, RecursionError) as e:  # an integer over 4,300 digits, deep nesting
-        raise ConfigError(f"{source}: cannot read JSON ({str(e).split(';')[0]})") from None
+    """Parse JSON text by the safe reader's rules (:func:`sim.files.load_json`)."""
+    return load_json(text, source if line is None else f"{source}: line {line}")
 
 
 def _csv_rows(text: str, source: str) -> list[dict[str, Any]]:

@@ -242,7 +242,7 @@ def read_raw(source: str | Path) -> tuple[dict[str, Any], str]:
     text_source = str(source)
     path = Path(text_source)
     if path.suffix in (".yaml", ".yml") or path.exists():
-        if not path.is_file():
+        if not path.exists():  # a FIFO or a device is named as what it is by read_text
             raise ConfigError(f"scenario file not found: {text_source}")
         text, name = read_text(path, "scenario file"), path.stem
         raw = load_yaml(text, text_source)

@@ -18,7 +18,7 @@ from sim.errors import ConfigError
 from sim.scenario.sections import NETWORKS
 from sim.topology.spec import MAX_GPUS
 from sim.training.compute.attention import FAMILIES as ATTENTION_KERNELS
-from sim.units import parse_bandwidth, parse_bytes
+from sim.units import parse_bandwidth, parse_size
 from sim.workload.frameworks import FRAMEWORKS
 from sim.workload.plan import parse_order
 from sim.workload.techniques import COMPRESSIONS, DP_MODES
@@ -52,6 +52,12 @@ CAPS: dict[str, int] = {
     "global_batch": 2**20, "micro_batch": 2**20, "virtual_stages": 1024,
     "tp": MAX_GPUS, "pp": MAX_GPUS, "dp": MAX_GPUS, "ep": MAX_GPUS, "shard_size": MAX_GPUS,
     "nodes": MAX_GPUS,
+    # local SGD / DiLoCo sync every H steps (DiLoCo: 500); 10^6 steps is longer than any
+    # training run (Llama 3 405B: ~930k steps): more is no synchronisation at all
+    "sync_every": 10**6,
+    # PowerSGD ranks are 1-32 in practice (Vogels et al.); a matrix is compressed only up
+    # to rank hidden/4 (sim.workload.techniques.check_techniques)
+    "powersgd_rank": 2**16,
 }  # fmt: skip
 
 
@@ -88,6 +94,23 @@ def _placement(value: object, where: str) -> str | list[str]:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return value
     raise ConfigError(f"{where}: expected an order like 'tp,pp,dp', got {value!r}")
+
+
+#: Smallest gradient bucket (bytes): one bucket per ~1 KiB of gradients is already far
+#: below any framework's (PyTorch DDP: 25 MB; Megatron: 40M elements); a bare ``25`` is
+#: almost always PyTorch's ``bucket_cap_mb`` written without its unit.
+MIN_BUCKET_BYTES = 1024
+
+
+def _bucket_bytes(value: object, where: str) -> int:
+    """A gradient bucket size in whole bytes, at least :data:`MIN_BUCKET_BYTES`."""
+    size = parse_size(value, where)
+    if size < MIN_BUCKET_BYTES:
+        raise ConfigError(
+            f"{where}: {value!r} is {size} byte(s), below the smallest bucket "
+            f"({MIN_BUCKET_BYTES} bytes); give a unit, e.g. 25MB (PyTorch's bucket_cap_mb=25)"
+        )
+    return size
 
 
 def _nccl_list(known: Sequence[str], what: str) -> Callable[[object, str], str]:
@@ -143,7 +166,7 @@ SPECIAL: dict[str, Callable[[object, str], Any]] = {
     "zero": parse_zero, "tokens": read_tokens, "lora_targets": parse_targets,
     "nccl_algo": _nccl_list(list(ALGORITHMS), "NCCL_ALGO"),
     "nccl_proto": _nccl_list(list(PROTOCOLS), "NCCL_PROTO"),
-    "bucket_bytes": lambda v, w: parse_bytes(v, w),
+    "bucket_bytes": lambda v, w: _bucket_bytes(v, w),
     "placement": lambda v, w: parse_order(_placement(v, w)),
     "nvme_bandwidth": lambda v, w: parse_bandwidth(v, w),
 }  # fmt: skip

@@ -69,7 +69,7 @@ def _core(name: str, **special: Any) -> dict[str, Any]:
 
 
 def _scenario() -> dict[str, Any]:
-    from sim.scenario.optin import LAYER_MODELS
+    from sim.scenario.load import OPT_IN_MODELS
 
     model = _core(
         "model", layer_list={"type": "array", "description": "layers of a layer-list (CNN) model"}
@@ -94,12 +94,24 @@ def _scenario() -> dict[str, Any]:
             "training": train,
             "price": _core("price"),
             "variability": _variability(),
+            "framework": _framework(),
             **scalars,
-            **{name: _model_section(model) for name, model in LAYER_MODELS.items()},
+            **{name: _model_section(model) for name, model in OPT_IN_MODELS.items()},
         },
         "required": ["model", "cluster", "training"],
         "additionalProperties": False,
     }
+
+
+def _framework() -> dict[str, Any]:
+    """The ``framework`` section: behaviour overrides of ``training.framework``'s preset
+    (:mod:`sim.workload.framework_section`), every key optional."""
+    from sim.workload.framework_section import FrameworkKeys
+
+    out = _model_section(FrameworkKeys)
+    out["properties"].pop("framework", None)
+    out["description"] = "behaviours overriding the preset named by training.framework"
+    return out
 
 
 def _variability() -> dict[str, Any]:

@@ -13,6 +13,7 @@ which points finished.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from sim.errors import ConfigError, MissingExtraError
-from sim.files import write_atomic
+from sim.files import decode_text, load_json, read_bytes, write_atomic
 
 __all__ = ["FORMATS", "RowFile", "cell", "csv_text", "read_rows"]
 
@@ -73,37 +74,60 @@ def _jsonl_line(row: Mapping[str, Any], columns: Sequence[str]) -> str:
 
 def _drop_partial_line(path: Path) -> None:
     """Cut a last line without its newline (a write interrupted by a kill)."""
-    data = path.read_bytes()
+    data = read_bytes(path, "--out")
     if data and not data.endswith(b"\n"):
         cut = data.rfind(b"\n") + 1
         with open(path, "r+b") as f:
             f.truncate(cut)
 
 
+def _columns_differ(path: Path, found: Sequence[str], columns: Sequence[str]) -> ConfigError:
+    return ConfigError(
+        f"{path}: its columns ({', '.join(map(str, found))}) are not this sweep's "
+        f"({', '.join(columns)}); resume only the sweep that wrote it"
+    )
+
+
 def read_rows(path: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
-    """Rows of a (partial) sweep file; raises ConfigError if its columns differ."""
+    """Rows of a (partial) sweep file, each with exactly ``columns``.
+
+    Raises
+    ------
+    ConfigError
+        The file's columns differ from ``columns``, a row has more or fewer cells than
+        the header (CSV) or other keys (JSON lines), or a line is not JSON.
+    """
     if path.suffix == ".parquet":
         frame = _pandas().read_parquet(path)
+        if list(frame.columns) != list(columns):
+            raise _columns_differ(path, list(frame.columns), columns)
         rows: list[dict[str, Any]] = (
             frame.astype(object).where(frame.notna(), None).to_dict("records")
         )
-        found = list(frame.columns)
-    elif path.suffix == ".csv":
-        reader = csv.reader(io.StringIO(path.read_text(encoding="utf-8")))
-        lines = list(reader)
+        return rows
+    text = decode_text(read_bytes(path, "--out"), f"--out {str(path)!r}")
+    if path.suffix == ".csv":
+        lines = list(csv.reader(io.StringIO(text)))
         if not lines:
             return []
-        found = lines[0]
-        rows = [dict(zip(found, map(_parse_cell, line), strict=False)) for line in lines[1:]]
-    else:
-        text = path.read_text(encoding="utf-8")
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        found = list(rows[0]) if rows else list(columns)
-    if list(found) != list(columns):
-        raise ConfigError(
-            f"{path}: its columns ({', '.join(found)}) are not this sweep's "
-            f"({', '.join(columns)}); resume only the sweep that wrote it"
-        )
+        if lines[0] != list(columns):
+            raise _columns_differ(path, lines[0], columns)
+        for n, line in enumerate(lines[1:], 2):
+            if len(line) != len(columns):
+                raise ConfigError(
+                    f"{path}: line {n} has {len(line)} cells, not {len(columns)}: the file "
+                    "is damaged; remove that line to rerun its point"
+                )
+        return [dict(zip(columns, map(_parse_cell, line), strict=True)) for line in lines[1:]]
+    rows = []
+    for n, text_line in enumerate(text.splitlines(), 1):
+        if not text_line.strip():
+            continue
+        row = load_json(text_line, f"{path}: line {n}")
+        if not isinstance(row, dict) or list(row) != list(columns):
+            found = list(row) if isinstance(row, dict) else [type(row).__name__]
+            raise _columns_differ(path, found, columns)
+        rows.append(row)
     return rows
 
 
@@ -138,6 +162,11 @@ class RowFile:
             )
         if not path.parent.is_dir():
             raise ConfigError(f"--out {str(path)!r}: folder {str(path.parent)!r} does not exist")
+        if path.exists() and not path.is_file():
+            raise ConfigError(
+                f"--out {str(path)!r}: not a regular file; a sweep appends to its file and "
+                "reads it back to resume"
+            )
         if path.suffix == ".parquet":
             _pandas()
             try:
@@ -167,24 +196,39 @@ class RowFile:
         return []
 
     def append(self, row: Mapping[str, Any]) -> None:
-        """Write one row at the end of the file and flush it."""
-        if self._file is None:
-            new = not self.stream.exists() or self.stream.stat().st_size == 0
-            self._file = open(self.stream, "a", encoding="utf-8", newline="")  # noqa: SIM115
-            if new and self.stream.suffix == ".csv":
-                self._file.write(csv_text([], self.columns))
+        """Write one row at the end of the file and flush it.
+
+        Raises
+        ------
+        ConfigError
+            The row cannot be written (a full disk): the rows before it stay, and a cut
+            last line is dropped when the sweep is resumed.
+        """
         line = (
             csv_text([row], self.columns, header=False)
             if self.stream.suffix == ".csv"
             else _jsonl_line(row, self.columns)
         )
-        self._file.write(line)
-        self._file.flush()
+        try:
+            if self._file is None:
+                new = not self.stream.exists() or self.stream.stat().st_size == 0
+                self._file = open(self.stream, "a", encoding="utf-8", newline="")  # noqa: SIM115
+                if new and self.stream.suffix == ".csv":
+                    self._file.write(csv_text([], self.columns))
+            self._file.write(line)
+            self._file.flush()
+        except OSError as e:
+            raise ConfigError(
+                f"--out {str(self.path)!r}: cannot write a row ({e.strerror}); the rows "
+                "before it are kept: add --resume to continue once it can be written"
+            ) from None
 
     def close(self) -> None:
-        """Close the stream (rows stay as written)."""
+        """Close the stream (rows stay as written; a failing flush is ignored here, the
+        failed write already said so)."""
         if self._file is not None:
-            self._file.close()
+            with contextlib.suppress(OSError):
+                self._file.close()
             self._file = None
 
     def finish(self, rows: Sequence[Mapping[str, Any]]) -> None:

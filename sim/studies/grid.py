@@ -86,11 +86,27 @@ class SweepSpec:
         return list(out)
 
     def points(self) -> Iterator[dict[str, Any]]:
-        """Every point, cases outermost, then the grid's product in key order."""
+        """Every point, cases outermost, then the grid's product in key order (one at a
+        time: a sweep never holds the list)."""
         names = [k for k, _ in self.grid]
         for case in self.cases:
             for values in itertools.product(*(v for _, v in self.grid)):
                 yield {**case, **dict(zip(names, values, strict=True))}
+
+    def point(self, index: int) -> dict[str, Any]:
+        """Point ``index`` of :meth:`points`, computed from the index alone.
+
+        >>> spec = sweep_spec("gpt2-1gpu", ["parallel.micro_batch=1,2", "parallel.sp=true,false"])
+        >>> spec.point(3) == list(spec.points())[3]
+        True
+        """
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        chosen: list[tuple[str, Any]] = []
+        for key, values in reversed(self.grid):  # the last key varies fastest
+            index, at = divmod(index, len(values))
+            chosen.append((key, values[at]))
+        return {**self.cases[index], **dict(reversed(chosen))}
 
     def __len__(self) -> int:
         n = len(self.cases)

@@ -111,6 +111,7 @@ def evaluate_point(
     >>> row["reason"]
     'training.global_batch: 64 must be a multiple of parallel.micro_batch x parallel.dp = 3 x 1 = 3'
     """
+    from sim.budget import guard_step
     from sim.scenario.layer_list import any_scenario_from_dict
     from sim.training.layers import simulate_any
 
@@ -118,6 +119,7 @@ def evaluate_point(
     scenario_raw = apply_overrides(raw, override_items(point))
     try:
         scenario = any_scenario_from_dict(scenario_raw, name, folder)
+        guard_step(scenario, network)  # a point over the limits is a row with the estimate
         result = simulate_any(scenario, network)
     except ClusterSimError as e:
         empty = dict.fromkeys(METRICS)

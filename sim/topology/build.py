@@ -25,7 +25,7 @@ from sim.topology.cabling import FabricPlan, plan_fabric
 from sim.topology.digraph import DiGraph
 from sim.topology.fabric import add_fabric, add_link
 from sim.topology.graph import add_graph
-from sim.topology.links import link_from_ref
+from sim.topology.links import check_role, link_from_ref
 from sim.topology.model import Topology
 from sim.topology.overrides import apply_overrides
 from sim.topology.parts import parts_catalog, switch_for
@@ -121,6 +121,7 @@ def _scale_out(
     assert spec.network.link is not None  # parse_spec checked it
     fastest = max((x for x in nic_links if x is not None), key=lambda x: x.bandwidth_Bps)
     net_link = link_from_ref(spec.network.link, "network.link", source)
+    check_role(net_link, "switch-to-switch", "network.link", source)  # NICs: server_links
     for key, used in [("network.link", net_link), *(("node.nic", x) for x in nic_links if x)]:
         if used.scope != "net":  # NVLink or PCIe cannot be cabled to a leaf switch
             raise TopologyError(

@@ -32,12 +32,14 @@ from sim.topology.quantities import Bandwidth, Duration
 from sim.units import parse_bandwidth, parse_time
 
 __all__ = [
+    "ROLES",
     "SCOPES",
     "TRANSPORTS",
     "UNION_TAGS",
     "InlineLink",
     "LinkRef",
     "catalog_link",
+    "check_role",
     "link_from_ref",
     "patched_link",
     "with_bandwidth",
@@ -54,7 +56,7 @@ UNION_TAGS = frozenset({"catalog-name", "inline-link"})
 class InlineLink(BaseModel):
     """A link given in place: an optional catalog base plus values that replace its own."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     kind: str | None = None
     bandwidth: Bandwidth | None = None
     latency: Duration | None = None
@@ -83,6 +85,49 @@ LinkRef = Annotated[
     ),
 ]
 """Type of a link field: a catalog name or an :class:`InlineLink`."""
+
+
+#: The roles a link field plays in a topology, and the scope a link kind needs to play
+#: it: a GPU's scale-up fabric (``node.nvlink``, ``node.nvlink_bridges``) is NVLink-class
+#: (NVLink, NVLink bridges, xGMI); PCIe (``node.pcie``: GPUs and NICs to their PCIe
+#: switches and the host) is ``pcie`` (also the catalog's ``loopback``, intra-host TCP);
+#: a NIC (``node.nic``) and the cables between switches (``network.link``) are network
+#: links (InfiniBand, RoCE, EFA, TCP...). The scope, not the transport, decides: it is
+#: the class the catalog (or an inline link's ``scope``) says the link's parameters are.
+ROLES: dict[str, tuple[str, str]] = {
+    "scale-up fabric": ("nvlink", "an NVLink-class kind, e.g. nvlink4"),
+    "PCIe": ("pcie", "a PCIe kind, e.g. pcie-gen5"),
+    "NIC": ("net", "a network kind, e.g. ib-ndr or roce-400g"),
+    "switch-to-switch": ("net", "a network kind, e.g. ib-ndr or roce-400g"),
+}
+
+
+def check_role(link: LinkSpec, role: str, key: str, where: str) -> LinkSpec:
+    """Refuse ``link`` in a role its kind cannot play (see :data:`ROLES`).
+
+    Raises
+    ------
+    TopologyError
+        Naming the key, the role, the kind and what the role needs, e.g.
+        ``t.yaml: node.nvlink: 'ib-ndr' is a net link (transport ib); the scale-up fabric
+        role needs an NVLink-class kind, e.g. nvlink4``.
+
+    Examples
+    --------
+    >>> check_role(link_spec("pcie-gen5"), "PCIe", "node.pcie", "t").name
+    'pcie-gen5'
+    >>> check_role(link_spec("roce-400g"), "PCIe", "node.pcie", "t")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    sim.errors.TopologyError: t: node.pcie: 'roce-400g' is a net link (...); the PCIe role needs ...
+    """
+    need, example = ROLES[role]
+    if link.scope == need:
+        return link
+    raise TopologyError(
+        f"{where}: {key}: {link.name!r} is a {link.scope} link (transport "
+        f"{link.transport or '-'}); the {role} role needs {example}"
+    )
 
 
 def _scope_for(transport: str) -> str:

@@ -33,6 +33,7 @@ import copy
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -137,6 +138,9 @@ class Topology:
     _salt: int = field(init=False)
     _routes: dict[tuple[str, str, int, int], tuple[int, ...]] = field(init=False)
     _paths: dict[tuple[str, str, int], Path] = field(init=False)
+    _spreads: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, frozenset[int]]] = field(
+        init=False
+    )
     _dist: dict[str, dict[str, int]] = field(init=False)
     _width: dict[str, dict[str, float]] = field(init=False)
     _router: ServerRouter | None = field(init=False)
@@ -161,19 +165,21 @@ class Topology:
             raise TopologyError(f"routing {self.routing!r}: allowed: ecmp, adaptive")
         if self.qps < 1:
             raise TopologyError(f"qps_per_connection {self.qps!r}: must be >= 1")
-        links: list[tuple[str, str]] = []
-        ids: dict[tuple[str, str], tuple[int, ...]] = {}
-        data = []
-        for u, v, d in self.graph.edges(data=True):
-            k = int(d.get("cables", 1))
-            ids[(u, v)] = tuple(range(len(links), len(links) + k))
-            links += [(u, v)] * k
-            data += [d] * k
+        edges = list(self.graph.edges(data=True))
+        links: list[tuple[str, str]]
+        ids: dict[tuple[str, str], tuple[int, ...]]
+        if all(d.get("cables", 1) == 1 for _, _, d in edges):  # one link per edge: no loop
+            links = [(u, v) for u, v, _ in edges]
+            data = [d for _, _, d in edges]
+            ids = {e: (i,) for i, e in enumerate(links)}
+        else:
+            links, data, ids = _expand_cables(edges)
         self.links = tuple(links)
         self.link_ids = ids
         self.link_index = {e: i[0] for e, i in ids.items()}
-        self.capacity_Bps = np.array([float(d["capacity_Bps"]) for d in data], dtype=float)
-        self.latency_s = np.array([float(d["latency_s"]) for d in data], dtype=float)
+        n = len(data)
+        self.capacity_Bps = np.fromiter((d["capacity_Bps"] for d in data), float, count=n)
+        self.latency_s = np.fromiter((d["latency_s"] for d in data), float, count=n)
         self.link_scope = tuple(str(d["scope"]) for d in data)
         self.link_kind = tuple(str(d["kind"]) for d in data)
         self.link_transport = tuple(str(d.get("transport", d["scope"])) for d in data)
@@ -184,6 +190,7 @@ class Topology:
         self._salt = int(np.random.default_rng(self.seed).integers(0, 2**31 - 1))
         self._routes = {}
         self._paths = {}
+        self._spreads = {}
         self._dist = {}
         self._width = {}
         self._router = None
@@ -311,8 +318,36 @@ class Topology:
         head, (fa, fb), mid, tail = parts
         if fa < 0:
             return merge([(head + mid + tail, 1.0)])
-        spread = [((li,), share) for li, share in router.spread(fa, fb)]  # type: ignore[union-attr]
-        return merge([(head + tail, 1.0), *spread])
+        assert router is not None
+        links, shares, members = self._spread_arrays(router, fa, fb)
+        ends = head + tail
+        if len(set(ends)) < len(ends) or any(li in members for li in ends):  # shares add up
+            spread = [((li,), share) for li, share in router.spread(fa, fb)]
+            return merge([(ends, 1.0), *spread])
+        # The fabric's links are not the servers': the shares only interleave. One spread
+        # per (leaf, leaf) pair serves every GPU pair behind it (16k-GPU 3-tier: 16,544
+        # paths over 256 spreads), merged with numpy instead of a dict per path.
+        all_links = np.concatenate([np.asarray(ends, dtype=np.intp), links])
+        order = np.argsort(all_links, kind="stable")
+        weights = np.concatenate([np.ones(len(ends)), shares])[order]
+        one = bool((np.abs(weights - 1.0) <= 1e-12).all())
+        return Path(all_links[order], None if one else weights)
+
+    def _spread_arrays(
+        self, router: ServerRouter, fa: int, fb: int
+    ) -> tuple[np.ndarray, np.ndarray, frozenset[int]]:
+        """``router.spread(fa, fb)`` as (link indices, shares) arrays and the set of its
+        links; cached."""
+        hit = self._spreads.get((fa, fb))
+        if hit is None:
+            pairs = router.spread(fa, fb)
+            hit = (
+                np.array([li for li, _ in pairs], dtype=np.intp),
+                np.array([share for _, share in pairs], dtype=float),
+                frozenset(li for li, _ in pairs),
+            )
+            self._spreads[(fa, fb)] = hit
+        return hit
 
     def _pick(self, src: str, dst: str, hop: int, n: int) -> int:
         return ecmp_pick(self._salt, src, dst, hop, n)
@@ -433,3 +468,24 @@ class Topology:
                     counts[d["node"]] = counts.get(d["node"], 0) + 1
             self._nics = counts
         return self._nics
+
+
+def _expand_cables(
+    edges: list[tuple[str, str, dict[str, Any]]],
+) -> tuple[list[tuple[str, str]], list[dict[str, Any]], dict[tuple[str, str], tuple[int, ...]]]:
+    """Links, their edge data and each edge's link indices when edges hold ``cables``
+    parallel cables (each its own link)."""
+    links: list[tuple[str, str]] = []
+    ids: dict[tuple[str, str], tuple[int, ...]] = {}
+    data: list[dict[str, Any]] = []
+    for u, v, d in edges:
+        k, start = int(d.get("cables", 1)), len(links)
+        if k == 1:
+            ids[(u, v)] = (start,)
+            links.append((u, v))
+            data.append(d)
+        else:
+            ids[(u, v)] = tuple(range(start, start + k))
+            links.extend([(u, v)] * k)
+            data.extend([d] * k)
+    return links, data, ids

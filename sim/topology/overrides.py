@@ -16,7 +16,9 @@ Selectors: exactly one of ``link`` (``a<->b``, two exact node names, either orde
 either order; ``p`` alone: links with either end matching). Changes: any of ``kind``,
 ``bandwidth``, ``latency``, ``transport``, ``scope`` as in an inline link
 (:mod:`sim.topology.links`); what is not given keeps the link's current value, or the
-catalog kind's where ``kind`` is given. Links are symmetric: both directions change.
+catalog kind's where ``kind`` is given. An override changes a link's values, not its
+role: a kind or scope of another class (``ib-ndr`` over an NVLink) is refused. Links are
+symmetric: both directions change.
 ``bandwidth`` is per cable: an edge holding ``cables`` parallel cables keeps its cables,
 each at the new rate. A selector that matches nothing is an error naming
 it: overrides are checked against the topology as built, so ``--nodes`` can make one
@@ -161,4 +163,9 @@ def apply_overrides(g: DiGraph, overrides: Sequence[Override], where: str) -> No
         for u, v in _selected(g, o, f"{where}: {key}"):
             now, cables = _current(g, u, v)
             new = patched_link(base or now, o, key, where)
+            if new.scope != now.scope:  # a kind of another role (ib-ndr for an NVLink)
+                raise TopologyError(
+                    f"{where}: {key}: {u}<->{v} is a {now.scope} link and {new.name!r} a "
+                    f"{new.scope} one; an override changes a link's values, not its role"
+                )
             add_link(g, u, v, new, new.bandwidth_Bps, cables)

@@ -58,6 +58,10 @@ def merge(parts: list[tuple[tuple[int, ...] | list[int], float]]) -> Path:
     >>> merge([((3, 4), 1.0)]).weights is None
     True
     """
+    if len(parts) == 1 and parts[0][1] == 1.0:  # one route (most in-server paths)
+        uniq = sorted(set(parts[0][0]))
+        if len(uniq) == len(parts[0][0]):  # no link twice: every share is 1
+            return Path(np.array(uniq, dtype=np.intp), None)
     acc: dict[int, float] = {}
     for links, share in parts:
         for li in links:

@@ -41,9 +41,12 @@ def _read(name_or_path: str) -> tuple[str, str]:
     """Return (text, source label) of a preset name or a YAML file path."""
     if _is_path(name_or_path):
         path = Path(name_or_path)
-        if not path.is_file():
+        if not path.exists():  # a FIFO or a device is named as what it is by read_text
             raise TopologyError(f"topology file {name_or_path!r} not found")
-        return read_text(path, "topology file"), str(path)
+        try:
+            return read_text(path, "topology file"), str(path)
+        except ConfigError as e:
+            raise TopologyError(str(e)) from None
     res = resources.files("topologies").joinpath(f"{name_or_path}.yaml")
     if not res.is_file():
         raise TopologyError(

@@ -14,8 +14,10 @@ from sim.topology.quantities import Bandwidth, Ratio
 
 __all__ = ["SPEC_CONFIG", "NetworkSpec", "NodeSpec", "ServerGroup"]
 
-#: Topology models: unknown keys refused, frozen once read.
-SPEC_CONFIG = ConfigDict(extra="forbid", strict=False, frozen=True)
+#: Topology models: unknown keys refused, frozen once read, strict types: a boolean is
+#: never a number (``nodes: true`` was 1 node, ``nic_bandwidth: true`` 1 byte/s) and a
+#: number never text.
+SPEC_CONFIG = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 class NodeSpec(BaseModel):

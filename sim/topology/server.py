@@ -21,7 +21,7 @@ from sim.catalog import GpuSpec, LinkSpec
 from sim.errors import TopologyError
 from sim.topology.digraph import DiGraph
 from sim.topology.fabric import add_link
-from sim.topology.links import link_from_ref, with_bandwidth
+from sim.topology.links import InlineLink, check_role, link_from_ref, with_bandwidth
 from sim.topology.spec import NodeSpec
 from sim.units import parse_bandwidth
 
@@ -54,20 +54,25 @@ def server_links(node: NodeSpec, gpu: GpuSpec, key: str, where: str) -> ServerLi
                 f"{where}: {key}.nvlink: GPU {gpu.name!r} has no NVLink; set {key}.nvlink or "
                 "use fabric pcie"
             )
-        nvlink = link_from_ref(ref, f"{key}.nvlink", where)
+        nvlink = _role(ref, "scale-up fabric", f"{key}.nvlink", where)
     bridge = node.nvlink_bridges
     return ServerLinks(
         nvlink=nvlink,
-        pcie=link_from_ref(node.pcie or gpu.pcie, f"{key}.pcie", where),
-        bridge=link_from_ref(bridge, f"{key}.nvlink_bridges", where) if bridge else None,
+        pcie=_role(node.pcie or gpu.pcie, "PCIe", f"{key}.pcie", where),
+        bridge=_role(bridge, "scale-up fabric", f"{key}.nvlink_bridges", where) if bridge else None,
         nic=_nic(node, key, where) if node.nic is not None else None,
     )
+
+
+def _role(ref: str | InlineLink, role: str, key: str, where: str) -> LinkSpec:
+    """The link field ``key`` resolved and checked for ``role`` (:data:`ROLES`)."""
+    return check_role(link_from_ref(ref, key, where), role, key, where)
 
 
 def _nic(node: NodeSpec, key: str, where: str) -> LinkSpec:
     """The NIC link, with its line rate replaced by ``nic_bandwidth`` when given."""
     assert node.nic is not None
-    link = link_from_ref(node.nic, f"{key}.nic", where)
+    link = _role(node.nic, "NIC", f"{key}.nic", where)
     if node.nic_bandwidth is None:
         return link
     what = f"{where}: {key}.nic_bandwidth"

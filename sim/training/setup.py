@@ -236,7 +236,10 @@ def prepare_step(
         compute parameters, validated plan and every stage's groups.
     """
     net = backend(network or scenario.network, "network").name
+    from sim.collectives.algorithms import check_hardware
+
     topo = _topology(scenario.cluster.topology, scenario.cluster.nodes, scenario.seed)
+    check_hardware(scenario.parallel.nccl_algo, topo, "parallel.nccl_algo")
     request = profile if profile is not None else scenario.profile
     resolved, info = _resolved(request, topo, force_profile or scenario.force_profile)
     plan = techniques_plan(scenario, resolve_plan(scenario, topo.num_gpus, topo.gpus_per_node))

@@ -134,6 +134,12 @@ def check_techniques(tech: CommTechniques, plan: ParallelPlan, model: ModelSpec)
             "parallel.dp_mode: ps with parallel.grad_compression or parallel.sync_every > 1 "
             "is not modelled; use one of them"
         )
+    if comp == "powersgd" and tech.powersgd_rank * 2 * MIN_COMPRESSION_RATE > model.hidden:
+        raise ConfigError(
+            f"parallel.powersgd_rank: {tech.powersgd_rank} compresses none of the model's "
+            f"hidden x hidden matrices (hidden {model.hidden}: rank at most "
+            f"{model.hidden // (2 * MIN_COMPRESSION_RATE)}); PowerSGD uses ranks 1-32"
+        )
     if tech.staleness > 0 and tech.dp_mode != "ps":
         raise ConfigError(f"parallel.staleness: {tech.staleness} needs parallel.dp_mode: ps")
     if model.moe and (comp in ("topk", "powersgd") or tech.dp_mode == "ps"):

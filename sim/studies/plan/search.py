@@ -324,6 +324,32 @@ class _Search:
         return sorted(out, key=_rank_key)
 
 
+#: Share of the layouts a search simulates (measured: GPT-3 175B on 8,192 GPUs, 260
+#: layouts, 63 steps simulated with the probes; the bound cuts the rest).
+SIMULATED_SHARE = 0.3
+
+
+def _guard(scenario: Scenario, gpus: int | None, top: int, cps: Sequence[int]) -> None:
+    """Refuse a search whose steps would exceed the time or memory limits
+    (:mod:`sim.budget`): the layouts are counted first (nothing built or simulated), and a
+    share of them, plus the ranked ones and the finalists' checks, are costed."""
+    from sim.budget import check_estimate, cluster_shape, estimate_plan
+    from sim.topology.presets import load_spec
+
+    topology, nodes = scenario.cluster.topology, scenario.cluster.nodes
+    spec = load_spec(topology)
+    per_node = spec.gpus_per_node
+    if gpus is not None and gpus >= per_node and gpus % per_node == 0 and spec.multi_node:
+        nodes = gpus // per_node
+    total = gpus if gpus is not None and gpus < per_node else cluster_shape(topology, nodes)[0]
+    model = scenario.model
+    assert isinstance(model, ModelSpec)
+    found, _ = layouts(model, total, min(per_node, total), scenario.training.global_batch,
+                       sorted(set(cps)), scenario.training.seq_len)  # fmt: skip
+    steps = min(len(found), top + FINALISTS + math.ceil(SIMULATED_SHARE * len(found)))
+    check_estimate(estimate_plan(topology, nodes, max(1, steps)))
+
+
 def plan(
     scenario: Scenario,
     gpus: int | None = None,
@@ -370,6 +396,7 @@ def plan(
         raise ConfigError(f"--cp {','.join(map(str, cps))}: expected integers >= 1, e.g. 1,2,4")
     if not isinstance(scenario.model, ModelSpec):
         raise ConfigError("plan: layouts are searched for transformer models only")
+    _guard(scenario, gpus, top, cps)
     start = time.perf_counter()
     with cluster_for(scenario, gpus) as (cluster, topo, notes):
         parts = [_plan_recipe(scenario, r, cluster, topo, top, cps)

@@ -107,10 +107,12 @@ def test_training_step_coalesced_close_to_lockstep(monkeypatch: pytest.MonkeyPat
     """A ZeRO-3 step on RoCE (DP 4: 3-step ring phases, every TP rank's group at once):
     the engine's coalesced phases within 1% of strict lockstep."""
     sets = ("parallel.zero=3", "model.layers=8", "cluster.nodes=16", "parallel.dp=4",
-            "training.global_batch=16")  # fmt: skip
+            "training.global_batch=16", "training.framework=null")  # fmt: skip
     sc = load_scenario("llama2-70b-256-roce", sets)
     coalesced = simulate_step(sc, network="flow").step_time_s
     monkeypatch.setattr(engine, "COALESCE", False)
     lockstep = simulate_step(sc, network="flow").step_time_s
     assert coalesced == pytest.approx(lockstep, rel=0.01)
-    assert coalesced != lockstep  # the switch is live: contention makes them differ
+    # Since PXN proxies through each NIC's own GPU, this step's phases see no rate change
+    # mid-phase, so the two agree to the last bit (before, 0.3% apart); the switch's effect
+    # under contention is checked on the collective level above.

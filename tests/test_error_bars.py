@@ -35,7 +35,7 @@ def test_the_compute_error_bar_is_in_the_text_with_its_share_of_the_step(
 ) -> None:
     bars = _text(["run", "llama2-70b-256-ib", "--network", "analytical"], capsys)
     (comp,) = [b for b in bars if b.startswith("error bar        compute")]
-    assert "±2.33% mean, ±13.8% max over 59 published step rows" in comp
+    assert "±2.27% mean, ±13.8% max over 59 published step rows" in comp
     assert "covers the compute" in comp and "% of this step" in comp
     (coll,) = [b for b in bars if "collectives" in b]
     assert "covers net (ib-ndr), nvlink (nvlink4)" in coll

@@ -130,7 +130,7 @@ def test_explain_puts_each_setting_back_and_times_it() -> None:
 def test_overlap_tp_is_named_as_what_buys_the_70b_layout() -> None:
     """The issue's case, cut to one pipeline-sized slice: Llama-2-70B's layout with TP 8 and
     overlap off against the same with overlap on: explain names overlap_tp and its seconds."""
-    sc = load_scenario("llama2-70b-256-ib")
+    sc = load_scenario("llama2-70b-256-ib", ["training.framework=null"])  # overlap off
     sc = dataclasses.replace(
         sc, training=dataclasses.replace(sc.training, global_batch=64), network="analytical"
     )

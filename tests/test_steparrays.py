@@ -102,8 +102,9 @@ CASES = [
 def test_step_cost_equals_per_transfer_reference(
     topo: str, case: tuple[str, str], size: float, depth: int | None
 ) -> None:
-    """Every step's latency, drain time, scope and sender payload are bit-identical to
-    the per-transfer computation, pipelined or not, with and without incast loss."""
+    """Every step's latency and scope are bit-identical to the per-transfer computation,
+    pipelined or not, with and without incast loss; its drain time and sender payload equal
+    to the last bits (summed in another order: 1 part in 1e16)."""
     setup = _setup(topo)
     op, algo = case
     sched = setup.schedule(op, algo, size, 0, depth)
@@ -116,9 +117,9 @@ def test_step_cost_equals_per_transfer_reference(
             got = step_cost(sched, trs, ends, setup.routes)
             lat, drain, scope, sent = _reference_cost(sched, trs, ends, setup.routes)
             assert np.array_equal(got.latency_s, lat)
-            assert np.array_equal(got.drain_s, drain)
+            np.testing.assert_allclose(got.drain_s, drain, rtol=1e-12, atol=0.0)
             assert got.scope == ("nvlink", "pcie", "net")[scope]
-            assert np.array_equal(got.src_payload_bytes, sent)
+            np.testing.assert_allclose(got.src_payload_bytes, sent, rtol=1e-12, atol=0.0)
 
 
 @pytest.mark.parametrize("topo", ["h100-ib-ndr", "h100-roce-400g"])

@@ -178,3 +178,25 @@ def test_nic_bandwidth_sets_the_nic_rate(
         t.capacity_Bps[i] for i, (u, v) in enumerate(t.links) if ".nic" in u and "leaf" in v
     ]
     assert nic_links and all(c == 25e9 for c in nic_links)
+
+
+def test_a_long_step_reports_progress_on_stderr(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``run``'s progress callback: silent for the first seconds, then a line every
+    ``TICK_S`` seconds on stderr (issue 21: no flow run silent for more than 10 s)."""
+    import sim.cli.run as run_cli
+
+    clock = iter([100.0, 101.0, 106.0, 108.0, 112.5])
+    monkeypatch.setattr(run_cli.time, "monotonic", lambda: next(clock))
+    tick = run_cli.Ticker()  # starts at 100
+    tick(0.1, 10, 1000)  # 1 s: silent
+    tick(0.5, 400, 1000)  # 6 s: a line
+    tick(0.6, 500, 1000)  # 8 s: 2 s after the last line, silent
+    tick(0.9, 900, 1000)  # 12.5 s: a line
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err.splitlines() == [
+        "clustersim: 400 of 1,000 tasks simulated (0.500 s of the step), 6 s elapsed",
+        "clustersim: 900 of 1,000 tasks simulated (0.900 s of the step), 12 s elapsed",
+    ]

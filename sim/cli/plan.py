@@ -178,7 +178,7 @@ def render(name: str, result: PlanResult, single_gpu: bool = False) -> str:
         lines += _recipe_lines(result)
     cheapest = result.cheapest
     if cheapest is not None:
-        lines.append(f"cheapest that fits: {_verdict(cheapest, several)}")
+        lines.append(f"cheapest that fits: {_verdict(cheapest, several, result.capacity_bytes)}")
     if single_gpu:
         lines.append(_single_gpu_verdict(result, several))
     if result.rejected:
@@ -202,19 +202,14 @@ def _numbers(r: Any) -> str:
     )
 
 
-def _verdict(c: Any, several: bool) -> str:
+def _verdict(c: Any, several: bool, capacity_bytes: float) -> str:
+    """``capacity_bytes``: what a GPU offers the step, as the search judged the fits."""
     r = c.result
     cost = "" if r.cost_per_step_usd is None else f", ${r.cost_per_step_usd:.4f} per step"
     return (
         f"{c.label(several)} on {r.gpus} GPU(s): {r.memory_per_gpu_bytes / GIB:.1f} of "
-        f"{_hbm_gib(r):.1f} GiB, {r.step_time_s:.4g} s per step{cost}"
+        f"{capacity_bytes / GIB:.1f} GiB, {r.step_time_s:.4g} s per step{cost}"
     )
-
-
-def _hbm_gib(r: Any) -> float:
-    from sim.catalog import gpu_spec
-
-    return gpu_spec(r.gpu).hbm_bytes / GIB
 
 
 def _recipe_lines(result: PlanResult) -> list[str]:
@@ -224,7 +219,9 @@ def _recipe_lines(result: PlanResult) -> list[str]:
     ]
     for o in result.recipes:
         if o.best is not None:
-            lines.append(f"  {o.recipe.label():<28} fits: {_verdict(o.best, False)}")
+            lines.append(
+                f"  {o.recipe.label():<28} fits: {_verdict(o.best, False, result.capacity_bytes)}"
+            )
         else:
             lines.append(f"  {o.recipe.label():<28} does not fit: {o.reason}")
     return lines
@@ -233,7 +230,7 @@ def _recipe_lines(result: PlanResult) -> list[str]:
 def _single_gpu_verdict(result: PlanResult, several: bool) -> str:
     best = result.cheapest
     if best is not None:
-        return f"one GPU is enough: {_verdict(best, several)}"
+        return f"one GPU is enough: {_verdict(best, several, result.capacity_bytes)}"
     least = min(
         (r for r in result.rejected if r.memory_bytes is not None),
         key=lambda r: r.memory_bytes or 0.0,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 from sim.cli import imported, variability
@@ -84,8 +85,9 @@ def run(args: argparse.Namespace) -> int:
         record = result.to_dict()
     else:
         result, pipeline, setup = run_step(
-            scenario, args.network, record=bool(args.trace) or bool(args.links)
-        )
+            scenario, args.network, record=bool(args.trace) or bool(args.links),
+            progress=Ticker(),
+        )  # fmt: skip
         if args.trace:
             write_atomic(args.trace, trace_json(setup, pipeline), "--trace")
         record = result.to_dict()
@@ -164,3 +166,22 @@ def _fabric(topology: Any, result: Any, scenario: Any, parts: str | None) -> dic
         gpu_hour_usd=None if quote is None else quote.usd_per_gpu_hour,
         catalog=parts_catalog(parts),
     )  # fmt: skip
+
+
+class Ticker:
+    """Progress of a long simulated step on stderr, so a flow run is never silent for
+    long: a line every :data:`TICK_S` seconds once the run has taken that long (the graph's
+    executor calls it every ``PROGRESS_EVERY_S`` of wall time; stdout stays the result)."""
+
+    TICK_S = 5.0
+
+    def __init__(self) -> None:
+        self.start = self.last = time.monotonic()
+
+    def __call__(self, simulated_s: float, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last < self.TICK_S:
+            return
+        self.last = now
+        print(f"clustersim: {done:,} of {total:,} tasks simulated ({simulated_s:.3f} s of the "
+              f"step), {now - self.start:.0f} s elapsed", file=sys.stderr, flush=True)  # fmt: skip

@@ -2,9 +2,9 @@
 
 A topology file is read by people who cable clusters; a bare ``nic_bandwidth: 200`` would
 be 200 bytes/s (a 1 GiB all-reduce then "takes" days) and an unquoted ``2:1`` is, to a
-YAML 1.1 reader, the sexagesimal number 121. So the schema refuses bare numbers where a
-unit is needed (``200Gb/s``, ``450GB/s``, ``1.2us``) and reads a ratio written ``2.0``,
-``2`` or ``"2:1"`` as the number 2.
+YAML 1.1 reader, the sexagesimal number 121 (clustersim reads YAML 1.2, where it is the
+text ``"2:1"``). So the schema refuses bare numbers where a unit is needed (``200Gb/s``,
+``450GB/s``, ``1.2us``) and reads a ratio written ``2.0``, ``2`` or ``2:1`` as the number 2.
 
 >>> from pydantic import TypeAdapter
 >>> TypeAdapter(Ratio).validate_python("2:1"), TypeAdapter(Ratio).validate_python(1.5)

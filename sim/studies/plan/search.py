@@ -128,6 +128,8 @@ class PlanResult:
         Wall time of the search.
     notes : list of str
         What the search assumed or could not express.
+    capacity_bytes : float
+        Memory a GPU offers the step, as the fits were judged (bytes; 0.0 when unknown).
     """
 
     ranked: list[Candidate]
@@ -140,6 +142,7 @@ class PlanResult:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     recipes: list[RecipeOutcome] = field(default_factory=list)
+    capacity_bytes: float = 0.0
 
     @property
     def cheapest(self) -> Candidate | None:
@@ -434,6 +437,7 @@ def _plan_recipe(
         rejected=rejected,
         skipped=skipped,
         gpus=search.gpus,
+        capacity_bytes=search.hbm,
         layouts=len(found_layouts),
         simulated=search.simulated + search.shapes.simulated,
         pruned=pruned,
@@ -478,6 +482,7 @@ def merge(results: Sequence[PlanResult], top: int) -> PlanResult:
         seconds=sum(r.seconds for r in results),
         notes=notes,
         recipes=_merged_outcomes(results),
+        capacity_bytes=min(r.capacity_bytes for r in results),
     )
 
 

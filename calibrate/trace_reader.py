@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -160,8 +161,12 @@ class KernelRow:
 
 def is_chrome_trace(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` looks like a Chrome trace-event JSON (begins with an object that
-    has ``traceEvents`` near its start); cheap: reads 64 KiB at most."""
+    has ``traceEvents`` near its start); cheap: reads 64 KiB at most. Anything but a
+    regular file (a FIFO, a device, a folder) is not one, and is never opened (opening a
+    FIFO waits for a writer): the measurement reader refuses it by what it is."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         if str(path).endswith(".gz"):
             import gzip
 

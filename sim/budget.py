@@ -261,8 +261,15 @@ def _gpus_word(n: int) -> str:
     return f"{n:,} GPU{'s' * (n != 1)}"
 
 
+def _simulated(network: str) -> bool:
+    """Whether ``network`` is simulated (not a closed form): the registry says."""
+    from sim.network import backend
+
+    return not backend(network).closed_form
+
+
 def _suggest(network: str, gpus: int) -> str:
-    if network == "flow":
+    if _simulated(network):
         return "try --network analytical (no contention; seconds where flow takes minutes)"
     return f"try fewer nodes (the cost grows with the {gpus:,} GPUs simulated)"
 
@@ -279,7 +286,7 @@ def estimate_step(scenario: Any, network: str | None = None) -> Estimate:
     per_gpu = STEP_S_PER_GPU[net][zero3] * (THREE_TIER if tiers == 3 else 1.0)
     mem = STEP_BYTES_PER_GPU[net] * (THREE_TIER if tiers == 3 else 1.0)
     time_s = START_S + per_gpu * gpus
-    if zero3 and net == "flow":
+    if zero3 and _simulated(net):
         time_s += ZERO3_FLOW_S_PER_LAYER_MICROBATCH * _layer_microbatches(scenario, gpus)
     what = f"one {net}-network step on {_gpus_word(gpus)}"
     return Estimate(what, time_s, START_BYTES + mem * gpus, _suggest(net, gpus))

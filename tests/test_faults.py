@@ -189,7 +189,8 @@ def test_resume_refuses_a_damaged_row_naming_it(tmp_path: Path) -> None:
     out.write_text("\n".join(short) + "\n")
     p = _sim("sweep", *QUICK, "--out", str(out), "--resume")
     assert p.returncode == 2 and "line 3 has" in p.stderr
-    blank = [*lines[:2], ",".join(lines[2].split(",")[:3]) + "," * 9, *lines[3:4]]
+    width = len(lines[0].split(","))  # a row of the file's width whose metrics are blank
+    blank = [*lines[:2], ",".join(lines[2].split(",")[:3]) + "," * (width - 3), *lines[3:4]]
     out.write_text("\n".join(blank) + "\n")
     p = _sim("sweep", *QUICK, "--out", str(out), "--resume")
     assert p.returncode == 2 and "row 2 (point 1) is damaged" in p.stderr, p.stderr

@@ -91,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from sim.collectives.algorithms import check_hardware
     from sim.collectives.simulate import CollectiveSetup, simulate_collective, sweep_sizes
     from sim.files import dumps_json
+    from sim.network import backend
     from sim.profile_select import describe, resolve_profile
     from sim.studies.files import csv_text
     from sim.topology.presets import load_topology
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             f"--gpus {args.gpus}: {op} needs at least {2 if op == 'send_recv' else 1}"
         )
     gpus, tiers = cluster_shape(args.topology, args.nodes)
-    network = args.network if args.network in ("flow", "analytical") else "flow"
+    network = backend(args.network, "--network").name
     check_estimate(estimate_collective(args.gpus or gpus, tiers, len(sizes), network))
     topo = load_topology(args.topology, nodes=args.nodes, seed=args.seed)
     check_hardware(args.algo, topo, "--algo")

@@ -128,7 +128,7 @@ def test_a_run_over_the_limit_is_refused_before_building_anything() -> None:
 def test_a_collective_over_the_limit_is_refused() -> None:
     p = _cli("collective", "--topology", "h100-ib-ndr", "--nodes", "10000", "-b", "1K", "-e",
              "1K", limit="20")  # fmt: skip
-    assert p.returncode == 2 and "collective of 1 size(s) on 80,000 GPUs" in p.stderr
+    assert p.returncode == 2 and "all_reduce of 1 size(s) on 80,000 GPUs" in p.stderr
 
 
 def test_a_sweep_point_over_the_limit_is_a_row_with_the_estimate(
@@ -154,3 +154,15 @@ def test_samples_and_event_simulations_are_capped_by_their_estimates() -> None:
              "--set", "reliability.interval=1", "--set", "reliability.simulate_runs=2",
              limit="600")  # fmt: skip
     assert p.returncode == 2 and "checkpoint intervals" in p.stderr
+
+
+def test_an_all_to_all_on_the_flow_network_grows_as_the_square_of_the_gpus() -> None:
+    """Its pairwise phases differ, so each is solved: 1 GiB on 512 GPUs is minutes, not the
+    seconds an all-reduce of the same size takes (measured: 128 GPUs 7.5 s)."""
+    ring = estimate_collective(512, 2, 1, "flow")
+    a2a = estimate_collective(512, 2, 1, "flow", "all_to_all")
+    assert a2a.time_s > 60 > 10 > ring.time_s
+    assert estimate_collective(512, 2, 1, "analytical", "all_to_all").time_s == pytest.approx(
+        estimate_collective(512, 2, 1, "analytical").time_s
+    )
+    assert 5 < estimate_collective(128, 2, 1, "flow", "all_to_all").time_s < 15

@@ -200,3 +200,19 @@ def test_a_long_step_reports_progress_on_stderr(
         "clustersim: 400 of 1,000 tasks simulated (0.500 s of the step), 6 s elapsed",
         "clustersim: 900 of 1,000 tasks simulated (0.900 s of the step), 12 s elapsed",
     ]
+
+
+def test_a_silent_command_gets_a_heartbeat_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """A long computation that prints nothing still says so on stderr (the collective
+    command's flow simulations; `run` around the step); `touch` restarts the silence."""
+    import time
+
+    from sim.cli.outputs import Heartbeat
+
+    with Heartbeat("simulating all_to_all", every_s=0.5) as beat:
+        time.sleep(2.3)  # the thread looks once a second: at least one line
+    lines = capsys.readouterr().err.splitlines()
+    assert lines and all(x.startswith("clustersim: still simulating all_to_all: ") for x in lines)
+    with Heartbeat("quiet", every_s=30.0) as beat:
+        beat.touch()
+    assert capsys.readouterr().err == ""

@@ -11,7 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from sim.cli import imported
-from sim.cli.outputs import count
+from sim.cli.outputs import Heartbeat, count
 from sim.collectives.schedule import OPS
 from sim.errors import ConfigError
 from sim.units import parse_bytes
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         )
     gpus, tiers = cluster_shape(args.topology, args.nodes)
     network = backend(args.network, "--network").name
-    check_estimate(estimate_collective(args.gpus or gpus, tiers, len(sizes), network))
+    check_estimate(estimate_collective(args.gpus or gpus, tiers, len(sizes), network, op))
     topo = load_topology(args.topology, nodes=args.nodes, seed=args.seed)
     check_hardware(args.algo, topo, "--algo")
     resolved = resolve_profile(args.profile, topo, force=args.force_profile)
@@ -145,18 +145,21 @@ def run(args: argparse.Namespace) -> int:
 
     results: list[CollectiveResult] = []
     emit = _Table(topo.name, op, setup, args, elem, info) if not (args.json or args.csv) else None
-    for s in sizes:  # each row is printed as soon as it is computed
-        r = simulate_collective(
-            setup, op, s, algorithm=args.algo, protocol=args.protocol, network=args.network,
-            root=args.root,
-        )  # fmt: skip
-        results.append(r)
-        if emit is not None:
-            emit.row(r)
-        elif args.csv:
-            rec = record(r)
-            sys.stdout.write(csv_text([rec], list(rec), header=len(results) == 1))
-            sys.stdout.flush()
+    beat = Heartbeat(f"simulating {op} on {setup.n:,} GPUs ({args.network} network)")
+    with beat:
+        for s in sizes:  # each row is printed as soon as it is computed
+            r = simulate_collective(
+                setup, op, s, algorithm=args.algo, protocol=args.protocol, network=args.network,
+                root=args.root,
+            )  # fmt: skip
+            results.append(r)
+            if emit is not None:
+                emit.row(r)
+            elif args.csv:
+                rec = record(r)
+                sys.stdout.write(csv_text([rec], list(rec), header=len(results) == 1))
+                sys.stdout.flush()
+            beat.touch()
     if emit is not None:
         emit.close(results)
         if args.links:

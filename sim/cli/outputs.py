@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
+import time
 from collections.abc import Mapping, Sequence
+from types import TracebackType
 from typing import Any
 
 __all__ = [
+    "Heartbeat",
     "add_profile_options",
     "add_set_option",
     "busiest_text",
@@ -203,3 +207,44 @@ def count(low: int = 1, high: int | None = None) -> Any:
 
     parse.__name__ = "count"  # argparse names the type in its messages
     return parse
+
+
+class Heartbeat:
+    """A line on stderr whenever a long command has said nothing for ``every_s`` seconds
+    (one flow simulation of a large collective can take minutes): a daemon thread that
+    checks once a second; :meth:`touch` after every line of output the command prints.
+
+    >>> with Heartbeat("simulating", every_s=60.0) as beat:
+    ...     beat.touch()
+    """
+
+    def __init__(self, what: str, every_s: float = 8.0) -> None:
+        self.what, self.every_s = what, every_s
+        self.start = self.last = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def touch(self) -> None:
+        """The command printed something: the silence starts again."""
+        self.last = time.monotonic()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(1.0):
+            now = time.monotonic()
+            if now - self.last >= self.every_s:
+                self.last = now
+                print(f"clustersim: still {self.what}: {now - self.start:.0f} s elapsed",
+                      file=sys.stderr, flush=True)  # fmt: skip

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from sim.cli import imported, variability
-from sim.cli.outputs import add_profile_options, add_set_option, count
+from sim.cli.outputs import Heartbeat, add_profile_options, add_set_option, count
 from sim.errors import ConfigError
 
 
@@ -78,34 +78,37 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--links: per-link counters come from a simulated network; add --network {simulated[0]}"
         )
-    if isinstance(scenario, LayerScenario):
-        if args.trace is not None:
-            raise ConfigError("--trace: not available for layer-list models (no per-pass timeline)")
-        result = simulate_layer_step(scenario, args.network)
-        record = result.to_dict()
-    else:
-        result, pipeline, setup = run_step(
-            scenario, args.network, record=bool(args.trace) or bool(args.links),
-            progress=Ticker(),
-        )  # fmt: skip
-        if args.trace:
-            write_atomic(args.trace, trace_json(setup, pipeline), "--trace")
-        record = result.to_dict()
-        override = nodes_override_note(scenario.cluster.topology, scenario.cluster.nodes)
-        if override is not None:
-            record["notes"] = [*record["notes"], override]
-        links = link_rows(setup.topology, pipeline.network, result.step_time_s)
-        if links:
-            record["links"] = links
-        if args.links:
-            record["link_tiers"] = link_tiers(setup.topology, pipeline.network,
-                                              result.step_time_s, result.link_bytes_by_scope)  # fmt: skip
-        fabric = _fabric(setup.topology, result, scenario, args.parts)
-        if fabric is not None:
-            record["fabric"] = fabric
-    sampled = variability.sample(args, scenario, result)
-    if sampled is not None:
-        record["variability"] = sampled.to_dict()
+    with Heartbeat("simulating the step") as beat:
+        if isinstance(scenario, LayerScenario):
+            if args.trace is not None:
+                raise ConfigError(
+                    "--trace: not available for layer-list models (no per-pass timeline)"
+                )
+            result = simulate_layer_step(scenario, args.network)
+            record = result.to_dict()
+        else:
+            result, pipeline, setup = run_step(
+                scenario, args.network, record=bool(args.trace) or bool(args.links),
+                progress=Ticker(beat),
+            )  # fmt: skip
+            if args.trace:
+                write_atomic(args.trace, trace_json(setup, pipeline), "--trace")
+            record = result.to_dict()
+            override = nodes_override_note(scenario.cluster.topology, scenario.cluster.nodes)
+            if override is not None:
+                record["notes"] = [*record["notes"], override]
+            links = link_rows(setup.topology, pipeline.network, result.step_time_s)
+            if links:
+                record["links"] = links
+            if args.links:
+                record["link_tiers"] = link_tiers(setup.topology, pipeline.network,
+                                                  result.step_time_s, result.link_bytes_by_scope)  # fmt: skip
+            fabric = _fabric(setup.topology, result, scenario, args.parts)
+            if fabric is not None:
+                record["fabric"] = fabric
+        sampled = variability.sample(args, scenario, result)
+        if sampled is not None:
+            record["variability"] = sampled.to_dict()
     run_layers = None
     if has_run_sections(scenario):  # the step's own topology (cached): its server size
         cluster = cached_topology(scenario.cluster.topology, scenario.cluster.nodes, scenario.seed)
@@ -175,8 +178,9 @@ class Ticker:
 
     TICK_S = 5.0
 
-    def __init__(self) -> None:
+    def __init__(self, beat: Heartbeat | None = None) -> None:
         self.start = self.last = time.monotonic()
+        self.beat = beat
 
     def __call__(self, simulated_s: float, done: int, total: int) -> None:
         now = time.monotonic()
@@ -185,3 +189,5 @@ class Ticker:
         self.last = now
         print(f"clustersim: {done:,} of {total:,} tasks simulated ({simulated_s:.3f} s of the "
               f"step), {now - self.start:.0f} s elapsed", file=sys.stderr, flush=True)  # fmt: skip
+        if self.beat is not None:
+            self.beat.touch()

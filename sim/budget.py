@@ -238,10 +238,10 @@ ZERO3_FLOW_S_PER_LAYER_MICROBATCH = 4e-3
 COLLECTIVE_S_PER_GPU = {"analytical": (1.5e-3, 0.02e-3), "flow": (1.8e-3, 0.08e-3)}
 COLLECTIVE_BYTES_PER_GPU = 130e3
 #: An all-to-all on a simulated network: its n - 1 pairwise phases differ, so every one is
-#: solved with its n flows (CPU s and bytes per GPU^2 and size). Measured 2026-11-26,
-#: h100-ib-ndr, 1 GiB, flow: 32 GPUs 1.2 s / 74 MB, 64 GPUs 2.2 s / 142 MB, 128 GPUs
-#: 7.5 s / 421 MB (wall, RSS; a loaded 2-core host).
-ALL_TO_ALL_S_PER_GPU2, ALL_TO_ALL_BYTES_PER_GPU2 = 4.0e-4, 22e3
+#: solved with its n flows over ~n rate levels (CPU s per GPU^3 and size; bytes per GPU^2).
+#: Measured 2026-11-26, h100-ib-ndr, 1 GiB, flow: 32 GPUs 1.2 s / 74 MB, 64 GPUs 2.2 s /
+#: 142 MB, 128 GPUs 7.5 s / 421 MB, 256 GPUs over 68 s (wall, RSS; a loaded 2-core host).
+ALL_TO_ALL_S_PER_GPU3, ALL_TO_ALL_BYTES_PER_GPU2 = 4.0e-6, 22e3
 #: Event simulation of a run (sim.reliability.events): per segment-run, per run (CPU s;
 #: measured 2.5 us per segment), and memory per segment (the work list) and per run.
 EVENT_S_PER_SEGMENT, EVENT_S_PER_RUN = 3e-6, 50e-6
@@ -311,14 +311,14 @@ def estimate_collective(
     gpus: int, tiers: int, sizes: int, network: str, op: str = "all_reduce"
 ) -> Estimate:
     """The estimate of a collective sweep of ``sizes`` sizes of ``op`` on ``gpus`` GPUs
-    (an all-to-all on a simulated network grows as the square of the GPUs)."""
+    (an all-to-all on a simulated network grows as the cube of the GPUs)."""
     topo = STEP_S_PER_GPU["analytical"][0] * gpus * (THREE_TIER if tiers == 3 else 1.0)
     first, more = COLLECTIVE_S_PER_GPU[network]
     what = f"a {network}-network {op} of {sizes} size(s) on {_gpus_word(gpus)}"
     memory = START_BYTES + COLLECTIVE_BYTES_PER_GPU * gpus
     time_s = START_S + topo + gpus * (first + more * (sizes - 1))
     if op == "all_to_all" and _simulated(network):
-        time_s += ALL_TO_ALL_S_PER_GPU2 * gpus**2 * sizes
+        time_s += ALL_TO_ALL_S_PER_GPU3 * gpus**3 * sizes
         memory += ALL_TO_ALL_BYTES_PER_GPU2 * gpus**2
     return Estimate(what, time_s, memory, _suggest(network, gpus))
 

@@ -156,9 +156,9 @@ def test_samples_and_event_simulations_are_capped_by_their_estimates() -> None:
     assert p.returncode == 2 and "checkpoint intervals" in p.stderr
 
 
-def test_an_all_to_all_on_the_flow_network_grows_as_the_square_of_the_gpus() -> None:
+def test_an_all_to_all_on_the_flow_network_grows_as_the_cube_of_the_gpus() -> None:
     """Its pairwise phases differ, so each is solved: 1 GiB on 512 GPUs is minutes, not the
-    seconds an all-reduce of the same size takes (measured: 128 GPUs 7.5 s)."""
+    seconds an all-reduce of the same size takes (measured: 128 GPUs 7.5 s, 256 over 68 s)."""
     ring = estimate_collective(512, 2, 1, "flow")
     a2a = estimate_collective(512, 2, 1, "flow", "all_to_all")
     assert a2a.time_s > 60 > 10 > ring.time_s
@@ -166,3 +166,4 @@ def test_an_all_to_all_on_the_flow_network_grows_as_the_square_of_the_gpus() -> 
         estimate_collective(512, 2, 1, "analytical").time_s
     )
     assert 5 < estimate_collective(128, 2, 1, "flow", "all_to_all").time_s < 15
+    assert estimate_collective(256, 2, 1, "flow", "all_to_all").time_s > 60

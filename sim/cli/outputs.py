@@ -218,7 +218,7 @@ class Heartbeat:
     ...     beat.touch()
     """
 
-    def __init__(self, what: str, every_s: float = 8.0) -> None:
+    def __init__(self, what: str, every_s: float = 6.0) -> None:
         self.what, self.every_s = what, every_s
         self.start = self.last = time.monotonic()
         self._stop = threading.Event()

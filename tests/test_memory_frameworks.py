@@ -212,3 +212,18 @@ def test_advice_holds_the_candidates_as_the_framework_does() -> None:
     notes = memory_advice(LLAMA, plan, 8192, r, semantics=sem)
     assert not r.fits and notes[0].startswith("DOES NOT FIT")
     assert "parallel.recompute=full" in notes[1] and "parallel.recompute=selective" in notes[1]
+
+
+def test_fp32_parameters_stay_whole_under_zero1() -> None:
+    """torchtitan holds fp32 parameters (they are the master weights): under ZeRO-1 they
+    stay whole on every rank and only Adam's moments are sharded, so the rank holds 4 bytes
+    per parameter of weights plus 8 / DP of moments (it counted 12 / DP, losing the weights)."""
+    from sim.scenario.load import load_scenario
+    from sim.training.step import simulate_step
+
+    z0 = simulate_step(load_scenario("llama3-8b-dgx", ["parallel.zero=0"]), "analytical")
+    z1 = simulate_step(load_scenario("llama3-8b-dgx", ["parallel.zero=1"]), "analytical")
+    m0, m1 = z0.memory_breakdown, z1.memory_breakdown
+    assert m0["weights"] == 0.0  # ZeRO-0: the fp32 parameters count with the optimizer
+    assert m1["weights"] == pytest.approx(m0["optimizer"] / 3)  # 4 of the 12 bytes, whole
+    assert m1["optimizer"] == pytest.approx(m0["optimizer"] * 2 / 3 / 8)  # moments / DP 8

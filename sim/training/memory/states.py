@@ -46,6 +46,10 @@ class ModelStates:
     offloaded: float = 0.0
 
 
+#: Bytes of an fp32 master weight (in :func:`optimizer_state_bytes`' count).
+MASTER_BYTES = 4.0
+
+
 def _sharded(plan: ParallelPlan, p: RankParams, bytes_per: float, from_stage: int) -> float:
     """``p`` at ``bytes_per`` each, sharded over the shard group from ZeRO ``from_stage``."""
     if plan.zero < from_stage:
@@ -140,12 +144,22 @@ def framework_states(
     Weights are the bf16 copies on the GPU: the model's own parameters where it holds
     them in bf16 (sharded by ZeRO-3), plus gathered units and the autocast cache; where
     the model holds fp32 parameters (PyTorch FSDP, DDP with AMP) they are the master
-    weights and count with the optimizer states, as ``optimizer_state_bytes`` does.
+    weights and count with the optimizer states, as ``optimizer_state_bytes`` does,
+    except under ZeRO-1, where they stay whole on every rank (counted as weights) and
+    only the moments are sharded.
     """
     train = trainable_params(model, plan, stage, tech)
-    optimizer = _sharded(plan, train, optimizer_state_bytes(tech, model), 1)
+    state = optimizer_state_bytes(tech, model)
     own = PARAM_BYTES if sem.model_params == "bf16" else 0.0
-    weights = _sharded(plan, train, own, 3)
+    if own == 0.0 and plan.zero == 1 and state >= MASTER_BYTES:
+        # fp32 model parameters under ZeRO-1 (DDP with ZeroRedundancyOptimizer): the
+        # parameters are the master weights and stay whole on every rank; only the
+        # optimizer's moments are sharded
+        optimizer = _sharded(plan, train, state - MASTER_BYTES, 1)
+        weights = train.total * MASTER_BYTES
+    else:
+        optimizer = _sharded(plan, train, state, 1)
+        weights = _sharded(plan, train, own, 3)
     if tech.lora:  # the frozen base, bf16 (NF4 for QLoRA), sharded by ZeRO-3
         weights += _sharded(plan, base_weight_bytes(model, plan, stage, tech), 1.0, 3)
     sharded = plan.dp_cp > 1 and (plan.zero == 3 or (plan.zero == 2 and own == 0.0))

@@ -227,3 +227,16 @@ def test_fp32_parameters_stay_whole_under_zero1() -> None:
     assert m0["weights"] == 0.0  # ZeRO-0: the fp32 parameters count with the optimizer
     assert m1["weights"] == pytest.approx(m0["optimizer"] / 3)  # 4 of the 12 bytes, whole
     assert m1["optimizer"] == pytest.approx(m0["optimizer"] * 2 / 3 / 8)  # moments / DP 8
+
+
+def test_lora_under_fsdp_gathers_its_frozen_layers() -> None:
+    """A LoRA model under FSDP2 gathers whole units, frozen base included: its weights are
+    the base's shard plus the gathered units, which the full fine-tune gathers as well."""
+    from sim.scenario.load import load_scenario
+    from sim.training.step import simulate_step
+
+    full = simulate_step(load_scenario("llama3-8b-dgx"), "analytical").memory_breakdown
+    lora = simulate_step(
+        load_scenario("llama3-8b-dgx", ["training.finetune=lora"]), "analytical"
+    ).memory_breakdown
+    assert lora["weights"] > full["weights"]  # the gathered units and the bf16 base shard

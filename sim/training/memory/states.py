@@ -163,8 +163,9 @@ def framework_states(
     if tech.lora:  # the frozen base, bf16 (NF4 for QLoRA), sharded by ZeRO-3
         weights += _sharded(plan, base_weight_bytes(model, plan, stage, tech), 1.0, 3)
     sharded = plan.dp_cp > 1 and (plan.zero == 3 or (plan.zero == 2 and own == 0.0))
-    if sharded:
-        weights += _gathered_elements(model, plan, stage, sem, train) * PARAM_BYTES
+    if sharded:  # the units gathered whole: a LoRA base's frozen layers are gathered too
+        held = trainable_params(model, plan, stage, DEFAULT) if tech.lora else train
+        weights += _gathered_elements(model, plan, stage, sem, held) * PARAM_BYTES
     if sem.autocast_cache:
         weights += train.total * PARAM_BYTES
     grads = _framework_grads(model, plan, sem, train, tech)

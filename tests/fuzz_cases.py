@@ -808,6 +808,10 @@ def _calibrate_data_cases() -> list[Case]:
                                         "--out", "{d}/m.json"), {"m.json": good}),
         Case("cal-import-out-exists", imp, {**log, "m.json": good}),
         Case("cal-import-out-exists-force", (*imp, "--force"), {**log, "m.json": good}, status=0),
+        Case("cal-fit-trace-huge-int", (*fit[:2], "{d}/t.json", *fit[3:]),
+             {"t.json": '{"traceEvents": [{"ph": "X", "dur": ' + "9" * 5000 + "}]}"}),
+        Case("cal-fit-trace-nan", (*fit[:2], "{d}/t.json", *fit[3:]),
+             {"t.json": '{"traceEvents": [{"ph": "X", "dur": NaN}]}'}),
         Case("cal-resume-other-ranks", (*coll, "--local", "2", "--resume", "--out", "{d}/m.json"),
              {"m.json": good.replace('"backend": "nccl"', '"backend": "gloo"')}),
     ]  # fmt: skip

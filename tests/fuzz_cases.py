@@ -883,6 +883,18 @@ def _sweep_hygiene_cases() -> list[Case]:
     ]  # fmt: skip
 
 
+def _number_option_cases() -> list[Case]:
+    """Numbers an option refuses by argparse: years that are not finite and > 0, ports."""
+    cmp = ("compare", "gpt2-1gpu", "--variant", "a: seed=1", "--variant", "b: seed=2",
+           "--network", "analytical", "--lifetime-years")  # fmt: skip
+    show = ("topologies", "--show", "h100-ib-ndr", "--lifetime-years")
+    out = [Case(f"compare-lifetime-{v}", (*cmp, v)) for v in ("nan", "-1", "0", "inf")]
+    out += [Case(f"topologies-lifetime-{v}", (*show, v)) for v in ("nan", "0", "-inf")]
+    out += [Case(f"explore-port-{v}", ("explore", "--no-browser", "--port", v))
+            for v in ("-1", "65536", "99999999999999999999")]  # fmt: skip
+    return out
+
+
 def _cap_cases() -> list[Case]:
     """Counts whose cost the input decides: refused up front when too big (quick ones)."""
     run = ("run", "llama3-8b-dgx", "--network", "analytical")
@@ -916,7 +928,7 @@ def all_cases() -> list[Case]:
         + _collective_cases() + _run_output_cases() + _other_command_cases()
         + _yaml11_cases() + _role_cases() + _boolean_cases() + _size_cases() + _json_cases()
         + _calibrate_data_cases() + _special_file_cases() + _log_cases()
-        + _sweep_hygiene_cases() + _cap_cases()
+        + _sweep_hygiene_cases() + _number_option_cases() + _cap_cases()
     )  # fmt: skip
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "duplicate case ids"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sim.cli.outputs import count
+from sim.cli.outputs import count, positive_float
 from sim.errors import ConfigError
 
 
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--parts", metavar="FILE", help="with --show: your own parts catalog (prices, watts)"
     )
     p.add_argument(
-        "--lifetime-years", type=float, default=None,
+        "--lifetime-years", type=positive_float, default=None,
         help="with --show: years the fabric's capex is spread over (default 5)",
     )  # fmt: skip
     p.set_defaults(handler=run)

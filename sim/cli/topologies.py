@@ -50,6 +50,11 @@ def run(args: argparse.Namespace) -> int:
                  if v]  # fmt: skip
     if only_show and args.show is None:
         raise ConfigError(f"{only_show[0]}: only with --show")
+    built = args.show if args.show is not None else args.export
+    if built is not None:  # refused with an estimate before the cluster is built
+        from sim.budget import check_estimate, estimate_topology
+
+        check_estimate(estimate_topology(built, args.nodes))
     if args.show is not None:
         return _show(args)
     if args.export is not None:

@@ -144,6 +144,21 @@ def test_a_sweep_point_over_the_limit_is_a_row_with_the_estimate(
     rows = run_sweep(spec, progress=False)
     assert rows[1]["reason"].startswith("one analytical-network step on 80,000 GPUs")
     assert rows[1]["step_time_s"] is None
+    assert rows[1]["gpus"] == 80000
+
+
+def test_a_refused_points_gpus_are_read_without_building_the_cluster() -> None:
+    """The ``gpus`` cell of a refused point comes from the topology's description (building
+    80,000 GPUs for it took 9 CPU s and 850 MB)."""
+    from sim.studies.points import _gpus_of
+
+    t0 = time.process_time()
+    assert _gpus_of({"cluster": {"topology": "h100-ib-ndr", "nodes": 10000}}) == 80000
+    assert _gpus_of({"cluster": {"topology": "h100-ib-ndr-3tier", "nodes": 16384}}) == 131072
+    assert time.process_time() - t0 < 1.0
+    assert _gpus_of({"cluster": {"topology": "no-such-fabric"}}) is None
+    assert _gpus_of({"cluster": {"topology": "dgx-h100", "nodes": "many"}}) is None
+    assert _gpus_of({"cluster": [1, 2]}) is None
 
 
 def test_compare_export_and_topology_builds_are_refused_up_front() -> None:

@@ -207,20 +207,23 @@ def _collectives(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_out(path: str, force: bool = False, resume: bool | None = None) -> None:
+def _check_out(
+    path: str, force: bool = False, resume: bool | None = None, option: str = "--out"
+) -> None:
     """Refuse an output path that cannot be written before any measuring: a measurement
     file already there is data measured once, replaced only with ``--force`` (or, where
-    the command has it, continued with ``--resume``)."""
+    the command has it, continued with ``--resume``). ``option`` names the path in
+    messages (``--out``, ``--trace``)."""
     from sim.files import check_output_path
 
-    target = check_output_path(path, "--out")
+    target = check_output_path(path, option)
     if force or resume or not target.exists():
         return
     from calibrate.measurements import describe_file
 
     way = "--resume to continue it or --force" if resume is not None else "--force"
     raise CalibrationError(
-        f"--out {path!r} exists ({describe_file(target)}); add {way} to replace it, or "
+        f"{option} {path!r} exists ({describe_file(target)}); add {way} to replace it, or "
         "choose another file"
     )
 
@@ -267,7 +270,7 @@ def _step(args: argparse.Namespace) -> int:
     from calibrate.stepjob import parse_config, run_step_job
 
     if args.trace:
-        _check_out(args.trace)
+        _check_out(args.trace, args.force, option="--trace")
     config = parse_config(args.config, args.device, args.quick) if args.config else None
     m = run_step_job(args.device, args.quick, config=config, steps=args.steps,
                      threads=args.threads, clock=args.clock, trace=args.trace,

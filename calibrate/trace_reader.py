@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from calibrate.measurements import DTYPE_BYTES, ComputeRecord, Measurements, Meta
-from sim.errors import CalibrationError
-from sim.files import read_text
+from sim.errors import CalibrationError, ConfigError
+from sim.files import _kind, load_json, read_text
 
 __all__ = [
     "METADATA_OPS",
@@ -207,9 +207,9 @@ def _document(path: Path) -> dict[str, Any]:
     gz = path.suffix == ".gz"
     text = _gunzip(path) if gz else read_text(path, "trace file", max_bytes=1 << 30)
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise CalibrationError(f"{path}: not JSON (line {err.lineno}: {err.msg})") from None
+        doc = load_json(text, str(path))
+    except ConfigError as err:  # strict JSON: a 5,000-digit integer, NaN, a duplicate key
+        raise CalibrationError(str(err)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise CalibrationError(f"{path}: not a Chrome trace (no traceEvents list)")
     return doc
@@ -219,6 +219,14 @@ def _gunzip(path: Path, limit: int = 1 << 30) -> str:
     """A gzipped trace's text, inflated up to ``limit`` bytes (a bigger one is refused)."""
     import gzip
 
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise CalibrationError(f"trace file {path}: no such file") from None
+    except OSError as err:
+        raise CalibrationError(f"trace file {path}: cannot read ({err.strerror})") from None
+    if not stat.S_ISREG(mode):  # opening a FIFO would wait for a writer forever
+        raise CalibrationError(f"trace file {path}: is {_kind(mode)}, not a regular file")
     try:
         with gzip.open(path, "rb") as f:
             data = f.read(limit + 1)

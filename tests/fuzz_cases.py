@@ -808,6 +808,10 @@ def _calibrate_data_cases() -> list[Case]:
                                         "--out", "{d}/m.json"), {"m.json": good}),
         Case("cal-import-out-exists", imp, {**log, "m.json": good}),
         Case("cal-import-out-exists-force", (*imp, "--force"), {**log, "m.json": good}, status=0),
+        Case("cal-fit-trace-huge-int", (*fit[:2], "{d}/t.json", *fit[3:]),
+             {"t.json": '{"traceEvents": [{"ph": "X", "dur": ' + "9" * 5000 + "}]}"}),
+        Case("cal-fit-trace-nan", (*fit[:2], "{d}/t.json", *fit[3:]),
+             {"t.json": '{"traceEvents": [{"ph": "X", "dur": NaN}]}'}),
         Case("cal-resume-other-ranks", (*coll, "--local", "2", "--resume", "--out", "{d}/m.json"),
              {"m.json": good.replace('"backend": "nccl"', '"backend": "gloo"')}),
     ]  # fmt: skip
@@ -846,6 +850,17 @@ def _special_file_cases() -> list[Case]:
         Case("special-sweep-out-dir", ("sweep", "gpt2-1gpu", "--grid", "parallel.micro_batch=1",
                                        "--no-progress", "--out", "{d}/o.csv"),
              special={"o.csv": "dir"}),
+        Case("special-parts-dev-zero", ("compare", "gpt2-1gpu", "--variant", "a: seed=1",
+                                        "--variant", "b: seed=2", "--parts", "/dev/zero")),
+        Case("special-parts-fifo", ("compare", "gpt2-1gpu", "--variant", "a: seed=1",
+                                    "--variant", "b: seed=2", "--parts", "{d}/p.yaml"),
+             special={"p.yaml": "fifo"}),
+        Case("special-step-trace-dir", ("calibrate", "step", "--device", "cpu", "--quick",
+                                        "--out", "{d}/s.json", "--trace", "{d}/t"),
+             special={"t": "dir"}),
+        Case("special-step-trace-exists", ("calibrate", "step", "--device", "cpu", "--quick",
+                                           "--out", "{d}/s.json", "--trace", "{d}/t.json"),
+             {"t.json": "{}"}),
         Case("special-import-out-fifo", ("calibrate", "import-nccl-tests", "{d}/x.log", "--out",
                                          "{d}/f"), {"x.log": log}, special={"f": "fifo"}),
     ]  # fmt: skip
@@ -877,6 +892,18 @@ def _sweep_hygiene_cases() -> list[Case]:
                                     "--grid", f"seed={values}")),
         Case("sweep-jobs-text", (*sweep, "--grid", "parallel.micro_batch=1", "--jobs", "1e3")),
     ]  # fmt: skip
+
+
+def _number_option_cases() -> list[Case]:
+    """Numbers an option refuses by argparse: years that are not finite and > 0, ports."""
+    cmp = ("compare", "gpt2-1gpu", "--variant", "a: seed=1", "--variant", "b: seed=2",
+           "--network", "analytical", "--lifetime-years")  # fmt: skip
+    show = ("topologies", "--show", "h100-ib-ndr", "--lifetime-years")
+    out = [Case(f"compare-lifetime-{v}", (*cmp, v)) for v in ("nan", "-1", "0", "inf")]
+    out += [Case(f"topologies-lifetime-{v}", (*show, v)) for v in ("nan", "0", "-inf")]
+    out += [Case(f"explore-port-{v}", ("explore", "--no-browser", "--port", v))
+            for v in ("-1", "65536", "99999999999999999999")]  # fmt: skip
+    return out
 
 
 def _cap_cases() -> list[Case]:
@@ -912,7 +939,7 @@ def all_cases() -> list[Case]:
         + _collective_cases() + _run_output_cases() + _other_command_cases()
         + _yaml11_cases() + _role_cases() + _boolean_cases() + _size_cases() + _json_cases()
         + _calibrate_data_cases() + _special_file_cases() + _log_cases()
-        + _sweep_hygiene_cases() + _cap_cases()
+        + _sweep_hygiene_cases() + _number_option_cases() + _cap_cases()
     )  # fmt: skip
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "duplicate case ids"
@@ -956,6 +983,17 @@ def big_cases() -> list[Case]:
                                       "--set", "reliability.simulate_runs=100"), status=None),
         Case("big-plan-131k", ("plan", "gpt3-175b-1024", "--gpus", "131072", "--top", "3"),
              status=None),
+        Case("big-topologies-show-131k-3tier", ("topologies", "--show", "h100-ib-ndr-3tier",
+                                                "--nodes", "16384"), status=None),
+        Case("big-compare-80k", ("compare", "gpt3-175b-1024", "--set", "cluster.nodes=10000",
+                                 "--set", "parallel.dp=1250", "--set",
+                                 "training.global_batch=120000", "--variant", "a: seed=1",
+                                 "--variant", "b: seed=2", "--network", "analytical"),
+             status=None),
+        Case("big-chakra-export-80k", ("chakra", "export", "gpt3-175b-1024", "--set",
+                                       "cluster.nodes=10000", "--set", "parallel.dp=1250",
+                                       "--set", "training.global_batch=120000", "--out",
+                                       "{d}/x"), status=None),
         Case("big-sweep-80k-points", ("sweep", "gpt3-175b-1024", "--grid", "cluster.nodes=1000,10000",
                                       "--network", "analytical", "--set", "parallel.dp=null",
                                       "--set", "training.global_batch=122880", "--no-progress",

@@ -144,6 +144,58 @@ def test_a_sweep_point_over_the_limit_is_a_row_with_the_estimate(
     rows = run_sweep(spec, progress=False)
     assert rows[1]["reason"].startswith("one analytical-network step on 80,000 GPUs")
     assert rows[1]["step_time_s"] is None
+    assert rows[1]["gpus"] == 80000
+
+
+def test_a_refused_points_gpus_are_read_without_building_the_cluster() -> None:
+    """The ``gpus`` cell of a refused point comes from the topology's description (building
+    80,000 GPUs for it took 9 CPU s and 850 MB)."""
+    from sim.studies.points import _gpus_of
+
+    t0 = time.process_time()
+    assert _gpus_of({"cluster": {"topology": "h100-ib-ndr", "nodes": 10000}}) == 80000
+    assert _gpus_of({"cluster": {"topology": "h100-ib-ndr-3tier", "nodes": 16384}}) == 131072
+    assert time.process_time() - t0 < 1.0
+    assert _gpus_of({"cluster": {"topology": "no-such-fabric"}}) is None
+    assert _gpus_of({"cluster": {"topology": "dgx-h100", "nodes": "many"}}) is None
+    assert _gpus_of({"cluster": [1, 2]}) is None
+
+
+def test_compare_export_and_topology_builds_are_refused_up_front() -> None:
+    """A comparison adds up its runs' steps, a Chakra export costs at least its step, and
+    ``topologies --show/--export`` of 131,072 GPUs is refused before the cluster is built
+    (it was stopped at 20 CPU s holding 1.5 GB)."""
+    big = ("--set", "cluster.nodes=10000", "--set", "parallel.dp=1250", "--set",
+           "training.global_batch=120000")  # fmt: skip
+    t0 = time.monotonic()
+    p = _cli("compare", "gpt3-175b-1024", *big, "--variant", "a: seed=1", "--variant",
+             "b: seed=2", "--network", "analytical", limit="20")  # fmt: skip
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "compare of 2 runs (the largest: one analytical-network step on 80,000 GPUs)" in (
+        p.stderr
+    )
+    assert "would take about" in p.stderr and "try fewer nodes" in p.stderr
+    p = _cli("chakra", "export", "gpt3-175b-1024", *big, "--out", "/nonexistent/x", limit="20")
+    assert p.returncode == 2 and "a Chakra export of one flow-network step on 80,000" in p.stderr
+    assert "--network analytical" in p.stderr
+    for option in ("--show", "--export"):
+        p = _cli("topologies", option, "h100-ib-ndr-3tier", "--nodes", "16384", limit="20")
+        assert p.returncode == 2 and "Traceback" not in p.stderr
+        assert "building topology h100-ib-ndr-3tier on 131,072 GPUs would take" in p.stderr
+        assert "try fewer nodes (--nodes)" in p.stderr
+    assert time.monotonic() - t0 < 60
+
+
+def test_the_topology_and_steps_estimates() -> None:
+    from sim.budget import estimate_steps, estimate_topology
+
+    small, big = estimate_topology("h100-ib-ndr-3tier", 4096), estimate_topology("dgx-h100", None)
+    assert small.time_s > big.time_s and small.memory_bytes > big.memory_bytes
+    # measured 32,768 GPUs on the 3-tier fabric: 6.1 CPU s, 442 MB; the estimate bounds it
+    assert 6.1 <= small.time_s <= 2 * 6.1 and 442e6 <= small.memory_bytes <= 2 * 442e6
+    steps = estimate_steps([small, big], "two")
+    assert steps.time_s == pytest.approx(small.time_s + big.time_s - budget.START_S)
+    assert steps.memory_bytes > small.memory_bytes and steps.what.startswith("two (the largest")
 
 
 def test_samples_and_event_simulations_are_capped_by_their_estimates() -> None:

@@ -81,6 +81,22 @@ def test_unknown_backend_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
     assert "backend 'mpi' is unknown; allowed: nccl, gloo" in one_line_error(capsys, argv)
 
 
+def test_step_trace_path_refusals_name_trace(tmp_path: Path, capsys) -> None:
+    """A bad --trace path is blamed on --trace (not --out); --force replaces a trace."""
+    step = ["calibrate", "step", "--device", "cpu", "--quick", "--out", str(tmp_path / "s.json")]
+    err = one_line_error(capsys, [*step, "--trace", str(tmp_path)])
+    assert err.startswith(f"clustersim: error: --trace {str(tmp_path)!r}: is a folder")
+    (tmp_path / "t.json").write_text("{}")
+    err = one_line_error(capsys, [*step, "--trace", str(tmp_path / "t.json")])
+    assert "--trace" in err and "exists" in err and "--out" not in err
+
+
+def test_compare_parts_that_is_not_a_file_says_what_it_is(capsys) -> None:
+    argv = ["compare", "gpt2-1gpu", "--variant", "a: seed=1", "--variant", "b: seed=2",
+            "--parts", "/dev/zero"]  # fmt: skip
+    assert "--parts '/dev/zero': is a character device" in one_line_error(capsys, argv)
+
+
 def test_device_cuda_without_gpu_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

@@ -203,6 +203,8 @@ def test_chakra_run_json_gives_time_s(tmp_path: Path, capsys: pytest.CaptureFixt
          "8 ranks but topology"),
         (["chakra", "run", "{tmp}/all_reduce/8npus_64MB", "--topology", "dgx-h100",
           "--comm-groups", "{tmp}/missing.json"], "missing.json"),
+        (["chakra", "run", "{tmp}/all_reduce/8npus_64MB", "--topology", "dgx-h100",
+          "--comm-groups", "{tmp}/huge.json"], "huge.json: cannot read a value"),
         (["chakra", "export", "nonexistent-scenario", "--out", "{tmp}/x"], "nonexistent"),
         (["chakra", "export", "gpt2-1gpu", "--out", "{tmp}/empty"], "'empty'"),
         (["chakra", "export", "gpt2-1gpu", "--out", "{tmp}/file.txt"], "not a folder"),
@@ -214,6 +216,7 @@ def test_bad_input_is_one_line_and_exit_2(
 ) -> None:
     astra_microbenchmark(tmp_path, "all_reduce", 8, 64)
     (tmp_path / "file.txt").write_text("x")
+    (tmp_path / "huge.json").write_text('{"1": [' + "9" * 5000 + "]}")
     code, out, err = _cli(capsys, *(a.replace("{tmp}", str(tmp_path)) for a in argv))
     assert code == 2 and out == ""
     assert err.startswith("clustersim: error: ") and message in err

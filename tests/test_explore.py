@@ -82,6 +82,15 @@ def test_the_state_round_trips_through_the_url() -> None:
     assert ExploreState.from_query(parse_qs(s.query())) == s
 
 
+@pytest.mark.parametrize("port", [-1, 65536, 10**20])
+def test_make_server_refuses_a_port_out_of_range(port: int) -> None:
+    """Refused by name and range, not an OverflowError from the socket layer."""
+    from sim.explore.server import make_server
+
+    with pytest.raises(ConfigError, match=r"--port .*allowed: 0 to 65535"):
+        make_server(port)
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     from sim.explore.server import make_server

@@ -11,6 +11,7 @@ HolisticTraceAnalysis is installed, its parser must give the same kernels.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,37 @@ def test_not_a_trace_is_refused(tmp_path: Path) -> None:
         read_trace(bad)
     with pytest.raises(CalibrationError, match="--reader 'perfetto' is unknown"):
         read_trace(bad, "perfetto")
+
+
+def test_hostile_traces_are_one_line_refusals(tmp_path: Path) -> None:
+    """Strict JSON (an integer of 5,000 digits, NaN) and a FIFO named ``.json.gz``, which
+    is refused from what it is instead of being opened (that would wait for a writer)."""
+    huge = tmp_path / "huge.json"
+    huge.write_text('{"traceEvents": [{"ph": "X", "dur": ' + "9" * 5000 + "}]}")
+    with pytest.raises(CalibrationError, match=r"huge\.json: cannot read a value"):
+        read_trace(huge)
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"traceEvents": [{"ph": "X", "dur": NaN}]}')
+    with pytest.raises(CalibrationError, match="NaN is not a JSON number"):
+        trace_measurements(nan)
+    fifo = tmp_path / "x.json.gz"
+    os.mkfifo(fifo)
+    with pytest.raises(CalibrationError, match=r"is a FIFO \(named pipe\), not a regular file"):
+        read_trace(fifo)
+    with pytest.raises(CalibrationError, match="no such file"):
+        read_trace(tmp_path / "none.json.gz")
+
+
+def test_calibrate_fit_on_a_hostile_trace_is_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": [{"ph": "X", "dur": ' + "9" * 5000 + "}]}")
+    code = main(["calibrate", "fit", str(trace), "--topology", "cpu-single", "--out",
+                 str(tmp_path / "p.yaml")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and "cannot read a value" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 # --- a real profiled step job -----------------------------------------------------------------

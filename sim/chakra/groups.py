@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from sim.chakra.ranks import TraceSet
 from sim.chakra.trace import node_label
 from sim.errors import ConfigError
-from sim.files import read_text
+from sim.files import load_json, read_text
 
 __all__ = [
     "comm_groups_json",
@@ -41,29 +41,17 @@ def group_key(pg_name: str | None) -> str:
     return "" if pg_name in (None, "", "0") else pg_name
 
 
-def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    keys = [k for k, _ in pairs]
-    repeated = next((k for k in keys if keys.count(k) > 1), None)
-    if repeated is not None:
-        raise ConfigError(f'group "{repeated}" is given twice')
-    return dict(pairs)
-
-
 def parse_comm_groups(text: str, where: str) -> dict[str, tuple[int, ...]]:
     """Groups of a communicator-group JSON text, members sorted.
 
     Raises
     ------
     ConfigError
-        Not JSON, not an object, an id that is not a decimal integer >= 1, or members that
+        Not strict JSON (as :func:`sim.files.load_json`: a duplicate id, an integer over
+        4,300 digits, ``NaN``), not an object, an id that is not a decimal integer >= 1, or members that
         are not a non-empty list of distinct integers >= 0.
     """
-    try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{where}: not JSON (line {e.lineno}: {e.msg})") from None
-    except ConfigError as e:
-        raise ConfigError(f"{where}: {e}") from None
+    data = load_json(text, where)
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: a communicator-group file is a JSON object of id: [ranks]")
     groups: dict[str, tuple[int, ...]] = {}
@@ -105,7 +93,7 @@ def _pg_records(values: str, where: str) -> list[tuple[str, list[int]]]:
     ``['[{"pg_name": "1", "ranks": [0, 1], ...}]']``, read as ASTRA-sim reads it (two
     characters off each end, then JSON)."""
     try:
-        items = json.loads(values[2:-2])
+        items = load_json(values[2:-2], "its JSON")  # strict: a ConfigError, a ValueError
         if not isinstance(items, list):
             raise ValueError("not a list")
         out = []

@@ -62,6 +62,7 @@ def export(args: argparse.Namespace) -> int:
     """Simulate the scenario's step and write its traces."""
     from pathlib import Path
 
+    from sim.budget import check_estimate, estimate_export
     from sim.chakra.export import StepTraces, write_step_traces
     from sim.chakra.messages import message_classes
     from sim.network import backend
@@ -90,6 +91,7 @@ def export(args: argparse.Namespace) -> int:
             f"--out/--name {prefix!r}: ASTRA-sim skips a communicator-group file whose path "
             "contains 'empty'; choose another folder or name"
         )
+    check_estimate(estimate_export(scenario, args.network))  # before anything is built
     setup = prepare_step(scenario, args.network)
     if mixed_path(setup):
         raise ConfigError(

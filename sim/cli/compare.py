@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sim.cli.outputs import add_set_option
+from sim.cli.outputs import add_set_option, positive_float
 from sim.errors import ConfigError
 
 _BREAKDOWN_MIN_S = 1e-9
@@ -42,7 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force-profile", action="store_true", help="use --profile on other hardware")
     p.add_argument("--parts", metavar="FILE", help="your own parts catalog (prices, watts)")
     p.add_argument(
-        "--lifetime-years", type=float, help="years the fabric's capex is spread over (default 5)"
+        "--lifetime-years",
+        type=positive_float,
+        help="years the fabric's capex is spread over (default 5)",
     )
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="a JSON list of records (report reads it)")

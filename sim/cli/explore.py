@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from sim.cli.outputs import count
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``explore`` subcommand."""
@@ -16,7 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "pipeline timeline and cost (analytical network). The URL holds the view.",
     )
     p.add_argument(
-        "--port", type=int, default=8050, help="port on 127.0.0.1 (default 8050; 0: any)"
+        "--port",
+        type=count(0, 65535),
+        default=8050,
+        help="port on 127.0.0.1 (default 8050; 0: any)",
     )
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
     p.set_defaults(handler=run)

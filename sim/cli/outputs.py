@@ -6,6 +6,7 @@ Only the standard library at import time (the commands' ``--help`` stays fast).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import threading
 import time
@@ -23,6 +24,7 @@ __all__ = [
     "link_table",
     "link_tiers",
     "plot",
+    "positive_float",
     "scenario_sets",
     "tiers_text",
 ]
@@ -207,6 +209,28 @@ def count(low: int = 1, high: int | None = None) -> Any:
 
     parse.__name__ = "count"  # argparse names the type in its messages
     return parse
+
+
+def positive_float(text: str) -> float:
+    """An argparse ``type``: a finite number > 0 (years, seconds). ``nan``, ``inf``, ``0``
+    and ``-1`` are refused by argparse with what is allowed, before anything runs.
+
+    >>> positive_float("2.5")
+    2.5
+    >>> positive_float("nan")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 'nan' is not allowed: expected a finite number > 0
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number > 0") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r} is not allowed: expected a finite number > 0"
+        )
+    return value
 
 
 class Heartbeat:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sim.cli.outputs import count
+from sim.cli.outputs import count, positive_float
 from sim.errors import ConfigError
 
 
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--parts", metavar="FILE", help="with --show: your own parts catalog (prices, watts)"
     )
     p.add_argument(
-        "--lifetime-years", type=float, default=None,
+        "--lifetime-years", type=positive_float, default=None,
         help="with --show: years the fabric's capex is spread over (default 5)",
     )  # fmt: skip
     p.set_defaults(handler=run)
@@ -50,6 +50,11 @@ def run(args: argparse.Namespace) -> int:
                  if v]  # fmt: skip
     if only_show and args.show is None:
         raise ConfigError(f"{only_show[0]}: only with --show")
+    built = args.show if args.show is not None else args.export
+    if built is not None:  # refused with an estimate before the cluster is built
+        from sim.budget import check_estimate, estimate_topology
+
+        check_estimate(estimate_topology(built, args.nodes))
     if args.show is not None:
         return _show(args)
     if args.export is not None:

@@ -19,6 +19,7 @@ bare, and read cloud presets' fabric as "what building this would cost".
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -90,10 +91,10 @@ def fabric_cost(
     Raises
     ------
     ConfigError
-        A lifetime <= 0, a negative price, a PUE below 1, or an unknown preset.
+        A lifetime <= 0 or not finite, a negative price, a PUE below 1, or an unknown preset.
     """
-    if not lifetime_years > 0:
-        raise ConfigError(f"--lifetime-years: must be > 0 (got {lifetime_years!r})")
+    if not (lifetime_years > 0 and math.isfinite(lifetime_years)):
+        raise ConfigError(f"--lifetime-years: must be a finite number > 0 (got {lifetime_years!r})")
     price, price_src = facility_value("usd_per_kwh", usd_per_kwh, "--usd-per-kwh")
     overhead, pue_src = facility_value("pue", pue, "energy.pue")
     if price < 0 or overhead < 1:

@@ -112,6 +112,8 @@ def make_server(port: int = 8050) -> ThreadingHTTPServer:
     """
     from sim.errors import ConfigError
 
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port {port}: not a port; allowed: 0 to 65535 (0: any free port)")
     plotly_js()
     try:
         server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)

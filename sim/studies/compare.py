@@ -74,6 +74,12 @@ def parse_variant(text: str) -> tuple[str | None, tuple[str, ...]]:
     return label, sets
 
 
+def _chosen(sets: Sequence[str], profile: str | None, force: bool) -> list[str]:
+    """A run's ``--set`` overrides with ``profile`` and ``force`` as scenario keys."""
+    chosen = [*sets, *([f"profile={profile}"] if profile is not None else [])]
+    return chosen + (["force_profile=true"] if force else [])
+
+
 def simulate(
     scenario: str, sets: Sequence[str], network: str | None, profile: str | None, force: bool,
     record: bool = False,
@@ -86,15 +92,33 @@ def simulate(
     from sim.training.setup import cached_topology
     from sim.training.step import run_step
 
-    chosen = [*sets, *([f"profile={profile}"] if profile is not None else [])]
-    chosen += ["force_profile=true"] if force else []
-    sc = load_any_scenario(scenario, chosen)
+    sc = load_any_scenario(scenario, _chosen(sets, profile, force))
     topo = cached_topology(sc.cluster.topology, sc.cluster.nodes, sc.seed)
     if isinstance(sc, LayerScenario):
         result = simulate_layer_step(sc, network)
         return sc, result, topo, result.profile
     result, _, setup = run_step(sc, network, record=record)
     return sc, result, setup.topology, result.profile
+
+
+def _check_budget(
+    runs: Sequence[Variant], network: str | None, profile: str | None, force: bool
+) -> None:
+    """Refuse the comparison before any run when its steps' estimates, added up
+    (:func:`sim.budget.estimate_steps`), exceed the limits; a scenario that does not load
+    is refused here too, named by its run's label."""
+    from sim.budget import check_estimate, estimate_step, estimate_steps
+    from sim.errors import ClusterSimError
+    from sim.scenario.layer_list import load_any_scenario
+
+    steps = []
+    for v in runs:
+        try:
+            sc = load_any_scenario(v.scenario, _chosen(v.sets, profile, force))
+            steps.append(estimate_step(sc, network))
+        except ClusterSimError as e:
+            raise type(e)(f"{v.label}: {e}") from None
+    check_estimate(estimate_steps(steps, f"compare of {len(runs)} runs"))
 
 
 def _energy_kwh(sc: Any, result: Any, busy_s: float, fabric_w: float | None) -> float:
@@ -220,6 +244,7 @@ def compare(
             "compare: give two or more scenarios, or one with --variant twice or more"
         )
     catalog = parts_catalog(parts)
+    _check_budget(runs, network, profile, force_profile)
     years = DEFAULT_LIFETIME_YEARS if lifetime_years is None else lifetime_years
     out = []
     for i, v in enumerate(runs):

@@ -204,14 +204,13 @@ def parts_catalog(extra: str | Path | None = None) -> PartsCatalog:
     Raises
     ------
     ConfigError
-        ``extra`` missing, not the catalog's format, or an entry without its sources.
+        ``extra`` missing, not a regular file (a folder, a FIFO, a device), not the
+        catalog's format, or an entry without its sources.
     """
     base = _shipped()
     if extra is None:
         return base
-    path = Path(extra)
-    if not path.is_file():
-        raise ConfigError(f"--parts: file {str(extra)!r} not found")
+    path = Path(extra)  # read_text names what a non-file is: a folder, a FIFO, /dev/zero
     where = str(path)
     return _merge(base, _parts(load_yaml(read_text(path, "--parts"), where), where), where)
 

@@ -269,9 +269,10 @@ def _run(
     finished = _BACKENDS[backend](spec, todo, jobs, network)
     try:
         for i, row in finished:
-            done[i] = {"point": i, **row}
+            record = {"point": i, **row}
             if sink is not None:
-                sink.append(done[i])
+                sink.append(record)
+            done[i] = record  # after the file has it: a Ctrl-C between counts what is there
             bar.update(1)
     except KeyboardInterrupt:
         finished.close()  # ends the workers before the message

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sim.catalog import LinkSpec
 from sim.errors import ConfigError, TopologyError
-from sim.files import load_yaml, read_text
+from sim.files import load_shipped_yaml, load_yaml, read_text
 from sim.topology.quantities import Bandwidth
 from sim.units import parse_bandwidth
 
@@ -192,7 +192,7 @@ def _shipped() -> PartsCatalog:
     text = resources.files("topologies.catalog").joinpath(_FILE).read_text(encoding="utf-8")
     where = f"catalog {_FILE}"
     try:
-        return _merge(PartsCatalog({}, {}, {}), _parts(load_yaml(text, where), where), _FILE)
+        return _merge(PartsCatalog({}, {}, {}), _parts(load_shipped_yaml(text, where), where), _FILE)
     except ConfigError as e:
         raise TopologyError(str(e)) from None
 

@@ -35,7 +35,7 @@ from importlib import resources
 from typing import Any
 
 from sim.errors import ConfigError, TopologyError
-from sim.files import load_yaml
+from sim.files import load_shipped_yaml
 from sim.units import parse_flops
 
 __all__ = [
@@ -152,7 +152,7 @@ def attention_tables() -> dict[str, dict[str, KernelTable | None]]:
     """Benchmarked GPU -> family -> :class:`KernelTable`, or None where the family is
     timed by the parametric model there (``parametric:`` in ``attention.yaml``; cached)."""
     text = resources.files("topologies.catalog").joinpath("attention.yaml").read_text("utf-8")
-    raw = load_yaml(text, "catalog attention.yaml")
+    raw = load_shipped_yaml(text, "catalog attention.yaml")
     seq = tuple(int(x) for x in raw.pop("seq_lens"))
     n = len(seq)
     gpu_ref, fam_ref = REFERENCE

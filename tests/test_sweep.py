@@ -272,3 +272,13 @@ def test_ray_backend_gives_the_same_rows() -> None:
     pytest.importorskip("ray")
     spec = sweep_spec("llama3-8b-dgx", GRID, SETS)
     assert run_sweep(spec, backend="ray", jobs=2, progress=False) == run_sweep(spec, progress=False)
+
+
+def test_the_text_table_names_the_rows_throughput_unit() -> None:
+    """A CNN sweep's throughput column says images/s, a transformer's tokens/s."""
+    from sim.cli.sweep import table
+
+    row = {"gpus": 8, "step_time_s": 1.0, "tokens_per_s": 100.0, "mfu": 0.5,
+           "memory_per_gpu_bytes": 2**30, "fits": True}  # fmt: skip
+    assert "images/s" in table([{**row, "throughput_unit": "images/s"}], []).splitlines()[0]
+    assert "tokens/s" in table([{**row, "throughput_unit": "tokens/s"}], []).splitlines()[0]

@@ -117,7 +117,9 @@ def _fmt(value: Any, spec: str) -> str:
 
 def table(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> str:
     """Rows as an aligned text table (units people read: GiB, %)."""
-    head = [*keys, "GPUs", "step(s)", "tokens/s", "MFU", "mem GiB", "fits", "scaling", "reason"]
+    units = {str(r["throughput_unit"]) for r in rows if r.get("throughput_unit")}
+    unit = units.pop() if len(units) == 1 else ("throughput" if units else "tokens/s")
+    head = [*keys, "GPUs", "step(s)", unit, "MFU", "mem GiB", "fits", "scaling", "reason"]
     body = []
     for r in rows:
         fits = "-" if r.get("fits") is None else ("yes" if r["fits"] else "NO")

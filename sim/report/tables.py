@@ -96,6 +96,14 @@ _METRIC_HEADER = (
 )
 
 
+def _header_for(units: set[str | None]) -> tuple[str, ...]:
+    """:data:`_METRIC_HEADER` with the rows' throughput unit (``images/s`` for CNNs;
+    ``throughput`` when the rows mix units)."""
+    named = {u for u in units if u}
+    unit = named.pop() if len(named) == 1 else ("throughput" if named else "tokens/s")
+    return tuple(unit if h == "tokens/s" else h for h in _METRIC_HEADER)
+
+
 def runs_table(bars: Sequence[tuple[str, RunRecord]]) -> Table:
     """One row per run: what ran, its headline numbers and its plan."""
     rows = tuple(
@@ -181,7 +189,8 @@ def sweep_table(rs: ResultSet) -> Table:
         )
         for p in points
     )
-    header = (*keys, "GPUs", *_METRIC_HEADER, "scaling efficiency", "failed because")
+    unit = _header_for({p.throughput_unit for p in points})
+    header = (*keys, "GPUs", *unit, "scaling efficiency", "failed because")
     return Table("sweep", f"Sweep {rs.source}", header, rows)
 
 

@@ -33,14 +33,18 @@ def test_gloo_run_fitted_to_cpu_host_reproduces_its_held_out_sizes(tmp_path: Pat
     (issue 8; the NCCL-tuner model gave 56% MAPE and R2 -0.22 on such runs).
 
     Real timings on a 2-core machine: when other work shares the cores the run is measured
-    once more (a noisy measurement, not the model, is what a second run changes)."""
+    once more (a noisy measurement, not the model, is what a second run changes), also when
+    the fit's quality check refuses the first measurement."""
     for attempt in range(2):
         meas, prof = tmp_path / f"gloo{attempt}.json", tmp_path / f"gloo{attempt}.yaml"
         cmd = [sys.executable, "-m", "sim.cli", *GLOO, "--out", str(meas)]
         assert subprocess.run(cmd, capture_output=True, text=True, timeout=300).returncode == 0
         fit = ["calibrate", "fit", str(meas), "--topology", "cpu-host", "--out", str(prof)]
-        assert main(fit) == 0
-        capsys.readouterr()
+        rc = main(fit)
+        noisy = "the fit is poor" in capsys.readouterr().err
+        if rc == 2 and noisy and attempt == 0:
+            continue  # the fit's own quality check refused a noisy measurement: measure again
+        assert rc == 0
         argv = ["calibrate", "validate", str(prof), str(meas), "--topology", "cpu-host"]
         assert main([*argv, "--holdout", "--json"]) == 0
         out = json.loads(capsys.readouterr().out)

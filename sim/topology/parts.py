@@ -192,7 +192,9 @@ def _shipped() -> PartsCatalog:
     text = resources.files("topologies.catalog").joinpath(_FILE).read_text(encoding="utf-8")
     where = f"catalog {_FILE}"
     try:
-        return _merge(PartsCatalog({}, {}, {}), _parts(load_shipped_yaml(text, where), where), _FILE)
+        return _merge(
+            PartsCatalog({}, {}, {}), _parts(load_shipped_yaml(text, where), where), _FILE
+        )
     except ConfigError as e:
         raise TopologyError(str(e)) from None
 

@@ -46,7 +46,7 @@ from typing import Any
 
 from calibrate.measurements import DTYPE_BYTES, ComputeRecord, Measurements, Meta
 from sim.errors import CalibrationError, ConfigError
-from sim.files import _kind, load_json, read_text
+from sim.files import load_json, read_bytes, read_text
 
 __all__ = [
     "METADATA_OPS",
@@ -216,19 +216,18 @@ def _document(path: Path) -> dict[str, Any]:
 
 
 def _gunzip(path: Path, limit: int = 1 << 30) -> str:
-    """A gzipped trace's text, inflated up to ``limit`` bytes (a bigger one is refused)."""
+    """A gzipped trace's text, inflated up to ``limit`` bytes (a bigger one is refused);
+    the file itself is read by :func:`sim.files.read_bytes` (a FIFO or device is refused
+    by what it is, never opened)."""
     import gzip
+    import io
 
     try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise CalibrationError(f"trace file {path}: no such file") from None
-    except OSError as err:
-        raise CalibrationError(f"trace file {path}: cannot read ({err.strerror})") from None
-    if not stat.S_ISREG(mode):  # opening a FIFO would wait for a writer forever
-        raise CalibrationError(f"trace file {path}: is {_kind(mode)}, not a regular file")
+        raw = read_bytes(path, "trace file", max_bytes=limit)
+    except ConfigError as err:
+        raise CalibrationError(str(err)) from None
     try:
-        with gzip.open(path, "rb") as f:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
             data = f.read(limit + 1)
     except (OSError, EOFError) as err:
         raise CalibrationError(f"{path}: not a gzipped trace ({err})") from None

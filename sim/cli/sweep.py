@@ -117,8 +117,9 @@ def _fmt(value: Any, spec: str) -> str:
 
 def table(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> str:
     """Rows as an aligned text table (units people read: GiB, %)."""
-    units = {str(r["throughput_unit"]) for r in rows if r.get("throughput_unit")}
-    unit = units.pop() if len(units) == 1 else ("throughput" if units else "tokens/s")
+    from sim.studies.columns import throughput_unit
+
+    unit = throughput_unit(r.get("throughput_unit") for r in rows)
     head = [*keys, "GPUs", "step(s)", unit, "MFU", "mem GiB", "fits", "scaling", "reason"]
     body = []
     for r in rows:

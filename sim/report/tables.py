@@ -13,6 +13,7 @@ from typing import Any
 from sim.report.loaders import ResultSet
 from sim.report.records import PlanRecord, RunRecord, SweepRow
 from sim.report.series import BREAKDOWN_ORDER, MEMORY_ORDER, components, hbm_capacity_bytes
+from sim.studies.columns import throughput_unit
 
 __all__ = [
     "Table",
@@ -97,10 +98,8 @@ _METRIC_HEADER = (
 
 
 def _header_for(units: set[str | None]) -> tuple[str, ...]:
-    """:data:`_METRIC_HEADER` with the rows' throughput unit (``images/s`` for CNNs;
-    ``throughput`` when the rows mix units)."""
-    named = {u for u in units if u}
-    unit = named.pop() if len(named) == 1 else ("throughput" if named else "tokens/s")
+    """:data:`_METRIC_HEADER` with the rows' throughput unit (:func:`throughput_unit`)."""
+    unit = throughput_unit(units)
     return tuple(unit if h == "tokens/s" else h for h in _METRIC_HEADER)
 
 

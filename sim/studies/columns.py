@@ -6,7 +6,16 @@ The studies write them; the report reads them (it sits above the studies).
 
 from __future__ import annotations
 
-__all__ = ["SWEEP_BREAKDOWN", "SWEEP_MEMORY", "SWEEP_METRICS", "SWEEP_PARTS", "SWEEP_SCOPES"]
+from collections.abc import Iterable
+
+__all__ = [
+    "SWEEP_BREAKDOWN",
+    "SWEEP_MEMORY",
+    "SWEEP_METRICS",
+    "SWEEP_PARTS",
+    "SWEEP_SCOPES",
+    "throughput_unit",
+]
 
 SWEEP_BREAKDOWN = (
     "compute",
@@ -72,3 +81,14 @@ SWEEP_METRICS = (
     "reason",
 )
 """The fixed columns of a sweep row; every other column is a grid key."""
+
+
+def throughput_unit(units: Iterable[object]) -> str:
+    """The throughput column's heading for rows of these ``throughput_unit`` values (None
+    and empty ignored): their one unit, ``throughput`` when they mix, else ``tokens/s``.
+
+    >>> throughput_unit(["images/s", None]), throughput_unit([]), throughput_unit(["a", "b"])
+    ('images/s', 'tokens/s', 'throughput')
+    """
+    named = {str(u) for u in units if u}
+    return named.pop() if len(named) == 1 else ("throughput" if named else "tokens/s")

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sim.catalog import gpu_spec
+from sim.profile import load_profile
 from sim.scenario.layer_list import LayerScenario, any_scenario_from_dict
 from sim.training.compute.attention import attention_fraction, attention_tables
 from sim.training.compute.kernels import gemm_time_s
@@ -227,10 +228,10 @@ _LAMBDA_PT = (
 #: Host seconds per simulated kernel of eager PyTorch 2.11 on the lent device machine (a
 #: 16-thread Intel Xeon VM): the median of ``calibrate compute``'s dispatch records
 #: (tiny autograd forwards and backwards), measured 2026-11-26 beside an H200
-#: (calibrate/measurements/h200-2026-11-26/compute.json; dispatch_per_kernel_s in
-#: calibrate/profiles/h200-ops.yaml). The H100 rows were measured the same day through
-#: the same device tool: the same kind of host is assumed.
-LENT_HOST_DISPATCH_S = 5.753e-05
+#: (calibrate/measurements/h200-2026-11-26/compute.json, fitted into the shipped
+#: h200-ops profile's ``host_dispatch_s``). The H100 rows were measured the same day
+#: through the same device tool: the same kind of host is assumed.
+LENT_HOST_DISPATCH_S = float(load_profile("h200-ops").compute["host_dispatch_s"])
 
 
 def _tf(gpu: str, log: str, hw: str, model: str, tf_model: str, prec: str, batch: int,

@@ -133,8 +133,9 @@ class ComputeParams:
         Host (CPU) seconds an eager framework spends per kernel it launches (Python, the
         dispatcher, autograd; ``calibrate compute``'s ``dispatch`` records per simulated
         kernel): the GPU cannot finish a layer before the host has launched its kernels
-        (:mod:`sim.training.compute.host`; layer-list models). 0 (the default): the host
-        keeps ahead (graph-mode frameworks, CUDA graphs, or not measured).
+        (:mod:`sim.training.compute.host`; layer-list models: transformer steps do not
+        apply it yet). 0 (the default): the host keeps ahead (graph-mode frameworks, CUDA
+        graphs, or not measured).
     comm_interference : float
         Slowdown of compute while a data-parallel collective (a ZeRO gather or a
         per-micro-batch gradient reduction) runs beside it: NCCL kernels take SMs and HBM

@@ -58,12 +58,16 @@ def _attention() -> None:
 
 def _cnn(solve: bool) -> None:
     print("\n== CNN training throughput, one GPU (images/s; 'solves' rows set conv_eff)")
-    print(f"{'gpu':<16}{'model':<14}{'prec':<6}{'batch':>6}{'kernels':>8}{'published':>10}"
+    print("('fused': fused or channels-last batch norm, 'nchw': eager NCHW kernels; '+host': "
+          "bound by the host's measured launches)")  # fmt: skip
+    print(f"{'gpu':<16}{'model':<15}{'prec':<6}{'batch':>6}{'kernels':>12}{'published':>10}"
           f"{'model':>9}{'error':>8}  hardware / source")  # fmt: skip
     for r in CNN_RUNS:
         model = predict_cnn(r)
-        tag = "solves" if r.solves else ("fused" if r.fused else "eager")
-        print(f"{r.gpu:<16}{r.model:<14}{r.precision:<6}{r.batch:>6}{tag:>8}{r.images_per_s:>10.1f}"
+        tag = ("solves" if r.solves else ("fused" if r.fused else "nchw")) + (
+            "+host" if r.host_dispatch_s else ""
+        )
+        print(f"{r.gpu:<16}{r.model:<15}{r.precision:<6}{r.batch:>6}{tag:>12}{r.images_per_s:>10.1f}"
               f"{model:>9.1f}{model / r.images_per_s - 1:>+8.1%}  {r.hardware}: {r.source}")  # fmt: skip
     if solve:
         print("\nconv_eff solved per GPU:")

@@ -41,9 +41,11 @@ From a profiler trace of a training step on a GPU (:mod:`calibrate.trace_reader`
 ``launch_overhead_s``, in place of the tiny-kernel ``launch`` time (kept in the details):
 the step's own gaps are what the simulator's per-kernel overhead stands for.
 
-On a GPU the host dispatches ahead of the kernels, and the catalog's ``stream_eff``
-describes fused kernels that torch's default AdamW is not, so those records are reported
-in the fit details only.
+On a GPU the host dispatches ahead of the kernels as long as it launches them faster than
+they run: dispatch records → ``host_dispatch_s`` (the host's seconds per simulated kernel,
+a bound on the step of a layer-list model: :mod:`sim.training.compute.host`), not the
+per-kernel gap. The catalog's ``stream_eff`` describes fused kernels that torch's default
+AdamW is not, so optimizer records are reported in the fit details only.
 
 Peaks come from the topology's accelerator (``topologies/catalog/gpus.yaml``).
 """
@@ -329,6 +331,8 @@ def fit_compute(
         info["dispatch_per_kernel_s"] = sig(statistics.median(dispatch))
     if cpu and dispatch:
         tree["launch_overhead_s"] = info["dispatch_per_kernel_s"]
+    elif dispatch:
+        tree["host_dispatch_s"] = info["dispatch_per_kernel_s"]
     gaps = [r.time_s for r in recs if r.op == "kernel_gap"]
     if gaps and not cpu:  # a GPU trace: the compute stream's idle time per kernel in a step
         info["tiny_kernel_launch_s"] = tree.get("launch_overhead_s")

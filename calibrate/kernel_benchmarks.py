@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sim.catalog import gpu_spec
+from sim.profile import load_profile
 from sim.scenario.layer_list import LayerScenario, any_scenario_from_dict
 from sim.training.compute.attention import attention_fraction, attention_tables
 from sim.training.compute.kernels import gemm_time_s
@@ -95,8 +96,11 @@ class CnnRun:
 
     ``gpu`` is the catalog GPU modelled, ``hardware`` what the source ran on; ``fused``:
     the framework runs batch norm and ReLU as fused bandwidth-tuned kernels
-    (TensorFlow's fused batch norm) rather than eager ones (PyTorch); ``solves``: the row
-    that sets ``conv_eff`` of ``gpu`` (not a prediction).
+    (TensorFlow's fused batch norm; PyTorch on channels-last tensors) rather than eager
+    NCHW ones (PyTorch's default layout); ``solves``: the row that sets ``conv_eff`` of
+    ``gpu`` (not a prediction); ``host_dispatch_s``: host seconds per kernel of an eager
+    framework, where measured on the run's host (0: not measured, or a graph-mode
+    framework whose host keeps ahead).
     """
 
     gpu: str
@@ -108,6 +112,7 @@ class CnnRun:
     source: str
     fused: bool = False
     solves: bool = False
+    host_dispatch_s: float = 0.0
 
 
 _AZURE = (
@@ -211,12 +216,22 @@ _TF_DOCS = (
 )
 _DLE = (
     "github.com/NVIDIA/DeepLearningExamples PyTorch/Classification/ConvNets/resnet50v1.5/"
-    "README.md, 'Training performance', 1 GPU, mixed precision, batch 256 per GPU"
+    "README.md, 'Training performance', 1 GPU, mixed precision, batch 256 per GPU "
+    "(launch.py --mode benchmark_training); channels-last: ConvNets/configs.yml gives the "
+    "AMP runs of resnet50 on DGX1V and DGXA100 'memory_format: nhwc'"
 )
 _LAMBDA_PT = (
     "github.com/lambdal/deeplearning-benchmark pytorch/pytorch-train-throughput-fp16.csv "
-    "(NGC PyTorch ResNet-50, fp16), row '{row}'"
+    "(NGC PyTorch ResNet-50, fp16), row '{row}'; NCHW: its pytorch/scripts/config_v1 "
+    "runs DeepLearningExamples' main.py without --memory-format (default nchw)"
 )
+#: Host seconds per simulated kernel of eager PyTorch 2.11 on the lent device machine (a
+#: 16-thread Intel Xeon VM): the median of ``calibrate compute``'s dispatch records
+#: (tiny autograd forwards and backwards), measured 2026-11-26 beside an H200
+#: (calibrate/measurements/h200-2026-11-26/compute.json, fitted into the shipped
+#: h200-ops profile's ``host_dispatch_s``). The H100 rows were measured the same day
+#: through the same device tool: the same kind of host is assumed.
+LENT_HOST_DISPATCH_S = float(load_profile("h200-ops").compute["host_dispatch_s"])
 
 
 def _tf(gpu: str, log: str, hw: str, model: str, tf_model: str, prec: str, batch: int,
@@ -230,22 +245,24 @@ CNN_RUNS: tuple[CnnRun, ...] = (
     _tf("V100-SXM2-32GB", _V100_LOG, "V100 SXM3 32GB", "vgg16", "vgg16", "fp16", 384, 455.93, True),
     _tf("V100-SXM2-32GB", _V100_LOG, "V100 SXM3 32GB", "resnet50", "resnet50", "fp16", 384, 1276.24),
     _tf("V100-SXM2-32GB", _V100_LOG, "V100 SXM3 32GB", "inception-v3", "inception3", "fp16", 384, 771.37),
-    CnnRun("V100-SXM2-32GB", "resnet50", "fp16", 256, 1200.0, "V100 SXM2 16GB (DGX-1)", _DLE),
+    CnnRun("V100-SXM2-32GB", "resnet50-v1.5", "fp16", 256, 1200.0, "V100 SXM2 16GB (DGX-1)",
+           _DLE, True),
     _tf("A100-PCIe-40GB", _A100P_LOG, "A100 PCIe 40GB", "vgg16", "vgg16", "fp16", 448, 1189.76, True),
     _tf("A100-PCIe-40GB", _A100P_LOG, "A100 PCIe 40GB", "resnet50", "resnet50", "fp16", 448, 2075.05),
     _tf("A100-PCIe-40GB", _A100P_LOG, "A100 PCIe 40GB", "inception-v3", "inception3", "fp16", 360, 1222.30),
-    CnnRun("A100-SXM-80GB", "resnet50", "fp16", 256, 2470.0, "A100 SXM4 80GB (DGX A100)", _DLE),
-    CnnRun("V100-SXM2-32GB", "resnet50", "fp16", 256, 833.0, "V100 16GB (Lambda Cloud)",
+    CnnRun("A100-SXM-80GB", "resnet50-v1.5", "fp16", 256, 2470.0, "A100 SXM4 80GB (DGX A100)",
+           _DLE, True),
+    CnnRun("V100-SXM2-32GB", "resnet50-v1.5", "fp16", 256, 833.0, "V100 16GB (Lambda Cloud)",
            _LAMBDA_PT.format(row="LambdaCloud V100 16GB") + "; batch 256 (pytorch-train-bs-fp16.csv)"),
-    CnnRun("A100-SXM-80GB", "resnet50", "fp16", 1280, 1582.0, "A100 80GB SXM4 (Lambda)",
+    CnnRun("A100-SXM-80GB", "resnet50-v1.5", "fp16", 1280, 1582.0, "A100 80GB SXM4 (Lambda)",
            _LAMBDA_PT.format(row="A100 80GB SXM4") + "; batch 1280 (pytorch-train-bs-fp16.csv)"),
-    CnnRun("H100-SXM", "resnet50", "fp16", 1280, 2616.0, "H100 80GB SXM5 (Lambda)",
+    CnnRun("H100-SXM", "resnet50-v1.5", "fp16", 1280, 2616.0, "H100 80GB SXM5 (Lambda)",
            _LAMBDA_PT.format(row="H100 80GB SXM5") + "; batch not listed for this row (1280, "
            "the A100 80GB and H100 PCIe rows' value, assumed)"),
     *(CnnRun("H100-SXM", model, "bf16", bs, ips, "H100 80GB HBM3 (700 W)",
              f"torchvision, channels_last, bf16 autocast, SGD, eager, synthetic data: {MEASURED_H100}",
-             True, model == "vgg16")
-      for model, bs, ips in (("vgg16", 128, 3146.2), ("resnet50", 256, 3975.1),
+             True, model == "vgg16", LENT_HOST_DISPATCH_S)
+      for model, bs, ips in (("vgg16", 128, 3146.2), ("resnet50-v1.5", 256, 3975.1),
                              ("inception-v3", 128, 2115.8))),
     CnnRun("P100-SXM2-16GB", "vgg16", "fp32", 64, 154.0, "P100 SXM2 (DGX-1)", _TF_DOCS, True, True),
     CnnRun("P100-SXM2-16GB", "resnet50", "fp32", 64, 219.0, "P100 SXM2 (DGX-1)", _TF_DOCS, True),
@@ -323,7 +340,7 @@ _TOPOLOGIES = Path(tempfile.mkdtemp(prefix="clustersim-kernels-"))
 
 def predict_cnn(run: CnnRun, compute: Mapping[str, float] | None = None) -> float:
     """Images/s the simulator gives for ``run`` on one GPU (``compute`` laid over the
-    catalog values: a hypothetical profile)."""
+    catalog values, and the run's ``host_dispatch_s`` where measured: a profile)."""
     raw = {
         "model": {"preset": run.model},
         "cluster": {"topology": str(_one_gpu_topology(run.gpu, _TOPOLOGIES))},
@@ -335,6 +352,8 @@ def predict_cnn(run: CnnRun, compute: Mapping[str, float] | None = None) -> floa
         },
         "network": "analytical",
     }
+    if run.host_dispatch_s:
+        compute = {"host_dispatch_s": run.host_dispatch_s, **(compute or {})}
     if compute:
         folder = Path(tempfile.mkdtemp(prefix="clustersim-profile-", dir=_TOPOLOGIES))
         lines = ["schema: clustersim.profile/1", "name: conv-eff-probe", "compute:"] + [

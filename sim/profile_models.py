@@ -221,6 +221,7 @@ class ComputeSection(BaseModel):
     attn_head_dim_half: NonNegative | None = None
     launch_overhead_s: _Time | None = None
     optimizer_tensor_overhead_s: _Time | None = None
+    host_dispatch_s: _Time | None = None
     sm_count: Count | None = None
     vector_dtype: Literal["fp32", "tf32", "bf16", "fp16", "fp8"] | None = None
 

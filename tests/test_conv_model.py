@@ -84,7 +84,9 @@ def test_fused_kernels_move_norm_bytes_at_stream_bandwidth() -> None:
     assert eager - fused == pytest.approx(moved * (1 / P.mem_eff - 1 / P.stream_eff))
 
 
-@pytest.mark.parametrize("name", ["resnet50", "vgg16", "inception-v3", "resnet101"])
+@pytest.mark.parametrize(
+    "name", ["resnet50", "resnet50-v1.5", "vgg16", "inception-v3", "resnet101"]
+)
 def test_every_cnn_layer_carries_a_shape_matching_its_flops(name: str) -> None:
     """The shapes the compute model times are the ones the FLOP count came from."""
     for lay in cnn_preset(name).layers:

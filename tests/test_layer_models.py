@@ -21,6 +21,9 @@ from sim.workload.cnn import cnn_preset
         # torchvision's resnet50/101 count them (25,557,032 / 44,549,160, BN included).
         ("resnet50", 25_557_032, 3.8, 0.02),
         ("resnet101", 44_549_160, 7.6, 0.02),
+        # v1.5 (stride in the 3x3): torchvision's resnet50 docs give 4.09 GFLOPS
+        # (multiply-adds), the same parameters.
+        ("resnet50-v1.5", 25_557_032, 4.09, 0.01),
         # Simonyan & Zisserman 2015, config D: 138M parameters (Table 2); He et al. 2016
         # quote VGG-16 at 15.3 x 10^9 FLOPs (multiply-adds).
         ("vgg16", 138_357_544, 15.3, 0.02),

@@ -4,6 +4,11 @@
   (CVPR 2016), Table 1: bottleneck blocks [1x1, 3x3, 1x1] x (3, 4, 6, 3) and
   x (3, 4, 23, 3), projection shortcuts where the shape changes, stride 2 in the first
   1x1 of stages 3-5 (the paper's original placement; 3.8 and 7.6 GFLOPs multiply-adds).
+- ResNet-50 v1.5: the same with the stride 2 in the 3x3 convolution of stages 3-5 (4.1
+  GFLOPs multiply-adds), what torchvision's ``resnet50`` and NVIDIA's Deep Learning
+  Examples train (github.com/NVIDIA/DeepLearningExamples PyTorch/Classification/ConvNets/
+  resnet50v1.5/README.md: "v1.5 has stride = 2 in the 3x3 convolution", "~5% imgs/sec"
+  slower than v1).
 - VGG-16: Simonyan & Zisserman, "Very Deep Convolutional Networks for Large-Scale Image
   Recognition" (ICLR 2015), Table 1 configuration D: 13 3x3 convolutions with biases, three
   fully connected layers (4096, 4096, 1000).
@@ -99,7 +104,8 @@ class _Net:
         self.set(self.c, 1)
 
 
-def _resnet(blocks: tuple[int, int, int, int], name: str) -> LayerModel:
+def _resnet(blocks: tuple[int, int, int, int], name: str, v15: bool = False) -> LayerModel:
+    """ResNet with bottleneck ``blocks`` per stage; ``v15``: stride in the 3x3 (v1.5)."""
     n = _Net(3, 224)
     n.set(64, *n.conv(64, 7, 2, 3, "conv1"))
     n.pool(3, 2, 1)
@@ -109,14 +115,16 @@ def _resnet(blocks: tuple[int, int, int, int], name: str) -> LayerModel:
             cin, hw = n.c, (n.h, n.w)
             if b == 0:  # projection shortcut (1x1, stride) to 4 x width channels
                 n.conv(4 * width, 1, stride, 0, "shortcut", cin=cin, hw=hw)
-            n.set(width, *n.conv(width, 1, stride, 0, "reduce", cin=cin, hw=hw))
-            n.set(width, *n.conv(width, 3, 1, 1, "conv3x3"))
+            first, middle = (1, stride) if v15 else (stride, 1)
+            n.set(width, *n.conv(width, 1, first, 0, "reduce", cin=cin, hw=hw))
+            n.set(width, *n.conv(width, 3, middle, 1, "conv3x3"))
             n.set(4 * width, *n.conv(4 * width, 1, 1, 0, "expand"))
             block = n.c * n.h * n.w
             n.after(3 * block, 3 * block)  # residual add; backward: branch gradients summed
     n.global_pool()
     n.fc(1000, logits=True)
-    return LayerModel(name, tuple(n.layers), 3 * 224 * 224 * ELEM, "He et al. 2016, Table 1")
+    source = "He et al. 2016, Table 1" + (" (v1.5: stride in the 3x3, torchvision)" if v15 else "")
+    return LayerModel(name, tuple(n.layers), 3 * 224 * 224 * ELEM, source)
 
 
 def _vgg16() -> LayerModel:
@@ -213,6 +221,7 @@ def _inception_v3() -> LayerModel:
 
 CNN_PRESETS: dict[str, Callable[[], LayerModel]] = {
     "resnet50": lambda: _resnet((3, 4, 6, 3), "resnet50"),
+    "resnet50-v1.5": lambda: _resnet((3, 4, 6, 3), "resnet50-v1.5", v15=True),
     "resnet101": lambda: _resnet((3, 4, 23, 3), "resnet101"),
     "vgg16": _vgg16,
     "inception-v3": _inception_v3,

@@ -54,7 +54,7 @@ from sim.training.compute.params import ComputeParams
 if TYPE_CHECKING:  # the layer-list package imports this module (no import loop at run time)
     from sim.workload.layer_model import ConvShape
 
-__all__ = ["NORM_ACCESSES", "WINOGRAD_SAVING", "conv_layer_s"]
+__all__ = ["NORM_ACCESSES", "WINOGRAD_SAVING", "conv_kernels", "conv_layer_s"]
 
 #: Element accesses per output element of what follows a layer: (forward, backward).
 NORM_ACCESSES = {"bn": (5, 8), "bias": (4, 4), "none": (0, 1)}
@@ -68,6 +68,25 @@ def _gemm_s(m: float, n: float, k: float, nbytes: float, dtype: str, gpu: GpuSpe
             p: ComputeParams, eff: float) -> float:  # fmt: skip
     compute = gemm_compute_s(m, n, k, 1, dtype, gpu, p, eff)
     return max(compute, nbytes / (gpu.hbm_Bps * p.stream_eff)) + p.launch_overhead_s
+
+
+def _gemm_count(backward: bool, first: bool) -> int:
+    """GEMMs of a pass: forward 1; backward the weight and (unless ``first``) data gradient."""
+    return (1 if first else 2) if backward else 1
+
+
+def conv_kernels(c: ConvShape, backward: bool, first: bool) -> int:
+    """Kernels one pass of the layer launches: its GEMMs (forward 1; backward the weight
+    gradient, and the data gradient unless ``first``), its norm and activation kernels,
+    and one for the memory-bound kernels that follow it, if any.
+
+    >>> from sim.workload.layer_model import ConvShape
+    >>> c = ConvShape(64, 64, 3, 3, 56, 56, 56, 56)
+    >>> conv_kernels(c, False, False), conv_kernels(c, True, False), conv_kernels(c, True, True)
+    (4, 5, 4)
+    """
+    after = c.after_bwd if backward else c.after_fwd
+    return _gemm_count(backward, first) + _NORM_KERNELS[c.norm][int(backward)] + (1 if after else 0)
 
 
 def conv_layer_s(c: ConvShape, b: int, dtype: str, gpu: GpuSpec, p: ComputeParams,
@@ -96,6 +115,6 @@ def conv_layer_s(c: ConvShape, b: int, dtype: str, gpu: GpuSpec, p: ComputeParam
     accesses = NORM_ACCESSES[c.norm][side] * c.out_elements + (
         c.after_bwd if backward else c.after_fwd
     )
-    kernels = _NORM_KERNELS[c.norm][side] + (1 if (c.after_bwd if backward else c.after_fwd) else 0)
     memory = b * accesses * el / (gpu.hbm_Bps * (p.stream_eff if fused else p.mem_eff))
-    return t + memory + kernels * p.launch_overhead_s
+    others = conv_kernels(c, backward, first) - _gemm_count(backward, first)  # GEMMs' are in t
+    return t + memory + others * p.launch_overhead_s

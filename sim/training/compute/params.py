@@ -39,7 +39,7 @@ _FRACTIONS = (
     "attn_odd_head_dim_eff", "sustained_clock", "conv_eff",
 )  # fmt: skip
 _MAY_BE_ZERO = ("fp8_matmul_eff_max", "comm_interference", "fp32_matmul_eff_max")
-_TIMES = ("launch_overhead_s", "optimizer_tensor_overhead_s")
+_TIMES = ("launch_overhead_s", "optimizer_tensor_overhead_s", "host_dispatch_s")
 _TUNABLE = (
     *_FRACTIONS, "fp32_matmul_eff_max", "matmul_half_flops", "matmul_k_half", "attn_seq_half",
     "attn_head_dim_half", *_TIMES, "sm_count",
@@ -129,6 +129,13 @@ class ComputeParams:
         Seconds the optimizer step spends per parameter tensor beyond its bytes: an eager
         per-tensor (for-loop) optimizer launches a handful of kernels for every tensor.
         0 (the default): a multi-tensor fused optimizer, whose launches are negligible.
+    host_dispatch_s : float
+        Host (CPU) seconds an eager framework spends per kernel it launches (Python, the
+        dispatcher, autograd; ``calibrate compute``'s ``dispatch`` records per simulated
+        kernel): the GPU cannot finish a layer before the host has launched its kernels
+        (:mod:`sim.training.compute.host`; layer-list models: transformer steps do not
+        apply it yet). 0 (the default): the host keeps ahead (graph-mode frameworks, CUDA
+        graphs, or not measured).
     comm_interference : float
         Slowdown of compute while a data-parallel collective (a ZeRO gather or a
         per-micro-batch gradient reduction) runs beside it: NCCL kernels take SMs and HBM
@@ -168,6 +175,7 @@ class ComputeParams:
     vector_dtype: str = "fp32"
     launch_overhead_s: float = 4e-6
     optimizer_tensor_overhead_s: float = 0.0
+    host_dispatch_s: float = 0.0
     fp32_matmul_eff_max: float = 0.0
     comm_interference: float = 0.0
     estimate: bool = True
@@ -287,6 +295,8 @@ class _Entry(BaseModel):
 _OFF_SOURCES = {
     "fp32_matmul_eff_max": "not measured: fp32 GEMMs use matmul_eff_max",
     "optimizer_tensor_overhead_s": "not measured: 0, a fused multi-tensor optimizer",
+    "host_dispatch_s": "a host property, not the GPU's: 0, the host keeps ahead of the GPU "
+    "(a profile sets the value its host measured)",
     "sustained_clock": "not measured: 1, the micro-benchmark clock (matmul_training_factor "
     "carries the difference where it was fitted)",
     "conv_eff": "not measured: 1, convolutions at the GEMM ceiling",

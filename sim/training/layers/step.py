@@ -34,7 +34,8 @@ from sim.network import backend
 from sim.profile_select import describe
 from sim.result import StepResult
 from sim.scenario.layer_list import LayerScenario
-from sim.training.compute.conv import conv_layer_s
+from sim.training.compute.conv import conv_kernels, conv_layer_s
+from sim.training.compute.host import host_bound_s
 from sim.training.compute.kernels import roofline_time_s
 from sim.training.compute.params import ComputeParams, compute_params
 from sim.training.compute.passes import timer_for
@@ -93,22 +94,30 @@ def _check_plan(sc: LayerScenario, gpus: int) -> int:
 
 def _layer_times(sc: LayerScenario, gpu: GpuSpec, params: ComputeParams) -> _Times:
     """Per layer: its convolution's kernels where the shape is known
-    (:func:`sim.training.compute.conv.conv_layer_s`), else one roofline op."""
+    (:func:`sim.training.compute.conv.conv_layer_s`), else one roofline op (one kernel);
+    then the forward and backward of a micro-batch no faster than the host launches their
+    kernels (:func:`sim.training.compute.host.host_bound_s`, ``host_dispatch_s``)."""
     el = ELEMENT_BYTES[sc.training.precision]
     dtype, mb, fused = sc.training.precision, sc.parallel.micro_batch, sc.training.fused_kernels
-    fwd, bwd = [], []
+    fwd, bwd, kf, kb = [], [], [], []
     prev = sc.model.input_bytes
     for i, lay in enumerate(sc.model.layers):
         out = lay.activation_bytes
         if lay.conv is not None:
             fwd.append(conv_layer_s(lay.conv, mb, dtype, gpu, params, False, i == 0, fused))
             bwd.append(conv_layer_s(lay.conv, mb, dtype, gpu, params, True, i == 0, fused))
+            kf.append(conv_kernels(lay.conv, False, i == 0))
+            kb.append(conv_kernels(lay.conv, True, i == 0))
         else:
             flops, nbytes = lay.flops * mb, el * lay.params + (prev + out) * mb
             fwd.append(roofline_time_s(flops, nbytes, dtype, gpu, params))
             bwd.append(roofline_time_s(2 * flops, 2 * nbytes, dtype, gpu, params))
+            kf.append(1)
+            kb.append(1)
         prev = out
-    return _Times(fwd, bwd)
+    n = len(fwd)
+    timed = host_bound_s(fwd + bwd[::-1], kf + kb[::-1], params.host_dispatch_s)
+    return _Times(timed[:n], timed[n:][::-1])
 
 
 def _buckets(sc: LayerScenario, times: _Times) -> list[tuple[float, float]]:

@@ -39,7 +39,9 @@ TP > 1 (``--tp-comm-overlap`` needs it) and TP communication overlapped, the
 non-interleaved 1F1B schedule, Megatron-Core's own behaviour (``training.framework:
 megatron-core``: ``--overlap-param-gather`` gathers each bucket's updated parameters one
 bucket ahead of the next step's forward, as its forward pre-hooks dispatch them without
-interleaving; :mod:`sim.workload.frameworks`), no activation recomputation, Transformer Engine's fused
+interleaving, the first bucket's from the step's start (``zero_grad()`` at the README
+table's commit f2e5db40); pipeline ranks > 0 have one bucket, gathered whole from the
+step's start; :mod:`sim.workload.frameworks`), no activation recomputation, Transformer Engine's fused
 kernels and flash attention, GeLU MLP of 4 x hidden with biases, LayerNorm, learned
 absolute positions (Megatron's defaults), untied embeddings and output weights; the
 fabric is not stated, assumed 8 x 400 Gb/s NDR InfiniBand per 8-GPU server

@@ -10,9 +10,9 @@ from sim.errors import ConfigError
 from sim.scenario.load import load_scenario
 from sim.training.compute.passes import OpsCost, TPOverlap
 from sim.training.graph.build import AHEAD_LABEL
-from sim.training.graph.costs import chunk_costs, tp_overlap
+from sim.training.graph.costs import chunk_costs, param_units, tp_overlap
 from sim.training.graph.execute import run_graph
-from sim.training.graph.task import COLLECTIVE
+from sim.training.graph.task import COLLECTIVE, COMPUTE
 from sim.training.memory.allocator import device_memory_bytes
 from sim.training.setup import prepare_step
 from sim.training.step import _timer, simulate_step
@@ -98,6 +98,38 @@ def test_megatron_overlaps_the_parameter_gather_with_the_next_forward() -> None:
         assert p.kind == "F" and p.mb == first[(p.stage, p.chunk)]
     assert {c.tag for i in gathers for c in g.comm[i]} == {"param shard all_gather"}
     assert setup.plan.zero == 1
+
+
+def test_megatron_gathers_a_later_pipeline_stage_in_one_bucket_from_the_step_start() -> None:
+    """Megatron-Core cuts only pipeline rank 0's parameters into buckets (DDP's
+    ``bucket_size = None`` for ``pp_rank > 0``) and the all-gather uses those buckets; its
+    first bucket's all-gather is dispatched by ``zero_grad()`` at the step's start
+    (distrib_optimizer.py at f2e5db40, the README benchmark's commit): a later stage
+    gathers all its parameters in one all-gather that starts at 0, while its first forward
+    waits for its input; stage 0 gathers unit by unit, one bucket ahead of its forward."""
+    sets = ["cluster.nodes=8", "parallel.dp=2", "training.global_batch=32",
+            "training.framework=megatron-core"]  # fmt: skip
+    setup, mc = _run(*sets)
+    g = mc.graph
+    assert setup.plan.pp > 1 and setup.plan.virtual_stages == 1
+    per_stage: dict[int, list[int]] = {}
+    for i in range(len(g)):
+        if g.label[i] == AHEAD_LABEL:
+            per_stage.setdefault(g.stage[i], []).append(i)
+    assert set(per_stage) == set(range(setup.plan.pp))
+    units = len(mc.costs[(0, "F")].units)
+    assert len(per_stage[0]) == units > 2
+    for s in range(1, setup.plan.pp):
+        (one,) = per_stage[s]
+        assert g.deps[one] == [] and mc.start[one] == 0.0
+        total = sum(c.nbytes for c in g.comm[one])
+        want = sum(d + e for d, e in param_units(setup, s))
+        assert total == pytest.approx(want, rel=1e-12)
+        first_f = next(p for p, q in enumerate(g.passes) if (q.stage, q.kind) == (s, "F"))
+        computes = [i for i in range(len(g)) if g.pass_of[i] == first_f and g.kind[i] == COMPUTE]
+        assert mc.start[computes[0]] >= mc.end[one]  # waited for its parameters
+    later = per_stage[0][2]  # the third unit's gather: dispatched by the first unit's pre-hook
+    assert g.deps[later] and g.kind[g.deps[later][0]] == COMPUTE
 
 
 def test_fsdp2_with_pipeline_parallelism_gathers_once_and_reduces_once() -> None:

@@ -65,13 +65,14 @@ def test_each_stage_runs_its_schedule_once_in_order(sets: tuple[str, ...]) -> No
 
 
 def test_every_pass_waits_for_its_input() -> None:
-    """A forward waits for the previous virtual stage's forward (through a pipeline send
-    across stages), a backward for the next one's backward, the last backward for the loss."""
+    """A forward's first compute waits for the previous virtual stage's forward (through a
+    pipeline send across stages), a backward's for the next one's backward, the last
+    backward's for the loss (parameter all-gathers run ahead may start before the input)."""
     _, _, _, g = _graph("llama2-70b-256-ib")
     first_task = {}
     last_task: dict[int, int] = {}
     for i, pid in enumerate(g.pass_of):
-        if pid >= 0:
+        if pid >= 0 and g.kind[i] == COMPUTE:
             first_task.setdefault(pid, i)
             last_task[pid] = i
     by_key = {(p.kind, p.vstage, p.mb): pid for pid, p in enumerate(g.passes)}

@@ -315,8 +315,12 @@ def _megatron_sources() -> dict[str, str]:
         "grad_bucket_copy": f"{_MEGATRON} megatron/core/distributed/param_and_grad_buffer.py"
         ": param.main_grad is a view of the contiguous grad buffer",
         "autocast_cache": f"{args}: bf16 params, no autocast",
-        "overlap_param_gather": f"{bench}: --overlap-param-gather (default off)",
-        "allgather_bucket_elements": f"{ddp}: the param all-gather uses the grad buckets",
+        "overlap_param_gather": f"{bench}: --overlap-param-gather (default off); the "
+        "benchmark's code (NVIDIA/Megatron-LM@f2e5db40, 2024-07-15) dispatches the first "
+        "bucket's all-gather in DistributedOptimizer.zero_grad(), the next in the forward "
+        "pre-hook of the bucket before (megatron/core/optimizer/distrib_optimizer.py)",
+        "allgather_bucket_elements": f"{ddp}: the param all-gather uses the grad buckets "
+        "(one bucket for pp_rank > 0 and model chunks > 0)",
         "gathered_units": _NA + "Megatron-Core's distributed optimizer never shards weights",
         "prefetch_elements": _NA + "DeepSpeed ZeRO-3 only",
         "max_live_elements": _NA + "DeepSpeed ZeRO-3 only",

@@ -101,8 +101,10 @@ class _Builder:
             fw is not None and fw.pp_gather_once and self.p > 1 and sem.gather_forward
         )
         #: Megatron-Core's distributed optimizer with --overlap-param-gather: the updated
-        #: parameters are all-gathered layer by layer ahead of the next step's first forward
-        #: of each chunk, not after the optimizer (in steady state: at the step's start)
+        #: parameters are all-gathered bucket by bucket ahead of the next step's first
+        #: forward of each chunk, not after the optimizer: the first bucket's from the
+        #: step's start (``zero_grad()``), the next ones as the forward reaches the bucket
+        #: before (:meth:`_waits_for_input`)
         self.param_overlap = (
             fw is not None
             and fw.overlap_param_gather
@@ -115,6 +117,10 @@ class _Builder:
         #: (``param_sync_func`` in schedules.py); otherwise each bucket's all-gather is
         #: dispatched by the forward pre-hook of the bucket before it (one ahead)
         self.align = self.param_overlap and self.v > 1
+        #: the all-gather uses the gradient buckets (``allgather_bucket_elements`` None):
+        #: where only chunk 0 of pipeline rank 0 is cut into buckets, every other chunk's
+        #: parameters are gathered by one all-gather before its first unit
+        self.one_bucket = fw is not None and fw.grad_bucket_first_chunk_only
         self.chunk_start: dict[tuple[int, int], int] = {}
 
     # -- passes ---------------------------------------------------------------------------
@@ -159,6 +165,9 @@ class _Builder:
             return replace(cost, units=tuple(Unit(u.busy_s) for u in cost.units))
         if self.param_overlap and kind == "F" and first_forward:
             sizes = param_units(self.setup, vs)
+            if self.one_bucket and vs > 0:  # the chunk's one bucket, gathered before unit 0
+                whole = (sum(d for d, _ in sizes), sum(e for _, e in sizes))
+                sizes = [whole] + [(0.0, 0.0)] * (len(sizes) - 1)
             units = tuple(Unit(u.busy_s, d, e) for u, (d, e) in zip(cost.units, sizes, strict=True))
             return replace(cost, units=units)
         return cost
@@ -205,33 +214,68 @@ class _Builder:
         prev: int,
         aligned: list[int] | None = None,
     ) -> tuple[list[int], list[int]]:
-        """A pass whose units wait for their parameter gathers (ZeRO-3/FSDP); ``aligned``:
-        the gathers' only dependencies (dispatched together, see :attr:`align`)."""
-        g, stage = self.g, self.setup.stages[s]
+        """A pass whose units wait for their parameter gathers (ZeRO-3/FSDP, or a
+        distributed optimizer's run ahead of the forward); ``aligned``: the gathers' only
+        dependencies (dispatched together, see :attr:`align`). Run ahead, a unit without
+        bytes to gather (gathered in an earlier unit's bucket) waits for none. Returns (the tasks
+        that wait for the pass's input, the first unit's compute last; each unit's task)."""
+        g = self.g
         gather = g.stream(f"s{s}.gather")
         units: list[int] = []
-        first: list[int] = []
-        d = self.depth
+        waiting: list[int] = []
         for j, unit in enumerate(cost.units):
-            if aligned is not None:
-                deps = aligned
-            else:
-                deps = [units[j - d]] if j >= d else ([prev] if prev >= 0 and j == 0 else [])
-            key = ("gather", s, unit.gather_bytes, unit.expert_gather_bytes)
-            parts = self._comms.get(key)
-            if parts is None:
-                parts = self._comms[key] = self._gather_parts(
-                    stage.group("shard"), stage.group("edp"), unit
-                )
-            label = AHEAD_LABEL if self.param_overlap else "zero_all_gather"
-            gt = g.add(COLLECTIVE, gather, deps, comm=parts, label=label, stage=s,
-                       pass_of=pid, nic=s if self.shared else -1)  # fmt: skip
-            ut = g.add(COMPUTE, compute, (gt,), duration_s=unit.busy_s, label="pass", stage=s,
-                       pass_of=pid)  # fmt: skip
-            if j == 0:  # an aligned gather does not wait for the pass's input
-                first = [ut] if aligned is not None else [gt, ut]
-            units.append(ut)
-        return first, units
+            after: tuple[int, ...] = ()
+            if not self.param_overlap or unit.gather_bytes > 0 or unit.expert_gather_bytes > 0:
+                gt = self._gather_task(s, gather, pid, unit, j, units, prev, aligned)
+                after = (gt,)
+                if self._waits_for_input(j, aligned):
+                    waiting.append(gt)
+            units.append(g.add(COMPUTE, compute, after, duration_s=unit.busy_s, label="pass",
+                               stage=s, pass_of=pid))  # fmt: skip
+        return [*waiting, units[0]], units
+
+    def _waits_for_input(self, j: int, aligned: list[int] | None) -> bool:
+        """Whether unit ``j``'s gather waits for the pass's input. ZeRO-3/FSDP: the first
+        (the rest follow it on the gather stream). A distributed optimizer's run ahead
+        (Megatron-Core at the benchmark's commit f2e5db40, distrib_optimizer.py): the
+        first bucket's all-gather is dispatched by ``zero_grad()`` at the step's start, the
+        next by the forward pre-hook of the bucket before, which runs once the pass has
+        its input; aligned gathers wait for none."""
+        if aligned is not None:
+            return False
+        if self.param_overlap:
+            return 0 < j < self.depth
+        return j == 0
+
+    def _gather_task(
+        self,
+        s: int,
+        gather: int,
+        pid: int,
+        unit: Unit,
+        j: int,
+        units: list[int],
+        prev: int,
+        aligned: list[int] | None,
+    ) -> int:
+        """Unit ``j``'s gather on stream ``gather``: after unit ``j - depth`` has run (at
+        most ``depth`` units gathered at once), the pass's first after the stage's last
+        compute ``prev``; ``aligned``: its only dependencies."""
+        if aligned is not None:
+            deps = aligned
+        else:
+            d = self.depth
+            deps = [units[j - d]] if j >= d else ([prev] if prev >= 0 and j == 0 else [])
+        key = ("gather", s, unit.gather_bytes, unit.expert_gather_bytes)
+        parts = self._comms.get(key)
+        if parts is None:
+            stage = self.setup.stages[s]
+            parts = self._comms[key] = self._gather_parts(
+                stage.group("shard"), stage.group("edp"), unit
+            )
+        label = AHEAD_LABEL if self.param_overlap else "zero_all_gather"
+        return self.g.add(COLLECTIVE, gather, deps, comm=parts, label=label, stage=s,
+                          pass_of=pid, nic=s if self.shared else -1)  # fmt: skip
 
     def _gather_parts(
         self, shard: Sequence[tuple[str, ...]], edp: Sequence[tuple[str, ...]], unit: Unit

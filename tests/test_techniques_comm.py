@@ -220,6 +220,18 @@ def test_staleness_hides_push_pull_behind_compute() -> None:
     assert ssp.step_time_s < bsp.step_time_s
 
 
+@pytest.mark.parametrize("network", ["analytical", "flow"])
+def test_ps_push_and_pull_are_on_the_workers_links(network: str) -> None:
+    """Every worker's push and pull cross its NIC uplink once each way: the step's net
+    bytes are gpus * wire_bytes_per_gpu_after (16 GPUs); the PCIe hops from each GPU to
+    its NIC carry the same bytes per hop (h100-tcp-100g: one NIC per server, 1-4 hops)."""
+    r = ps(f"network={network}")
+    wire = r.techniques["dp_comm"]["wire_bytes_per_gpu_after"]
+    assert r.link_bytes_by_scope["net"] == pytest.approx(16 * wire, rel=1e-12)
+    assert 16 * wire <= r.link_bytes_by_scope["pcie"] <= 4 * 16 * wire
+    assert r.link_bytes_by_scope["nvlink"] == 0.0
+
+
 # --- local SGD / DiLoCo ------------------------------------------------------------------
 
 
@@ -241,6 +253,8 @@ def test_local_sgd_amortises_the_synchronisation(h: int) -> None:
     outer = params * OUTER_STEP_BYTES / stream_Bps
     assert loc.breakdown["outer_optimizer"] == pytest.approx(outer / h, rel=1e-12)
     assert loc.step_time_s < one.step_time_s
+    for scope, b in one.link_bytes_by_scope.items():  # the synchronisation's bytes / H
+        assert loc.link_bytes_by_scope[scope] == pytest.approx(b / h, rel=1e-12)
 
 
 # --- defaults, outputs, errors ----------------------------------------------------------

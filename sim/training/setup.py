@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
+import numpy as np
+
 from sim.catalog import GpuSpec
 from sim.network import backend
 from sim.profile import Profile
@@ -25,7 +27,7 @@ from sim.scenario.load import Scenario, resolve_plan
 from sim.topology.model import Topology
 from sim.topology.presets import load_topology
 from sim.training.compute.params import ComputeParams, compute_params
-from sim.workload.plan import Coord, ParallelPlan, group_of, rank_of
+from sim.workload.plan import Coord, ParallelPlan, group_of, rank_of, stage_group_ranks
 from sim.workload.techniques import check_techniques, techniques_of
 
 __all__ = [
@@ -136,20 +138,47 @@ def membership(plan: ParallelPlan, names: tuple[str, ...]) -> Membership:
 
 
 def stage_groups(
-    plan: ParallelPlan, s: int, names: tuple[str, ...], member: Membership, replica: int = 0
+    plan: ParallelPlan,
+    s: int,
+    names: tuple[str, ...],
+    member: Membership | None = None,
+    replica: int = 0,
 ) -> StageGroups:
-    """The GPUs and groups of stage ``s`` of data-parallel replica ``replica``."""
-    ranks = [rank_of(plan, Coord(t, s, replica)) for t in range(plan.tp)]
+    """The GPUs and groups of stage ``s`` of data-parallel replica ``replica``, read from the
+    plan's rank grid at once (:func:`sim.workload.plan.stage_group_ranks`); ``member`` is
+    not needed (kept for callers that hold one)."""
+    del member
+    table = _name_table(names)
+    named = {
+        k: tuple(map(tuple, table[v].tolist()))
+        for k, v in stage_group_ranks(plan, s, replica).items()
+    }
     return StageGroups(
-        gpus=tuple(names[r] for r in ranks),
-        tp=member["tp"][ranks[0]],
-        ep=member["ep"][ranks[0]],
-        dp=tuple(member["dp"][r] for r in ranks),
-        edp=tuple(member["edp"][r] for r in ranks),
-        shard=tuple(member["shard"][r] for r in ranks),
-        replica=tuple(member["replica"][r] for r in ranks),
+        gpus=named["tp"][0],
+        tp=named["tp"][0],
+        ep=named["ep"][0],
+        dp=named["dp"],
+        edp=named["edp"],
+        shard=named["shard"],
+        replica=named["replica"],
         cp_ring=_cp_ring(plan, s, names),
     )
+
+
+_NAME_TABLES: dict[int, tuple[tuple[str, ...], np.ndarray]] = {}
+
+
+def _name_table(names: tuple[str, ...]) -> np.ndarray:
+    """``names`` as a numpy object array (kept per tuple: a topology's GPU names are asked
+    for at every step)."""
+    hit = _NAME_TABLES.get(id(names))
+    if hit is None or hit[0] is not names:
+        if len(_NAME_TABLES) > 64:
+            _NAME_TABLES.clear()
+        table = np.array(names, dtype=object)
+        table.flags.writeable = False
+        hit = _NAME_TABLES[id(names)] = (names, table)
+    return hit[1]
 
 
 def _cp_ring(plan: ParallelPlan, s: int, names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -207,6 +236,24 @@ def resolve_step_profile(
     return _resolved(request, topology, force_profile or scenario.force_profile)[0]
 
 
+_STAGES: dict[tuple[Any, ...], tuple[Topology, tuple[StageGroups, ...]]] = {}
+
+
+def _stages(plan: ParallelPlan, topology: Topology) -> tuple[StageGroups, ...]:
+    """Every stage's groups of ``plan`` on ``topology``, kept per (layout, topology): a
+    sweep, a plan search and the API ask again for the same layout. The groups depend on
+    the sizes, the ZeRO shard size and the placement order only (not on the batch)."""
+    layout = (plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.shard, plan.order)
+    key = (*layout, id(topology))
+    hit = _STAGES.get(key)
+    if hit is None or hit[0] is not topology:
+        if len(_STAGES) > 256:
+            _STAGES.clear()
+        groups = tuple(stage_groups(plan, s, topology.gpus) for s in range(plan.pp))
+        hit = _STAGES[key] = (topology, groups)
+    return hit[1]
+
+
 def prepare_step(
     scenario: Scenario,
     network: str | None = None,
@@ -244,7 +291,5 @@ def prepare_step(
     resolved, info = _resolved(request, topo, force_profile or scenario.force_profile)
     plan = techniques_plan(scenario, resolve_plan(scenario, topo.num_gpus, topo.gpus_per_node))
     compute = compute_params(topo.gpu.name, resolved.profile.compute)
-    member = membership(plan, topo.gpus)
-    stages = tuple(stage_groups(plan, s, topo.gpus, member) for s in range(plan.pp))
-    return StepSetup(scenario, topo, plan, resolved.profile, compute, net, stages,
+    return StepSetup(scenario, topo, plan, resolved.profile, compute, net, _stages(plan, topo),
                      profile_info=info)  # fmt: skip

@@ -20,7 +20,7 @@ from sim.training.hetero.report import gpu_type_report, mixed_notes
 from sim.training.memory.advice import scenario_advice
 from sim.training.memory.report import scenario_memory
 from sim.training.setup import StepSetup, prepare_step
-from sim.training.techniques import apply_techniques
+from sim.training.techniques import apply_techniques, ps_link_bytes
 from sim.training.techniques_report import techniques_record
 from sim.workload.plan import placement_notes
 
@@ -210,6 +210,8 @@ def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> dict[
             for group_kind, per in cost.wire_bytes.items():
                 for scope, b in per.items():
                     out[scope] += b * groups_per_stage.get(group_kind, 1)
+    for scope, b in ps_link_bytes(setup).items():
+        out[scope] += b
     return out
 
 

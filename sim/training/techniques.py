@@ -12,7 +12,12 @@ The engines already ran the step with the techniques' gradient buckets
 - ``sync_every = H`` (local SGD / DiLoCo): the replicas synchronise once every H steps,
   so the reported step is the average over H steps: the exposed synchronisation and the
   outer Nesterov step (OUTER_STEP_BYTES per parameter, memory-bound) count ``1 / H``
-  each; ``link_bytes_by_scope`` stays that of a synchronising step.
+  each, and so do the synchronisation's bytes in ``link_bytes_by_scope`` (the graph's
+  gradient tasks run ``1 / H`` copies).
+- ``dp_mode = ps``: the push and the pull of every worker are on its links
+  (:func:`ps_link_bytes`): the PCIe hops from the GPU to its NIC and the NIC's uplink,
+  both ways; the server hosts are outside the topology, so nothing is counted past the
+  uplink.
 - memory: error-feedback buffers (top-k, PowerSGD: one fp32 gradient copy), PowerSGD's
   P and Q, and DiLoCo's outer state (OUTER_STATE_BYTES per parameter).
 """
@@ -28,6 +33,7 @@ from sim.training.graph.execute import StepRun
 from sim.training.graph.techniques import nic_Bps, powersgd_stage, ps_servers
 from sim.training.setup import StepSetup
 from sim.workload.comms import rank_params
+from sim.workload.plan import rank_coords
 from sim.workload.techniques import (
     OUTER_STATE_BYTES,
     CommTechniques,
@@ -37,7 +43,13 @@ from sim.workload.techniques import (
 )
 from sim.workload.zero import zero_semantics
 
-__all__ = ["OUTER_STEP_BYTES", "TechniquesOutcome", "apply_techniques", "dp_wire_bytes"]
+__all__ = [
+    "OUTER_STEP_BYTES",
+    "TechniquesOutcome",
+    "apply_techniques",
+    "dp_wire_bytes",
+    "ps_link_bytes",
+]
 
 #: HBM bytes per parameter of DiLoCo's outer step: read the fp32 master weights and the
 #: snapshot to form the pseudo-gradient and write it (12); after its all-reduce read it,
@@ -75,6 +87,53 @@ def dp_wire_bytes(setup: StepSetup, s: int) -> tuple[float, float]:
     if techniques_of(setup.scenario.parallel).dp_mode == "ps":
         return before, 2.0 * (c.dp_grad_bytes + c.edp_grad_bytes)
     return before, plan.virtual_stages * sum(_bucket_wire(setup, b) for b in buckets_of(setup, s))
+
+
+def ps_link_bytes(setup: StepSetup) -> dict[str, float]:
+    """Bytes per link scope that the parameter-server push and pull put on the workers'
+    links in one step: every GPU of stage ``s`` pushes and pulls ``dp_wire_bytes / 2``
+    each way over the PCIe hops to its NIC and the NIC's uplink (:func:`_worker_hops`);
+    empty unless ``dp_mode`` is ``ps``."""
+    if techniques_of(setup.scenario.parallel).dp_mode != "ps" or setup.plan.dp == 1:
+        return {}
+    plan, graph = setup.plan, setup.topology.graph
+    per_stage = [dp_wire_bytes(setup, s)[1] for s in range(plan.pp)]
+    local: dict[int, list[str]] = {}  # node -> its GPUs in rank order
+    nics: dict[int, list[str]] = {}
+    for name, data in graph.nodes(data=True):
+        if data.get("kind") == "nic":
+            nics.setdefault(data["node"], []).append(name)
+    out: dict[str, float] = {}
+    for rank, gpu in enumerate(setup.topology.gpus[: plan.num_gpus]):
+        mates = local.setdefault(graph.nodes[gpu]["node"], [])
+        mates.append(gpu)
+        node_nics = nics.get(graph.nodes[gpu]["node"], [])
+        nbytes = per_stage[rank_coords(plan, rank).pp] / 2.0
+        for scope, hops in _worker_hops(setup, gpu, len(mates) - 1, node_nics).items():
+            out[scope] = out.get(scope, 0.0) + 2.0 * nbytes * hops
+    return out
+
+
+def _worker_hops(setup: StepSetup, gpu: str, k: int, nics: list[str]) -> dict[str, float]:
+    """Link scope -> links one byte crosses from ``gpu``, the ``k``-th GPU of its server, to
+    the fabric: the route to the nearest of the server's ``nics`` (the ``k``-th GPU takes
+    the ``k mod n``-th of ``n`` equally near ones, as the router assigns ports) and that
+    NIC's uplink."""
+    topo = setup.topology
+    if not nics:
+        return {}
+    paths = [topo.path(gpu, nic) for nic in nics]
+    near = min(len(p.links) for p in paths)
+    nearest = [i for i, p in enumerate(paths) if len(p.links) == near]
+    pick = nearest[k % len(nearest)]
+    out: dict[str, float] = {}
+    path = paths[pick]
+    for li, share in zip(path.links.tolist(), path.shares.tolist(), strict=True):
+        out[topo.link_scope[li]] = out.get(topo.link_scope[li], 0.0) + share
+    uplinks = topo.graph.out_edges(nics[pick], data=True)
+    if any(d.get("scope") == "net" for _, _, d in uplinks):
+        out["net"] = out.get("net", 0.0) + 1.0
+    return out
 
 
 def _memory(setup: StepSetup, stage: int) -> dict[str, float]:
@@ -129,8 +188,7 @@ def apply_techniques(
         bd["outer_optimizer"] = outer / h
         out.notes.append(
             f"local SGD / DiLoCo: replicas synchronise every {h} steps; the step time is the "
-            f"average over {h} steps (synchronisation and outer step / {h}); link bytes are "
-            "those of a synchronising step"
+            f"average over {h} steps (synchronisation, outer step and their link bytes / {h})"
         )
     before = max(dp_wire_bytes(setup, s)[0] for s in range(plan.pp))
     after = max(dp_wire_bytes(setup, s)[1] for s in range(plan.pp))
@@ -183,6 +241,7 @@ def _parameters(setup: StepSetup, tech: CommTechniques, out: TechniquesOutcome) 
         )
         out.notes.append(
             "parameter server: closed-form push then pull at NIC line rates (not on the flow "
-            "network; servers outside the topology); the servers' update is charged as the "
+            "network; servers outside the topology: link bytes end at the workers' NIC "
+            "uplinks); the servers' update is charged as the "
             "workers' Adam step, and worker memory still counts the optimizer states"
         )

@@ -36,11 +36,13 @@ __all__ = [
     "ParallelPlan",
     "full_order",
     "group_of",
+    "group_rows",
     "groups",
     "parse_order",
     "placement_notes",
     "rank_coords",
     "rank_of",
+    "stage_group_ranks",
 ]
 
 AXES = ("tp", "pp", "dp")
@@ -266,6 +268,31 @@ def group_of(plan: ParallelPlan, kind: str, rank: int) -> list[int]:
     return [int(r) for r in out]
 
 
+def stage_group_ranks(plan: ParallelPlan, s: int, replica: int = 0) -> dict[str, np.ndarray]:
+    """Every group of stage ``s`` of data-parallel ``replica`` (CP rank 0) at once, read
+    from the rank grid: kind -> array with one row per TP rank, its ranks in the order
+    :func:`group_of` lists them (``tp``: the TP group, one row). Read-only views.
+
+    >>> p = ParallelPlan(tp=2, dp=4, zero=3, shard_size=2, global_batch=4)
+    >>> g = stage_group_ranks(p, 0, 1)
+    >>> g["tp"].tolist(), g["dp"].tolist(), g["replica"].tolist()
+    ([[2, 3]], [[0, 2, 4, 6], [1, 3, 5, 7]], [[2, 6], [3, 7]])
+    """
+    grid = _grid(plan)
+    data = grid.reshape(plan.tp, plan.pp, plan.dp_cp)[:, s]  # (tp, dp_cp)
+    i = replica * plan.cp  # the replica's place on the DP-CP axis
+    by_expert = data.reshape(plan.tp, plan.edp, plan.ep)
+    by_shard = data.reshape(plan.tp, plan.dp_cp // plan.shard, plan.shard)
+    return {
+        "tp": grid[:, s, replica, 0][None, :],
+        "dp": data,
+        "ep": by_expert[:, i // plan.ep],
+        "edp": by_expert[:, :, i % plan.ep],
+        "shard": by_shard[:, i // plan.shard],
+        "replica": by_shard[:, :, i % plan.shard],
+    }
+
+
 def groups(plan: ParallelPlan, kind: str) -> list[list[int]]:
     """Rank lists of every group of ``kind`` (one of :data:`GROUP_KINDS`).
 
@@ -283,11 +310,16 @@ def groups(plan: ParallelPlan, kind: str) -> list[list[int]]:
     ...     ParallelPlan(dp=2, cp=2, global_batch=2), "dp")
     ([[0, 1], [2, 3]], [[0, 1, 2, 3]])
     """
+    return group_rows(plan, kind).tolist()
+
+
+def group_rows(plan: ParallelPlan, kind: str) -> np.ndarray:
+    """:func:`groups` as an array, one row per group (read from the rank grid, no Python
+    list per group: a 16k-GPU plan has thousands)."""
     grid = _grid(plan)
     if kind in ("tp", "pp", "cp"):
         axis = Coord._fields.index(kind)
-        rows = np.moveaxis(grid, axis, -1).reshape(-1, grid.shape[axis])
-        return [[int(r) for r in row] for row in rows]
+        return np.moveaxis(grid, axis, -1).reshape(-1, grid.shape[axis])
     # the DP-CP axis: dp replica d, CP rank c at d * cp + c
     data = grid.reshape(plan.tp, plan.pp, plan.dp_cp)
     if kind == "dp":
@@ -304,8 +336,7 @@ def groups(plan: ParallelPlan, kind: str) -> list[list[int]]:
         )
     else:
         raise ValueError(f"unknown group kind {kind!r}; known: {', '.join(GROUP_KINDS)}")
-    rows = split.reshape(-1, split.shape[-1])
-    return [[int(r) for r in row] for row in rows]
+    return split.reshape(-1, split.shape[-1])
 
 
 def placement_notes(plan: ParallelPlan) -> list[str]:
@@ -319,11 +350,12 @@ def placement_notes(plan: ParallelPlan) -> list[str]:
     for kind in ("tp", "ep", "cp"):
         if kind == "cp" and plan.cp == 1:
             continue
-        spans = {len({r // gpus_per_node for r in g}) for g in groups(plan, kind)}
+        nodes = np.sort(group_rows(plan, kind) // gpus_per_node, axis=1)
+        span = 1 + int((np.diff(nodes, axis=1) != 0).sum(axis=1).max())
         size = {"tp": plan.tp, "ep": plan.ep, "cp": plan.cp}[kind]
-        if max(spans) > 1:
+        if span > 1:
             notes.append(
-                f"{kind.upper()} groups of {size} span {max(spans)} nodes each "
+                f"{kind.upper()} groups of {size} span {span} nodes each "
                 f"({gpus_per_node} GPUs per node): {kind.upper()} traffic crosses the network"
             )
     return notes

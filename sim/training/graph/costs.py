@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from sim.training.compute.passes import (
     CollectiveTimer,
@@ -31,6 +32,8 @@ from sim.workload.ops import Op, context_for, embedding_ops, head_ops, layer_ops
 from sim.workload.primitives import OpContext
 from sim.workload.stages import chunk_layers
 from sim.workload.zero import PARAM_BYTES, zero_semantics
+
+UnitCosts = dict[str, tuple[OpsCost, OpsCost]]
 
 __all__ = [
     "FSDP_FLAT_GRAD_BYTES",
@@ -122,10 +125,36 @@ def op_context(setup: StepSetup) -> OpContext:
                        sc.training.fused_kernels, sc.training.attention_kernel)  # fmt: skip
 
 
+#: (forward, backward) costs of a stage's units, kept across steps: key -> (the compute
+#: parameters, GPU and timer they were costed with, held so their ids stay theirs; costs).
+_UNITS: dict[tuple[Any, ...], tuple[object, object, object, UnitCosts]] = {}
+
+
 def _unit_costs(
     setup: StepSetup, timer: CollectiveTimer, s: int, cache: dict[Op, float]
-) -> dict[str, tuple[OpsCost, OpsCost]]:
-    """(forward, backward) cost of one embedding, layer and head unit of stage ``s``."""
+) -> UnitCosts:
+    """(forward, backward) cost of one embedding, layer and head unit of stage ``s``, kept
+    per (op context, techniques, stage's TP/EP groups and CP ring, compute parameters, GPU,
+    collective timer): everything :func:`_costed_units` reads, so a sweep or a plan search
+    that changes only the batch, the schedule or the data-parallel settings costs them once."""
+    ctx, st, tech = op_context(setup), setup.stages[s], setup.scenario.training.techniques
+    compute, gpu = setup.compute_at(s), setup.gpu_at(s)
+    key = (ctx, tech, st.tp, st.ep, st.cp_ring, id(compute), id(gpu), id(timer))
+    try:
+        hit = _UNITS.get(key)
+    except TypeError:  # an unhashable part: cost it without keeping it
+        return _costed_units(setup, timer, s, cache)
+    if hit is None or hit[0] is not compute or hit[1] is not gpu or hit[2] is not timer:
+        if len(_UNITS) > 256:
+            _UNITS.clear()
+        hit = _UNITS[key] = (compute, gpu, timer, _costed_units(setup, timer, s, cache))
+    return hit[3]
+
+
+def _costed_units(
+    setup: StepSetup, timer: CollectiveTimer, s: int, cache: dict[Op, float]
+) -> UnitCosts:
+    """The work of :func:`_unit_costs`."""
     ctx, st, tech = op_context(setup), setup.stages[s], setup.scenario.training.techniques
     grp = {"tp": st.tp, "ep": st.ep}
     out = {}
@@ -157,7 +186,7 @@ def chunk_costs(setup: StepSetup, timer: CollectiveTimer) -> dict[tuple[int, str
     layers = chunk_layers(plan, setup.scenario.model)
     sem = zero_semantics(plan)
     caches: dict[str, dict[Op, float]] = {}  # per GPU model: op times differ between them
-    units: dict[int, dict[str, tuple[OpsCost, OpsCost]]] = {}
+    units: dict[int, UnitCosts] = {}
     shapes: dict[tuple[bool, bool, int, int], tuple[PassCost, PassCost]] = {}
     out: dict[tuple[int, str], PassCost] = {}
     for vs in range(nvs):
@@ -208,7 +237,7 @@ def _interfered(
 
 def _chunk_passes(
     setup: StepSetup,
-    u: dict[str, tuple[OpsCost, OpsCost]],
+    u: UnitCosts,
     key: tuple[bool, bool, int, int],
     gather_f: bool,
     gather_b: bool,

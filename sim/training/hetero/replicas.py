@@ -39,7 +39,7 @@ from sim.training.graph.costs import chunk_costs, op_context
 from sim.training.graph.execute import StepRun, run_graph
 from sim.training.graph.simulate import Progress
 from sim.training.hetero.split import split_layers, split_microbatches
-from sim.training.setup import StageGroups, StepSetup, membership, stage_groups
+from sim.training.setup import StageGroups, StepSetup, stage_groups
 from sim.workload.ops import layer_ops
 from sim.workload.plan_checks import validate_plan
 from sim.workload.stages import stage_layers
@@ -113,9 +113,8 @@ def _slowest(names: set[str], layer_s: dict[str, float]) -> str:
 
 def _replica_stages(setup: StepSetup) -> list[tuple[StageGroups, ...]]:
     plan, names = setup.plan, setup.topology.gpus
-    member = membership(plan, names)
     return [
-        tuple(stage_groups(plan, s, names, member, r) for s in range(plan.pp))
+        tuple(stage_groups(plan, s, names, replica=r) for s in range(plan.pp))
         for r in range(plan.dp)
     ]
 

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from sim.cli import imported
+from sim.cli import importing
 from sim.cli.outputs import Heartbeat, count
 from sim.collectives.schedule import OPS
 from sim.errors import ConfigError
@@ -87,16 +87,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and print a table (or JSON)."""
-    from sim.budget import check_estimate, cluster_shape, estimate_collective
-    from sim.collectives.algorithms import check_hardware
-    from sim.collectives.simulate import CollectiveSetup, simulate_collective, sweep_sizes
-    from sim.files import dumps_json
-    from sim.network import backend
-    from sim.profile_select import describe, resolve_profile
-    from sim.studies.files import csv_text
-    from sim.topology.presets import load_topology
-
-    imported()
+    with importing():
+        from sim.budget import check_estimate, cluster_shape, estimate_collective
+        from sim.collectives.algorithms import check_hardware
+        from sim.collectives.simulate import CollectiveSetup, simulate_collective, sweep_sizes
+        from sim.files import dumps_json
+        from sim.network import backend
+        from sim.profile_select import describe, resolve_profile
+        from sim.studies.files import csv_text
+        from sim.topology.presets import load_topology
     op = _OP_ALIASES.get(args.op, args.op)
     if op not in OPS:
         raise ConfigError(f"--op {args.op!r} is unknown; allowed: {', '.join(OPS)}")

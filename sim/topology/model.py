@@ -139,7 +139,7 @@ class Topology:
     latency_s: np.ndarray = field(init=False)
     link_scope: tuple[str, ...] = field(init=False)
     link_kind: tuple[str, ...] = field(init=False)
-    _salt: int = field(init=False)
+    _salt_value: int | None = field(init=False)
     _routes: dict[tuple[str, str, int, int], tuple[int, ...]] = field(init=False)
     _paths: dict[tuple[str, str, int], Path] = field(init=False)
     _spreads: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, frozenset[int]]] = field(
@@ -191,7 +191,7 @@ class Topology:
         if len(self.links) and not (self.capacity_Bps > 0).all():
             bad = self.links[int(np.argmin(self.capacity_Bps))]
             raise TopologyError(f"link {bad[0]}->{bad[1]}: bandwidth must be > 0")
-        self._salt = int(np.random.default_rng(self.seed).integers(0, 2**31 - 1))
+        self._salt_value = None  # drawn on the first ECMP choice (see _salt)
         self._routes = {}
         self._paths = {}
         self._spreads = {}
@@ -355,6 +355,15 @@ class Topology:
             )
             self._spreads[(fa, fb)] = hit
         return hit
+
+    @property
+    def _salt(self) -> int:
+        """The seed's ECMP hash salt, drawn when a route first has a choice to make: an
+        adaptive rail-optimized fabric may never have one, and numpy.random was ~15 ms of
+        a cold command's start."""
+        if self._salt_value is None:
+            self._salt_value = int(np.random.default_rng(self.seed).integers(0, 2**31 - 1))
+        return self._salt_value
 
     def _pick(self, src: str, dst: str, hop: int, n: int) -> int:
         return ecmp_pick(self._salt, src, dst, hop, n)

@@ -302,7 +302,10 @@ class Topology:
         key = (src, dst, rail)
         p = self._paths.get(key)
         if p is None:
-            if self.routing == "adaptive":
+            if rail >= 0 and self._same_server(src, dst):  # no NIC inside a server
+                first = self.path(src, dst)  # the same links; its own object (routes
+                p = Path(first.links, first.weights)  # are numbered by identity)
+            elif self.routing == "adaptive":
                 p = self._adaptive_path(src, dst, rail)
             elif self.qps > 1:
                 p = merge(
@@ -312,6 +315,15 @@ class Topology:
                 p = Path(np.asarray(self.route(src, dst, rail), dtype=np.intp))
             self._paths[key] = p
         return p
+
+    def _same_server(self, src: str, dst: str) -> bool:
+        """Both endpoints are parts of one server: the router's route between them stays
+        inside it, whatever the rail (thousands of a ring's channel routes repeat one)."""
+        router = self._server_router()
+        if router is None:
+            return False
+        a, b = router.where.get(src), router.where.get(dst)
+        return a is not None and b is not None and a[0] == b[0]
 
     def _adaptive_path(self, src: str, dst: str, rail: int) -> Path:
         """Fixed in-server segments and an even split over every shortest fabric path."""

@@ -83,6 +83,7 @@ class RouteCache:
         self._paths: dict[tuple[str, str, int], Path] = {}
         self._scope_rank: np.ndarray | None = None
         self._lists: tuple[list[float], list[float], list[int]] | None = None
+        self._by_arrays: dict[tuple[int, int], tuple[Path, tuple[float, float, int]]] = {}
         self.table = RouteTable(self)  # the same routes, numbered, as arrays
 
     def nic(self, rail: int) -> int:
@@ -98,7 +99,12 @@ class RouteCache:
         key = (src, dst, rail)
         f = self._facts.get(key)
         if f is None:
-            f = self._facts[key] = self._facts_of(self.path(src, dst, rail))
+            path = self.path(src, dst, rail)
+            arrays = (id(path.links), id(path.shares))  # a route in a server, every rail
+            hit = self._by_arrays.get(arrays)
+            if hit is None:
+                hit = self._by_arrays[arrays] = (path, self._facts_of(path))  # kept alive
+            f = self._facts[key] = hit[1]
         return f
 
     def _facts_of(self, path: Path) -> tuple[float, float, int]:
@@ -113,10 +119,10 @@ class RouteCache:
         if not idx:
             return (0.0, float("inf"), 0)
         if path.weights is None and len(idx) <= 2:  # the dot product's one rounding
-            latency = sum(lat[i] for i in idx)
+            latency = sum(map(lat.__getitem__, idx))
         else:
             latency = path.latency_s(self.topology.latency_s)
-        return (latency, min(cap[i] for i in idx), max(rank[i] for i in idx))
+        return (latency, min(map(cap.__getitem__, idx)), max(map(rank.__getitem__, idx)))
 
     def scope_ranks(self) -> np.ndarray:
         """:data:`SCOPE_RANK` of every link of the topology (an adaptive route crosses

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from sim.errors import ClusterSimError
 
-__all__ = ["importing", "main"]
+__all__ = ["long_lived", "main"]
 
 COMMAND_GROUP = "clustersim.commands"
 BUILTIN_COMMANDS = (
@@ -116,13 +116,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 @contextlib.contextmanager
-def importing() -> Iterator[None]:
-    """Around a handler's imports of the simulator: what they create (modules, classes,
-    pydantic schemas) lives to the end, so the cyclic garbage collector is off while they
-    run (its passes over those objects were ~60 ms CPU of a 256-GPU collective's cold
-    start) and stops re-scanning them afterwards (``gc.freeze``). Pydantic plugins are
-    not looked up unless ``PYDANTIC_DISABLE_PLUGINS`` says otherwise: clustersim uses
-    none, and scanning every installed package's entry points was ~15 ms of a cold start."""
+def long_lived() -> Iterator[None]:
+    """Around code whose objects live to the end of the command (a handler's imports of
+    the simulator: modules, classes, pydantic schemas; the cluster it builds): the
+    cyclic garbage collector is off while it runs (its passes over those objects were
+    ~60 ms CPU of a 256-GPU collective's cold start), then stops re-scanning them
+    (``gc.freeze``). Pydantic plugins are not looked up unless ``PYDANTIC_DISABLE_PLUGINS``
+    says otherwise: clustersim uses none, and scanning every installed package's entry
+    points was ~15 ms of a cold start."""
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     enabled = gc.isenabled()
     gc.disable()

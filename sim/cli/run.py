@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from sim.cli import importing, variability
+from sim.cli import long_lived, variability
 from sim.cli.outputs import Heartbeat, add_profile_options, add_set_option, count
 from sim.errors import ConfigError
 
@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Simulate and print a summary (or JSON or CSV); write the trace and figure if asked."""
 
-    with importing():
+    with long_lived():  # the simulator's modules
         from sim.beyond import has_run_sections, whole_run, whole_run_text
         from sim.budget import guard_step
         from sim.cli.outputs import busiest_text, link_rows, link_tiers, plot, tiers_text

@@ -225,6 +225,24 @@ def test_rail_optimized_nic_r_goes_to_rail_r_leaf() -> None:
             assert g.nodes[leaf]["unit"] == d["node"] // 32
 
 
+@pytest.mark.parametrize("preset", ["h100-ib-ndr", "h100-roce-400g-qp8"])
+def test_a_route_inside_a_server_takes_no_rail(preset: str) -> None:
+    """A rail pins the NIC a transfer leaves its server by: inside one server every rail
+    gives the links and shares of the unpinned route (adaptive and multi-QP ECMP alike),
+    each rail's path its own object (flows are numbered by path identity); between
+    servers the rail still picks the NIC."""
+    t = load_topology(preset, nodes=2)
+    a, b, far = t.gpus[1], t.gpus[6], t.gpus[8 + 6]
+    base = t.path(a, b)
+    for rail in range(8):
+        # the routes the paths are made of ignore the rail inside a server...
+        assert all(t.route(a, b, rail, q) == t.route(a, b, -1, q) for q in range(t.qps))
+        p = t.path(a, b, rail)  # ...so the path is the unpinned one's, in its own object
+        assert p is not base and p.links.tolist() == base.links.tolist()
+        assert p.shares.tolist() == base.shares.tolist()
+    assert len({tuple(t.path(a, far, rail).links.tolist()) for rail in range(8)}) == 8
+
+
 def test_three_tier_crosses_the_core_between_pods() -> None:
     """Servers in different pods reach each other through a core switch; same pod does not."""
     t = load_topology("h100-ib-ndr-3tier", nodes=130)

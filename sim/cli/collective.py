@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from sim.cli import imported
+from sim.cli import long_lived
 from sim.cli.outputs import Heartbeat, count
 from sim.collectives.schedule import OPS
 from sim.errors import ConfigError
@@ -87,16 +87,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and print a table (or JSON)."""
-    from sim.budget import check_estimate, cluster_shape, estimate_collective
-    from sim.collectives.algorithms import check_hardware
-    from sim.collectives.simulate import CollectiveSetup, simulate_collective, sweep_sizes
-    from sim.files import dumps_json
-    from sim.network import backend
-    from sim.profile_select import describe, resolve_profile
-    from sim.studies.files import csv_text
-    from sim.topology.presets import load_topology
-
-    imported()
+    with long_lived():  # the simulator's modules
+        from sim.budget import check_estimate, cluster_shape, estimate_collective
+        from sim.collectives.algorithms import check_hardware
+        from sim.collectives.simulate import CollectiveSetup, simulate_collective, sweep_sizes
+        from sim.files import dumps_json
+        from sim.network import backend
+        from sim.profile_select import describe, resolve_profile
+        from sim.studies.files import csv_text
+        from sim.topology.presets import load_topology
     op = _OP_ALIASES.get(args.op, args.op)
     if op not in OPS:
         raise ConfigError(f"--op {args.op!r} is unknown; allowed: {', '.join(OPS)}")
@@ -118,12 +117,13 @@ def run(args: argparse.Namespace) -> int:
     gpus, tiers = cluster_shape(args.topology, args.nodes)
     network = backend(args.network, "--network").name
     check_estimate(estimate_collective(args.gpus or gpus, tiers, len(sizes), network, op))
-    topo = load_topology(args.topology, nodes=args.nodes, seed=args.seed)
-    check_hardware(args.algo, topo, "--algo")
-    resolved = resolve_profile(args.profile, topo, force=args.force_profile)
-    profile = resolved.profile
-    info = describe(resolved, topo)
-    setup = CollectiveSetup(topo, args.gpus, profile.collectives)
+    with long_lived():  # the cluster and its profile
+        topo = load_topology(args.topology, nodes=args.nodes, seed=args.seed)
+        check_hardware(args.algo, topo, "--algo")
+        resolved = resolve_profile(args.profile, topo, force=args.force_profile)
+        profile = resolved.profile
+        info = describe(resolved, topo)
+        setup = CollectiveSetup(topo, args.gpus, profile.collectives)
     if op == "send_recv":
         if setup.n < 2:
             raise ConfigError(f"--op send_recv needs 2 GPUs; {topo.name} has {setup.n}")

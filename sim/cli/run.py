@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from sim.cli import imported, variability
+from sim.cli import long_lived, variability
 from sim.cli.outputs import Heartbeat, add_profile_options, add_set_option, count
 from sim.errors import ConfigError
 
@@ -49,20 +49,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Simulate and print a summary (or JSON or CSV); write the trace and figure if asked."""
 
-    from sim.beyond import has_run_sections, whole_run, whole_run_text
-    from sim.budget import guard_step
-    from sim.cli.outputs import busiest_text, link_rows, link_tiers, plot, tiers_text
-    from sim.files import check_output_path, dumps_json, write_atomic
-    from sim.network import BACKENDS, backend
-    from sim.profile_select import text_lines
-    from sim.scenario.layer_list import LayerScenario, load_any_scenario
-    from sim.topology.presets import nodes_override_note
-    from sim.training.layers import simulate_layer_step
-    from sim.training.setup import cached_topology
-    from sim.training.step import run_step
-    from sim.training.trace import trace_json
-
-    imported()
+    with long_lived():  # the simulator's modules
+        from sim.beyond import has_run_sections, whole_run, whole_run_text
+        from sim.budget import guard_step
+        from sim.cli.outputs import busiest_text, link_rows, link_tiers, plot, tiers_text
+        from sim.files import check_output_path, dumps_json, write_atomic
+        from sim.network import BACKENDS, backend
+        from sim.profile_select import text_lines
+        from sim.scenario.layer_list import LayerScenario, load_any_scenario
+        from sim.topology.presets import nodes_override_note
+        from sim.training.layers import simulate_layer_step
+        from sim.training.setup import cached_topology
+        from sim.training.step import run_step
+        from sim.training.trace import trace_json
     if args.network is not None:
         backend(args.network, "--network")
     if args.links < 0:

@@ -69,19 +69,17 @@ def _phases(layout: Layout) -> tuple[Phase, ...]:
             for i, r in enumerate(ranks)
         ]
 
+    # (sender, receiver, first chunk of the column, ring position) of each ring hop, once:
+    # the 2 (N - 1) ring steps differ only in the piece each hop carries
+    hops = [
+        (nodes[q][i], nodes[(q + 1) % big][i], i * big, q) for i in range(g) for q in range(big)
+    ]
+
     def scatter(s: int) -> list[Transfer]:  # position q sends piece (q - s) of its column to q + 1
-        return [
-            Transfer(nodes[q][i], nodes[(q + 1) % big][i], (i * big + (q - s) % big,), True)
-            for i in range(g)
-            for q in range(big)
-        ]
+        return [Transfer(a, b, (c + (q - s) % big,), True) for a, b, c, q in hops]
 
     def gather(s: int) -> list[Transfer]:  # position q forwards piece (q + 1 - s)
-        return [
-            Transfer(nodes[q][i], nodes[(q + 1) % big][i], (i * big + (q + 1 - s) % big,))
-            for i in range(g)
-            for q in range(big)
-        ]
+        return [Transfer(a, b, (c + (q + 1 - s) % big,)) for a, b, c, q in hops]
 
     def store(_k: int) -> list[Transfer]:
         return [

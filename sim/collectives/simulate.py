@@ -15,7 +15,6 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import simpy
 
 from sim.collectives.algorithms import ALGORITHMS, NVLS_NVLINK, Layout, applicable
 from sim.collectives.channels import channel_count, channel_rate_Bps
@@ -29,7 +28,6 @@ from sim.collectives.engine import (
 from sim.collectives.gloo import algorithms_for, local_time_s
 from sim.collectives.links import scaled_for
 from sim.collectives.params import PROTOCOLS, CollectiveParams, default_params
-from sim.collectives.process import run_schedule
 from sim.collectives.rails import rail_map, ring_channels
 from sim.collectives.record import CollectiveResult
 from sim.collectives.schedule import OPS, Schedule
@@ -37,7 +35,7 @@ from sim.collectives.selection import allowed_algorithms, allowed_protocols
 from sim.collectives.sharp import aggregation_switches
 from sim.collectives.sizes import MAX_SWEEP_POINTS, sweep_sizes
 from sim.errors import ConfigError
-from sim.network import backend, make_network
+from sim.network import backend
 from sim.network.solvecache import SolveCache
 from sim.topology.model import Topology
 
@@ -370,6 +368,11 @@ def replay_on_network(
 ) -> tuple[float, Any]:  # fmt: skip
     """As :func:`run_on_network`, returning the network itself (its counters; with
     ``record`` on the flow network, its per-link rate samples)."""
+    import simpy  # with the backends, only when a network is run (see sim.network)
+
+    from sim.collectives.process import run_schedule
+    from sim.network import make_network
+
     env = simpy.Environment()
     net = make_network(network, env, setup.topology, record=record, solve_cache=setup.solve_cache)
     env.process(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Protocol
 
 import numpy as np
@@ -26,6 +27,9 @@ from sim.topology.model import Topology
 from sim.topology.paths import Path
 
 __all__ = ["RouteTable", "StepArrays", "cached_step", "phase_step", "step_arrays", "step_loads"]
+
+# Transfer's fields by position (src, dst, chunks, rail)
+_SRC, _DST, _CHUNKS, _RAIL = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(4)
 
 #: Most transfers whose step arrays a route table keeps across schedules (about 24 bytes
 #: each): the steps of a sweep's sizes past that are converted again.
@@ -86,6 +90,15 @@ class RouteTable:
             self._scope.append(scope)
         return i
 
+    def ids(self, keys: Sequence[tuple[str, str, int]]) -> list[int]:
+        """:meth:`id` of each ``(src, dst, rail)`` key, numbered in the same order (one
+        dict lookup per key where every route is known)."""
+        got = list(map(self._ids.get, keys))
+        if None in got:
+            rid = self.id
+            return [rid(*k) if i is None else i for k, i in zip(keys, got, strict=True)]
+        return got  # type: ignore[return-value]  # no None left
+
     @property
     def paths(self) -> list[Path]:
         """Route ``i``'s :class:`~sim.topology.paths.Path` at index ``i``."""
@@ -137,12 +150,13 @@ class StepArrays:
 
 def step_arrays(trs: Sequence[Transfer], endpoints: Sequence[str], table: RouteTable) -> StepArrays:
     """``trs`` as arrays, routes numbered in ``table``."""
-    rid = table.id
-    route = np.fromiter(
-        (rid(endpoints[t.src], endpoints[t.dst], t.rail) for t in trs), np.intp, len(trs)
-    )
-    chunks = np.fromiter((len(t.chunks) for t in trs), float, len(trs))
-    src = np.fromiter((t.src for t in trs), np.intp, len(trs))
+    n, name = len(trs), endpoints.__getitem__
+    # C-level maps over the named tuples' fields: tens of thousands of transfers per tuning
+    srcs, dsts = map(name, map(_SRC, trs)), map(name, map(_DST, trs))
+    keys = list(zip(srcs, dsts, map(_RAIL, trs), strict=True))
+    route = np.array(table.ids(keys), dtype=np.intp) if n else np.zeros(0, dtype=np.intp)
+    chunks = np.fromiter(map(len, map(_CHUNKS, trs)), float, n)
+    src = np.fromiter(map(_SRC, trs), np.intp, n)
     return StepArrays(route, chunks, src)
 
 

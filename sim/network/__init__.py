@@ -10,16 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import simpy
+from typing import TYPE_CHECKING, Any
 
 from sim.errors import ConfigError
-from sim.network.analytical import AnalyticalNetwork
-from sim.network.base import Network, uncontended_time_s
-from sim.network.fake import FakeNetwork
-from sim.network.flow import FlowNetwork
-from sim.network.solvecache import SolveCache
-from sim.topology.model import Topology
+from sim.lazy import lazy_attr
+
+if TYPE_CHECKING:
+    import simpy
+
+    from sim.network.analytical import AnalyticalNetwork
+    from sim.network.base import Network, uncontended_time_s
+    from sim.network.fake import FakeNetwork
+    from sim.network.flow import FlowNetwork
+    from sim.network.solvecache import SolveCache
+    from sim.topology.model import Topology
 
 __all__ = [
     "BACKENDS",
@@ -33,6 +37,22 @@ __all__ = [
     "network_names",
     "uncontended_time_s",
 ]
+
+# The backends (and SimPy) are imported on first use: the closed form of a collective on
+# the analytical network needs the registry only (SimPy and the flow network's modules
+# were 60-70 ms of a cold ``clustersim collective --network analytical``).
+_HOME_OF = {
+    "AnalyticalNetwork": "sim.network.analytical",
+    "FakeNetwork": "sim.network.fake",
+    "FlowNetwork": "sim.network.flow",
+    "Network": "sim.network.base",
+    "uncontended_time_s": "sim.network.base",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a backend class or helper from its home module on first access."""
+    return lazy_attr("sim.network", name, _HOME_OF, globals())
 
 
 @dataclass(frozen=True)
@@ -62,11 +82,15 @@ class Backend:
 
 def _analytical(env: simpy.Environment, topo: Topology, record: bool,
                 cache: SolveCache | None) -> Network:  # fmt: skip
+    from sim.network.analytical import AnalyticalNetwork
+
     return AnalyticalNetwork(env, topo)
 
 
 def _flow(env: simpy.Environment, topo: Topology, record: bool,
           cache: SolveCache | None) -> Network:  # fmt: skip
+    from sim.network.flow import FlowNetwork
+
     return FlowNetwork(env, topo, record=record, solve_cache=cache)
 
 

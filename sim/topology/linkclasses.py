@@ -64,16 +64,19 @@ class LinkClasses:
         self._class = [-1] * n  # class of each link, -1: not crossed by any path yet
         self._members: dict[int, list[int]] = {}
         self._next = 0
-        self._seen: dict[int, Path] = {}  # id -> path (kept alive, so ids stay unique)
+        # (id of links, id of shares) -> a path on them (kept alive, so ids stay unique)
+        self._seen: dict[tuple[int, int], Path] = {}
         self.keep = np.ones(n + 1, dtype=bool)
         self.keep[n] = False
         self.version = 0
 
     def observe(self, path: Path) -> None:
-        """Refine the partition so that ``path`` respects it (no-op for a path seen)."""
-        if id(path) in self._seen:
+        """Refine the partition so that ``path`` respects it (no-op for a path seen, or one
+        on the same link and share arrays: a route inside a server for every rail)."""
+        key = (id(path.links), id(path.shares))  # paths on the same arrays: seen once
+        if key in self._seen:
             return
-        self._seen[id(path)] = path
+        self._seen[key] = path
         cls, cap, loss = self._class, self._capacity, self._loss
         groups: dict[tuple[int, float, float, float], list[int]] = {}
         for li, w in zip(path.links.tolist(), path.shares.tolist(), strict=True):
@@ -104,7 +107,7 @@ class LinkClasses:
         """:meth:`observe` each path."""
         seen = self._seen
         for p in paths:
-            if id(p) not in seen:
+            if (id(p.links), id(p.shares)) not in seen:
                 self.observe(p)
 
     def reduce(self, hops: np.ndarray, share: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -50,6 +50,10 @@ __all__ = ["Topology"]
 
 NO_TRANSIT_KINDS = frozenset({"gpu"})
 
+#: Fabric spreads of at most this many links are merged into a path in Python, longer
+#: ones with numpy (:meth:`Topology._adaptive_path`; the same links and shares).
+SHORT_SPREAD = 16
+
 
 def ecmp_pick(salt: int, src: str, dst: str, hop: int, n: int) -> int:
     """Deterministic choice among ``n`` equal-cost next hops (stable across processes).
@@ -135,7 +139,7 @@ class Topology:
     latency_s: np.ndarray = field(init=False)
     link_scope: tuple[str, ...] = field(init=False)
     link_kind: tuple[str, ...] = field(init=False)
-    _salt: int = field(init=False)
+    _salt_value: int | None = field(init=False)
     _routes: dict[tuple[str, str, int, int], tuple[int, ...]] = field(init=False)
     _paths: dict[tuple[str, str, int], Path] = field(init=False)
     _spreads: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, frozenset[int]]] = field(
@@ -187,7 +191,7 @@ class Topology:
         if len(self.links) and not (self.capacity_Bps > 0).all():
             bad = self.links[int(np.argmin(self.capacity_Bps))]
             raise TopologyError(f"link {bad[0]}->{bad[1]}: bandwidth must be > 0")
-        self._salt = int(np.random.default_rng(self.seed).integers(0, 2**31 - 1))
+        self._salt_value = None  # drawn on the first ECMP choice (see _salt)
         self._routes = {}
         self._paths = {}
         self._spreads = {}
@@ -298,7 +302,10 @@ class Topology:
         key = (src, dst, rail)
         p = self._paths.get(key)
         if p is None:
-            if self.routing == "adaptive":
+            if rail >= 0 and self._same_server(src, dst):  # no NIC inside a server
+                first = self.path(src, dst)  # the same links; its own object (routes
+                p = Path(first.links, first.weights)  # are numbered by identity)
+            elif self.routing == "adaptive":
                 p = self._adaptive_path(src, dst, rail)
             elif self.qps > 1:
                 p = merge(
@@ -308,6 +315,15 @@ class Topology:
                 p = Path(np.asarray(self.route(src, dst, rail), dtype=np.intp))
             self._paths[key] = p
         return p
+
+    def _same_server(self, src: str, dst: str) -> bool:
+        """Both endpoints are parts of one server: the router's route between them stays
+        inside it, whatever the rail (thousands of a ring's channel routes repeat one)."""
+        router = self._server_router()
+        if router is None:
+            return False
+        a, b = router.where.get(src), router.where.get(dst)
+        return a is not None and b is not None and a[0] == b[0]
 
     def _adaptive_path(self, src: str, dst: str, rail: int) -> Path:
         """Fixed in-server segments and an even split over every shortest fabric path."""
@@ -326,7 +342,10 @@ class Topology:
             return merge([(ends, 1.0), *spread])
         # The fabric's links are not the servers': the shares only interleave. One spread
         # per (leaf, leaf) pair serves every GPU pair behind it (16k-GPU 3-tier: 16,544
-        # paths over 256 spreads), merged with numpy instead of a dict per path.
+        # paths over 256 spreads), merged with numpy instead of a dict per path; a short
+        # one in Python (numpy's overhead per call on a few links).
+        if len(links) <= SHORT_SPREAD:
+            return _merge_short(ends, router.spread(fa, fb))
         all_links = np.concatenate([np.asarray(ends, dtype=np.intp), links])
         order = np.argsort(all_links, kind="stable")
         weights = np.concatenate([np.ones(len(ends)), shares])[order]
@@ -348,6 +367,15 @@ class Topology:
             )
             self._spreads[(fa, fb)] = hit
         return hit
+
+    @property
+    def _salt(self) -> int:
+        """The seed's ECMP hash salt, drawn when a route first has a choice to make: an
+        adaptive rail-optimized fabric may never have one, and numpy.random was ~15 ms of
+        a cold command's start."""
+        if self._salt_value is None:
+            self._salt_value = int(np.random.default_rng(self.seed).integers(0, 2**31 - 1))
+        return self._salt_value
 
     def _pick(self, src: str, dst: str, hop: int, n: int) -> int:
         return ecmp_pick(self._salt, src, dst, hop, n)
@@ -468,6 +496,16 @@ class Topology:
                     counts[d["node"]] = counts.get(d["node"], 0) + 1
             self._nics = counts
         return self._nics
+
+
+def _merge_short(ends: tuple[int, ...], spread: tuple[tuple[int, float], ...]) -> Path:
+    """The path of fixed links ``ends`` plus fabric ``spread`` ((link, share) pairs), no
+    link in both: links in order, shares None when all are 1 (within 1e-12)."""
+    pairs = sorted([*((li, 1.0) for li in ends), *spread])
+    weights = [w for _, w in pairs]
+    one = all(abs(w - 1.0) <= 1e-12 for w in weights)
+    links = np.array([li for li, _ in pairs], dtype=np.intp)
+    return Path(links, None if one else np.array(weights))
 
 
 def _expand_cables(

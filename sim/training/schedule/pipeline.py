@@ -132,9 +132,13 @@ def in_flight(schedule: Schedule) -> list[float]:
     out = []
     for ops in schedule:
         held = peak = 0
-        for st in ops:
-            held += 1 if st.kind == "F" else -1
-            peak = max(peak, held)
+        for st in ops:  # the peak can only rise on a forward (a planner asks often)
+            if st.kind == "F":
+                held += 1
+                if held > peak:
+                    peak = held
+            else:
+                held -= 1
         out.append(peak / v)
     return out
 
@@ -150,9 +154,14 @@ def chunk_in_flight(schedule: Schedule) -> list[list[int]]:
     out = []
     for ops in schedule:
         held, peak = [0] * v, [0] * v
-        for st in ops:
-            held[st.chunk] += 1 if st.kind == "F" else -1
-            peak[st.chunk] = max(peak[st.chunk], held[st.chunk])
+        for st in ops:  # as in_flight, per chunk
+            c = st.chunk
+            if st.kind == "F":
+                h = held[c] = held[c] + 1
+                if h > peak[c]:
+                    peak[c] = h
+            else:
+                held[c] -= 1
         out.append(peak)
     return out
 

@@ -95,13 +95,16 @@ def interleaved_1f1b(p: int, m: int, v: int) -> Schedule:
     if m % p:
         raise ValueError(f"interleaved schedule needs micro-batches ({m}) % stages ({p}) == 0")
     total = m * v
+    # the k-th forward (backward) is the same step on every stage: map each once
+    fwd = [_interleaved_id(k, p, v, True) for k in range(total)]
+    bwd = [_interleaved_id(k, p, v, False) for k in range(total)]
     out = []
     for s in range(p):
         warm = min(2 * (p - s - 1) + (v - 1) * p, total)
-        ops = [_interleaved_id(k, p, v, True) for k in range(warm)]
+        ops = fwd[:warm]
         for k in range(total - warm):
-            ops += [_interleaved_id(warm + k, p, v, True), _interleaved_id(k, p, v, False)]
-        ops += [_interleaved_id(k, p, v, False) for k in range(total - warm, total)]
+            ops += (fwd[warm + k], bwd[k])
+        ops += bwd[total - warm :]
         out.append(ops)
     return out
 

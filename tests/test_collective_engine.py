@@ -198,3 +198,23 @@ def test_two_node_ib_allreduce_large_sizes_match_real_run() -> None:
             size,
             r.algorithm,
         )
+
+
+def test_tuner_answer_kept_and_shared_with_the_step_timer():
+    """Asking the tuner the same question again returns the kept answer (the same
+    objects), equal to a fresh setup's; a training step's timer plans a collective with
+    the schedule the tuner built when it timed it (no second tuning)."""
+    from sim.training.compute.passes import CollectiveTimer
+
+    topo = load_topology("dgx-h100")
+    setup = CollectiveSetup(topo)
+    first = setup.tune("all_reduce", 2**20)
+    assert setup.tune("all_reduce", 2**20.0) is first
+    fresh = CollectiveSetup(topo).tune("all_reduce", 2**20)
+    assert (fresh[0], fresh[1], fresh[2], fresh[4]) == (first[0], first[1], first[2], first[4])
+    timer = CollectiveTimer(topo, default_params(), "analytical")
+    group = topo.gpus[:4]
+    t = timer.time_s(group, "all_gather", 2**24)
+    sched, proto = timer.plan(group, "all_gather", 2**24)
+    tuned = timer.setup(group).tune("all_gather", 2**24)
+    assert (sched, proto, t) == (tuned[3], tuned[2], tuned[0])

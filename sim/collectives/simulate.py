@@ -83,6 +83,9 @@ PIPELINED = ("nvls", "nvls_tree", "collnet")
 # Cap on pipeline depth x base steps of one schedule (see CollectiveSetup.schedule).
 PIPELINE_WORK = 512
 
+#: Tuner answers one :class:`CollectiveSetup` keeps (beyond it, the memo starts afresh).
+KEPT_TUNINGS = 4096
+
 #: Algorithms whose steps depend on the message size itself (gloo cuts the buffer into
 #: size-dependent segments); every other one's depend on it only through chunk_bytes.
 SIZE_SHAPED = frozenset({"gloo"})
@@ -140,6 +143,9 @@ class CollectiveSetup:
         self.routes = RouteCache(self.topology, rail_map(topology, self.group, len(first)))
         # max-min solves repeat across the sizes of a sweep (sim.network.solvecache)
         self.solve_cache = SolveCache()
+        # the tuner's answers: a training step times a collective, then plans it to
+        # share the network (sim.training.compute.passes.CollectiveTimer), same question
+        self._tuned: dict[tuple[object, ...], tuple[float, str, str, Schedule, int]] = {}
 
     @property
     def n(self) -> int:
@@ -214,8 +220,21 @@ class CollectiveSetup:
     ) -> tuple[float, str, str, Schedule, int]:
         """The tuner: lowest closed-form time over (algorithm, protocol, pipeline depth).
 
-        Returns (predicted time s, algorithm, protocol, schedule, pipeline depth).
+        Returns (predicted time s, algorithm, protocol, schedule, pipeline depth); kept per
+        question (the last :data:`KEPT_TUNINGS`), so asking again returns the same objects.
         """
+        key = (op, float(size_bytes), algorithm, protocol, root)
+        hit = self._tuned.get(key)
+        if hit is None:
+            if len(self._tuned) >= KEPT_TUNINGS:
+                self._tuned.clear()
+            hit = self._tuned[key] = self._tune(op, size_bytes, algorithm, protocol, root)
+        return hit
+
+    def _tune(
+        self, op: str, size_bytes: float, algorithm: str, protocol: str, root: int
+    ) -> tuple[float, str, str, Schedule, int]:
+        """The work of :meth:`tune`."""
         best: tuple[float, str, str, Schedule, int] | None = None
         protos: dict[str, list[str]] = {}
         for algo, proto in self.candidates(op, algorithm, protocol):

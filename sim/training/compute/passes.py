@@ -120,9 +120,10 @@ class CollectiveTimer:
         key = (tuple(group), op, float(nbytes))
         planned = self._planned.get(key)
         if planned is None:  # a ZeRO-3 step asks again for every unit and micro-batch
-            setup = self.setup(group)
-            _, algo, proto, _, chunks = setup.tune(op, nbytes, self.algorithm, self.protocol)
-            planned = (setup.schedule(op, algo, nbytes, chunks=chunks), proto)
+            # the tuner built this schedule (root 0, its depth) and keeps it
+            _, _, proto, sched, _ = self.setup(group).tune(op, nbytes, self.algorithm,
+                                                           self.protocol)  # fmt: skip
+            planned = (sched, proto)
             self._planned[key] = planned
         return planned
 

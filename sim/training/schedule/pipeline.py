@@ -95,13 +95,16 @@ def interleaved_1f1b(p: int, m: int, v: int) -> Schedule:
     if m % p:
         raise ValueError(f"interleaved schedule needs micro-batches ({m}) % stages ({p}) == 0")
     total = m * v
+    # the k-th forward (backward) is the same step on every stage: map each once
+    fwd = [_interleaved_id(k, p, v, True) for k in range(total)]
+    bwd = [_interleaved_id(k, p, v, False) for k in range(total)]
     out = []
     for s in range(p):
         warm = min(2 * (p - s - 1) + (v - 1) * p, total)
-        ops = [_interleaved_id(k, p, v, True) for k in range(warm)]
+        ops = fwd[:warm]
         for k in range(total - warm):
-            ops += [_interleaved_id(warm + k, p, v, True), _interleaved_id(k, p, v, False)]
-        ops += [_interleaved_id(k, p, v, False) for k in range(total - warm, total)]
+            ops += (fwd[warm + k], bwd[k])
+        ops += bwd[total - warm :]
         out.append(ops)
     return out
 
@@ -132,9 +135,13 @@ def in_flight(schedule: Schedule) -> list[float]:
     out = []
     for ops in schedule:
         held = peak = 0
-        for st in ops:
-            held += 1 if st.kind == "F" else -1
-            peak = max(peak, held)
+        for st in ops:  # the peak can only rise on a forward (a planner asks often)
+            if st.kind == "F":
+                held += 1
+                if held > peak:
+                    peak = held
+            else:
+                held -= 1
         out.append(peak / v)
     return out
 
@@ -150,9 +157,14 @@ def chunk_in_flight(schedule: Schedule) -> list[list[int]]:
     out = []
     for ops in schedule:
         held, peak = [0] * v, [0] * v
-        for st in ops:
-            held[st.chunk] += 1 if st.kind == "F" else -1
-            peak[st.chunk] = max(peak[st.chunk], held[st.chunk])
+        for st in ops:  # as in_flight, per chunk
+            c = st.chunk
+            if st.kind == "F":
+                h = held[c] = held[c] + 1
+                if h > peak[c]:
+                    peak[c] = h
+            else:
+                held[c] -= 1
         out.append(peak)
     return out
 

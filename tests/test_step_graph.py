@@ -219,6 +219,40 @@ def test_byte_counters_do_not_depend_on_the_network() -> None:
     assert a == pytest.approx(f, rel=1e-12)
 
 
+def test_every_stage_counts_its_tp_bytes() -> None:
+    """Each pipeline stage's passes carry their own TP groups' wire bytes, also when the op
+    times came from the memo another stage filled (8 symmetric NVSwitch TP groups: equal)."""
+    sc = load_scenario("llama2-70b-256-ib", ["network=analytical"])
+    setup = prepare_step(sc)
+    costs = chunk_costs(setup, _timer(setup))
+    per_stage = {vs: costs[(vs, "F")].wire_bytes["tp"]["nvlink"] for vs in range(setup.plan.pp)}
+    assert setup.plan.pp == 4 and min(per_stage.values()) > 0
+    body = [per_stage[vs] for vs in range(1, setup.plan.pp - 1)]  # no embedding or head
+    assert body == pytest.approx([body[0]] * len(body), rel=1e-12)
+
+
+def test_a_step_does_not_depend_on_what_ran_before() -> None:
+    """A layout costed fresh and after the same stages were costed in another order (what
+    another layout on the cluster leaves in the kept unit costs and collective times)
+    gives the same result, byte for byte."""
+    from dataclasses import replace
+
+    from sim.training.compute import passes
+    from sim.training.graph import costs
+
+    sc = load_scenario("llama2-70b-256-ib", ["network=analytical", "parallel.pp=8",
+                                             "parallel.dp=4"])  # fmt: skip
+    out = []
+    for warm in (False, True):
+        costs._UNITS.clear()
+        passes._TIMERS.clear()
+        if warm:
+            setup = prepare_step(sc)
+            chunk_costs(replace(setup, stages=setup.stages[::-1]), _timer(setup))
+        out.append(json.dumps(run_step(sc)[0].to_dict(), sort_keys=True))
+    assert out[0] == out[1]
+
+
 # --- one resolution path ---------------------------------------------------------------
 
 

@@ -300,7 +300,9 @@ def unit_cost(
         group = cp_ring[0] if op.kind == "cp_comm" else groups[op.group]
         per = wire.setdefault(op.group, {})
         key = (tuple(group), op.comm_op, float(op.comm_bytes))
-        for scope, b in timer.wire_bytes.get(key, {}).items():
+        if key not in timer.wire_bytes:  # its time came from the memo (another group's)
+            timer.time_s(group, op.comm_op, op.comm_bytes)
+        for scope, b in timer.wire_bytes[key].items():
             per[scope] = per.get(scope, 0.0) + steps * b
         if op.kind == "tp_comm":
             tp += t

@@ -126,20 +126,30 @@ def op_context(setup: StepSetup) -> OpContext:
 
 
 #: (forward, backward) costs of a stage's units, kept across steps: key -> (the compute
-#: parameters, GPU and timer they were costed with, held so their ids stay theirs; costs).
-_UNITS: dict[tuple[Any, ...], tuple[object, object, object, UnitCosts]] = {}
+#: parameters, GPU and timer they were costed with, held so their ids stay theirs; costs;
+#: the op-time memo as costing the stage left it).
+_UNITS: dict[tuple[Any, ...], tuple[object, object, object, UnitCosts, dict[Op, float]]] = {}
 
 
 def _unit_costs(
     setup: StepSetup, timer: CollectiveTimer, s: int, cache: dict[Op, float]
 ) -> UnitCosts:
     """(forward, backward) cost of one embedding, layer and head unit of stage ``s``, kept
-    per (op context, techniques, stage's TP/EP groups and CP ring, compute parameters, GPU,
-    collective timer): everything :func:`_costed_units` reads, so a sweep or a plan search
-    that changes only the batch, the schedule or the data-parallel settings costs them once."""
-    ctx, st, tech = op_context(setup), setup.stages[s], setup.scenario.training.techniques
+    across steps: a sweep or a plan search that changes only the batch, the schedule or the
+    data-parallel settings costs them once.
+
+    The key holds everything :func:`_costed_units` reads: op context, techniques, compute
+    parameters, GPU, collective timer, and the TP/EP groups, CP ring and GPU model of stages
+    ``0..s``, because ``cache`` (the op-time memo of one step, filled in stage order) hands
+    stage ``s`` the times the earlier stages measured. A kept entry restores the memo as
+    costing the stage left it, so a step costs the same whatever ran before it."""
+    ctx, tech = op_context(setup), setup.scenario.training.techniques
     compute, gpu = setup.compute_at(s), setup.gpu_at(s)
-    key = (ctx, tech, st.tp, st.ep, st.cp_ring, id(compute), id(gpu), id(timer))
+    stages = tuple(
+        (st.tp, st.ep, st.cp_ring, setup.gpu_at(i).name)
+        for i, st in enumerate(setup.stages[: s + 1])
+    )
+    key = (ctx, tech, stages, id(compute), id(gpu), id(timer))
     try:
         hit = _UNITS.get(key)
     except TypeError:  # an unhashable part: cost it without keeping it
@@ -147,7 +157,10 @@ def _unit_costs(
     if hit is None or hit[0] is not compute or hit[1] is not gpu or hit[2] is not timer:
         if len(_UNITS) > 256:
             _UNITS.clear()
-        hit = _UNITS[key] = (compute, gpu, timer, _costed_units(setup, timer, s, cache))
+        units = _costed_units(setup, timer, s, cache)
+        hit = _UNITS[key] = (compute, gpu, timer, units, dict(cache))
+    else:
+        cache.update(hit[4])
     return hit[3]
 
 

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from sim.errors import ClusterSimError
 from sim.scenario.load import ClusterSection, Scenario
 from sim.studies.plan.space import Layout
+from sim.training.compute.params import ComputeParams
 from sim.training.compute.passes import CollectiveTimer, PassCost
 from sim.training.setup import StepSetup
 
@@ -179,13 +180,28 @@ def step_bounds(scenario: Scenario) -> Iterator[float]:
     plan = setup.plan
     if mixed_path(setup) or (techniques_of(scenario.parallel).active and plan.dp > 1):
         return iter(())
-    quiet = dataclasses.replace(setup.compute, comm_interference=0.0)
+    quiet = _quiet(setup.compute)
     levels = [dataclasses.replace(setup, compute=quiet)]
     sem = zero_semantics(plan)
     beside = sem.reduce_every_microbatch or sem.gather_forward or sem.gather_backward
     if setup.compute.comm_interference > 0 and plan.dp_cp > 1 and beside:
         levels.append(setup)  # collectives run beside the passes: they slow them
     return _pass_bounds(levels, collective_timer(setup))
+
+
+#: compute parameters -> (them, a copy without comm interference): one copy per object,
+#: so the unit costs kept per compute parameters serve every layout's first bound.
+_QUIET: dict[int, tuple[ComputeParams, ComputeParams]] = {}
+
+
+def _quiet(compute: ComputeParams) -> ComputeParams:
+    """``compute`` with ``comm_interference`` 0, the same object for the same ``compute``."""
+    hit = _QUIET.get(id(compute))
+    if hit is None or hit[0] is not compute:
+        if len(_QUIET) >= 64:
+            _QUIET.clear()
+        hit = _QUIET[id(compute)] = (compute, dataclasses.replace(compute, comm_interference=0.0))
+    return hit[1]
 
 
 def _pass_bounds(levels: Sequence[StepSetup], timer: CollectiveTimer) -> Iterator[float]:

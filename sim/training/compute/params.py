@@ -393,6 +393,12 @@ def compute_entry_names() -> list[str]:
     return sorted(_entries())
 
 
+#: Overridden parameters per (GPU, overrides), kept so that the steps of one profile
+#: share one (frozen) object: what is costed per compute parameters is then kept too
+#: (:func:`sim.training.graph.costs._unit_costs` keys on the object).
+_OVERRIDDEN: dict[tuple[str, tuple[tuple[str, type, object], ...]], ComputeParams] = {}
+
+
 def compute_params(gpu: str, overrides: Mapping[str, object] | None = None) -> ComputeParams:
     """The compute parameters of catalog GPU ``gpu``, with ``overrides`` laid over them.
 
@@ -410,7 +416,18 @@ def compute_params(gpu: str, overrides: Mapping[str, object] | None = None) -> C
             f"{', '.join(sorted(entries))}"
         )
     base = entries[gpu]
-    return base.overridden(overrides, "profile.compute") if overrides else base
+    if not overrides:
+        return base
+    try:
+        key = (gpu, tuple((k, type(v), v) for k, v in overrides.items()))
+        hit = _OVERRIDDEN.get(key)
+    except TypeError:  # an unhashable value: the override below says what is wrong
+        return base.overridden(overrides, "profile.compute")
+    if hit is None:
+        if len(_OVERRIDDEN) >= 64:
+            _OVERRIDDEN.clear()
+        hit = _OVERRIDDEN[key] = base.overridden(overrides, "profile.compute")
+    return hit
 
 
 def tunable_keys() -> tuple[str, ...]:

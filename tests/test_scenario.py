@@ -246,6 +246,6 @@ def test_public_api_is_pinned() -> None:
     """The plan module's public names (the engine imports these)."""
     assert set(plan_module.__all__) == {
         "AXES", "DEFAULT_BUCKET_BYTES", "GROUP_KINDS", "PLACEMENT_AXES", "RECOMPUTE", "SCHEDULE_NAMES", "Coord",
-        "ParallelPlan", "full_order", "group_of", "groups", "parse_order", "placement_notes", "rank_coords",
-        "rank_of",
+        "ParallelPlan", "full_order", "group_of", "group_rows", "groups", "parse_order", "placement_notes",
+        "rank_coords", "rank_of", "stage_group_ranks",
     }  # fmt: skip

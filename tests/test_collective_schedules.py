@@ -51,7 +51,9 @@ def grid_cases() -> Iterator[tuple[str, str, int, Layout, int, int, int]]:
                                 yield name, op, n, layout, channels, chunks, root
 
 
-@pytest.mark.parametrize(("name", "op", "n", "layout", "channels", "chunks", "root"), grid_cases())
+@pytest.mark.parametrize(
+    ("name", "op", "n", "layout", "channels", "chunks", "root"), list(grid_cases())
+)
 def test_every_schedule_passes_the_checker(
     name: str, op: str, n: int, layout: Layout, channels: int, chunks: int, root: int
 ) -> None:

@@ -82,8 +82,6 @@ class RouteCache:
         self._facts: dict[tuple[str, str, int], tuple[float, float, int]] = {}
         self._paths: dict[tuple[str, str, int], Path] = {}
         self._scope_rank: np.ndarray | None = None
-        self._lists: tuple[list[float], list[float], list[int]] | None = None
-        self._by_arrays: dict[tuple[int, int], tuple[Path, tuple[float, float, int]]] = {}
         self.table = RouteTable(self)  # the same routes, numbered, as arrays
 
     def nic(self, rail: int) -> int:
@@ -99,30 +97,16 @@ class RouteCache:
         key = (src, dst, rail)
         f = self._facts.get(key)
         if f is None:
-            path = self.path(src, dst, rail)
-            arrays = (id(path.links), id(path.shares))  # a route in a server, every rail
-            hit = self._by_arrays.get(arrays)
-            if hit is None:
-                hit = self._by_arrays[arrays] = (path, self._facts_of(path))  # kept alive
-            f = self._facts[key] = hit[1]
-        return f
-
-    def _facts_of(self, path: Path) -> tuple[float, float, int]:
-        # per link Python lists: numpy's overhead per call on a few links was most of
-        # the cost of the thousands of routes a 256-GPU tuning numbers (same values)
-        if self._lists is None:
             topo = self.topology
-            lists = (topo.latency_s.tolist(), topo.capacity_Bps.tolist())
-            self._lists = (*lists, self.scope_ranks().tolist())
-        lat, cap, rank = self._lists
-        idx = path.links.tolist()
-        if not idx:
-            return (0.0, float("inf"), 0)
-        if path.weights is None and len(idx) <= 2:  # the dot product's one rounding
-            latency = sum(map(lat.__getitem__, idx))
-        else:
-            latency = path.latency_s(self.topology.latency_s)
-        return (latency, min(map(cap.__getitem__, idx)), max(map(rank.__getitem__, idx)))
+            path = self.path(src, dst, rail)
+            idx = path.links
+            if len(idx):
+                scope = int(self.scope_ranks()[idx].max())
+                f = (path.latency_s(topo.latency_s), float(topo.capacity_Bps[idx].min()), scope)
+            else:
+                f = (0.0, float("inf"), 0)
+            self._facts[key] = f
+        return f
 
     def scope_ranks(self) -> np.ndarray:
         """:data:`SCOPE_RANK` of every link of the topology (an adaptive route crosses

@@ -50,10 +50,6 @@ __all__ = ["Topology"]
 
 NO_TRANSIT_KINDS = frozenset({"gpu"})
 
-#: Fabric spreads of at most this many links are merged into a path in Python, longer
-#: ones with numpy (:meth:`Topology._adaptive_path`; the same links and shares).
-SHORT_SPREAD = 16
-
 
 def ecmp_pick(salt: int, src: str, dst: str, hop: int, n: int) -> int:
     """Deterministic choice among ``n`` equal-cost next hops (stable across processes).
@@ -342,10 +338,7 @@ class Topology:
             return merge([(ends, 1.0), *spread])
         # The fabric's links are not the servers': the shares only interleave. One spread
         # per (leaf, leaf) pair serves every GPU pair behind it (16k-GPU 3-tier: 16,544
-        # paths over 256 spreads), merged with numpy instead of a dict per path; a short
-        # one in Python (numpy's overhead per call on a few links).
-        if len(links) <= SHORT_SPREAD:
-            return _merge_short(ends, router.spread(fa, fb))
+        # paths over 256 spreads), merged with numpy instead of a dict per path.
         all_links = np.concatenate([np.asarray(ends, dtype=np.intp), links])
         order = np.argsort(all_links, kind="stable")
         weights = np.concatenate([np.ones(len(ends)), shares])[order]
@@ -496,16 +489,6 @@ class Topology:
                     counts[d["node"]] = counts.get(d["node"], 0) + 1
             self._nics = counts
         return self._nics
-
-
-def _merge_short(ends: tuple[int, ...], spread: tuple[tuple[int, float], ...]) -> Path:
-    """The path of fixed links ``ends`` plus fabric ``spread`` ((link, share) pairs), no
-    link in both: links in order, shares None when all are 1 (within 1e-12)."""
-    pairs = sorted([*((li, 1.0) for li in ends), *spread])
-    weights = [w for _, w in pairs]
-    one = all(abs(w - 1.0) <= 1e-12 for w in weights)
-    links = np.array([li for li, _ in pairs], dtype=np.intp)
-    return Path(links, None if one else np.array(weights))
 
 
 def _expand_cables(

@@ -18,18 +18,6 @@ import numpy as np
 
 __all__ = ["Path", "merge"]
 
-#: Read-only arrays of ones by length: the shares of single paths (thousands of routes of
-#: a few links each; ``numpy.ones`` per route was a fifth of building one).
-_ONES: dict[int, np.ndarray] = {}
-
-
-def _ones(n: int) -> np.ndarray:
-    got = _ONES.get(n)
-    if got is None:
-        got = _ONES[n] = np.ones(n)
-        got.flags.writeable = False
-    return got
-
 
 @dataclass(frozen=True)
 class Path:
@@ -51,7 +39,7 @@ class Path:
     def __post_init__(self) -> None:
         # ``weights``, or ones for a single path: kept, not rebuilt at every use.
         ones = self.weights is None
-        object.__setattr__(self, "shares", _ones(len(self.links)) if ones else self.weights)
+        object.__setattr__(self, "shares", np.ones(len(self.links)) if ones else self.weights)
 
     def latency_s(self, latency: np.ndarray) -> float:
         """Route latency (s): the sum of per-hop latencies weighted by share (every equal-cost

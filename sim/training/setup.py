@@ -138,16 +138,10 @@ def membership(plan: ParallelPlan, names: tuple[str, ...]) -> Membership:
 
 
 def stage_groups(
-    plan: ParallelPlan,
-    s: int,
-    names: tuple[str, ...],
-    member: Membership | None = None,
-    replica: int = 0,
+    plan: ParallelPlan, s: int, names: tuple[str, ...], replica: int = 0
 ) -> StageGroups:
     """The GPUs and groups of stage ``s`` of data-parallel replica ``replica``, read from the
-    plan's rank grid at once (:func:`sim.workload.plan.stage_group_ranks`); ``member`` is
-    not needed (kept for callers that hold one)."""
-    del member
+    plan's rank grid at once (:func:`sim.workload.plan.stage_group_ranks`)."""
     table = _name_table(names)
     named = {
         k: tuple(map(tuple, table[v].tolist()))

@@ -226,8 +226,7 @@ def _parts_bytes(timer: CollectiveTimer, kind: int, parts: tuple[Comm, ...]) -> 
             if kind == COLLECTIVE:
                 if len(group) < 2:
                     continue
-                timer.time_s(group, c.op, c.nbytes)
-                per = timer.wire_bytes[(tuple(group), c.op, float(c.nbytes))]
+                per = timer.link_bytes(group, c.op, c.nbytes)
             else:
                 per = _route_bytes(topo, group[0], group[1], c.nbytes)
             for scope, b in per.items():

@@ -81,6 +81,12 @@ class CollectiveTimer:
             self._times[key] = t
         return t
 
+    def link_bytes(self, group: Sequence[str], op: str, nbytes: float) -> dict[str, float]:
+        """Wire bytes per link scope of ``op`` of ``nbytes`` on ``group`` as the tuner routes
+        them (the group timed first where it was not: :meth:`time_s` records them)."""
+        self.time_s(group, op, nbytes)
+        return self.wire_bytes[(tuple(group), op, float(nbytes))]
+
     def concurrent_time_s(self, groups: Sequence[Sequence[str]], op: str, nbytes: float) -> float:
         """Seconds until ``op`` of ``nbytes`` has finished on every group of ``groups``, all
         started together (the TP ranks' DP/ZeRO groups sharing NICs and links).
@@ -299,10 +305,8 @@ def unit_cost(
         steps = op.shape[0] if op.kind == "cp_comm" else 1.0
         group = cp_ring[0] if op.kind == "cp_comm" else groups[op.group]
         per = wire.setdefault(op.group, {})
-        key = (tuple(group), op.comm_op, float(op.comm_bytes))
-        if key not in timer.wire_bytes:  # its time came from the memo (another group's)
-            timer.time_s(group, op.comm_op, op.comm_bytes)
-        for scope, b in timer.wire_bytes[key].items():
+        # this group's bytes, also where the time came from the memo (another group's)
+        for scope, b in timer.link_bytes(group, op.comm_op, op.comm_bytes).items():
             per[scope] = per.get(scope, 0.0) + steps * b
         if op.kind == "tp_comm":
             tp += t

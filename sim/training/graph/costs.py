@@ -153,11 +153,11 @@ def _unit_costs(
     try:
         hit = _UNITS.get(key)
     except TypeError:  # an unhashable part: cost it without keeping it
-        return _costed_units(setup, timer, s, cache)
+        return _costed_units(setup, timer, s, cache, ctx)
     if hit is None or hit[0] is not compute or hit[1] is not gpu or hit[2] is not timer:
         if len(_UNITS) > 256:
             _UNITS.clear()
-        units = _costed_units(setup, timer, s, cache)
+        units = _costed_units(setup, timer, s, cache, ctx)
         hit = _UNITS[key] = (compute, gpu, timer, units, dict(cache))
     else:
         cache.update(hit[4])
@@ -165,10 +165,10 @@ def _unit_costs(
 
 
 def _costed_units(
-    setup: StepSetup, timer: CollectiveTimer, s: int, cache: dict[Op, float]
+    setup: StepSetup, timer: CollectiveTimer, s: int, cache: dict[Op, float], ctx: OpContext
 ) -> UnitCosts:
-    """The work of :func:`_unit_costs`."""
-    ctx, st, tech = op_context(setup), setup.stages[s], setup.scenario.training.techniques
+    """The work of :func:`_unit_costs` (``ctx``: :func:`op_context` of ``setup``)."""
+    st, tech = setup.stages[s], setup.scenario.training.techniques
     grp = {"tp": st.tp, "ep": st.ep}
     out = {}
     for name, ops in (

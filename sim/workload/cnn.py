@@ -27,8 +27,9 @@ op-level compute model, with the memory-bound kernels that follow it as element 
 per sample: a pooling reads its input and writes its output (backward: reads the output
 gradient, input and output, writes the input gradient); ResNet's residual add reads two
 tensors and writes one (backward: the two branch gradients summed); Inception's
-concatenation copies its branches' outputs (forward and backward); the global average
-pool reads the last feature map.
+concatenation copies its branches' outputs (forward and backward), and backward sums the
+gradients of a tensor several branches read (k reads, one write: TensorFlow's ``AddN``);
+the global average pool reads the last feature map.
 
 >>> m = cnn_preset("resnet50")
 >>> round(m.params / 1e6, 1), round(m.flops_per_sample / 2e9, 2)

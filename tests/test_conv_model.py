@@ -8,7 +8,12 @@ from dataclasses import replace
 import pytest
 
 from sim.catalog import gpu_spec
-from sim.training.compute.conv import NORM_ACCESSES, WINOGRAD_SAVING, conv_layer_s
+from sim.training.compute.conv import (
+    NORM_ACCESSES,
+    WINOGRAD_SAVING,
+    channel_padding,
+    conv_layer_s,
+)
 from sim.training.compute.kernels import (
     SPLIT_K_MIN,
     gemm_compute_s,
@@ -94,3 +99,46 @@ def test_every_cnn_layer_carries_a_shape_matching_its_flops(name: str) -> None:
         assert c is not None
         assert lay.flops == 2.0 * c.cin * c.kh * c.kw * c.cout * c.oh * c.ow
         assert c.after_bwd >= c.after_fwd >= 0 and math.isfinite(c.after_fwd)
+
+
+def test_channels_are_padded_to_whole_kernel_tiles() -> None:
+    """CUTLASS's implicit GEMM (conv2d_problem_size.h ``implicit_gemm_k_iterations``)
+    walks R * S * ceil(C / threadblock_K) slabs: a 160-channel 1x7 convolution of
+    Inception V3 on 64 x 64 tiles issues 192/160 of its channels on each side (1.44x its
+    multiply-adds), the weight gradient pads only its 160 rows (1.2x); ResNet-50's
+    power-of-two channels waste nothing, and an image's 3 channels are one slab across
+    the 7x7 taps (147 -> 192)."""
+    c = ConvShape(160, 160, 1, 7, 17, 17, 17, 17)
+    assert channel_padding(c, (64, 64)) == pytest.approx((1.44, 1.44, 1.2))
+    assert channel_padding(c, None) == (1.0, 1.0, 1.0)
+    assert channel_padding(ConvShape(256, 64, 1, 1, 56, 56, 56, 56), (64, 64)) == (1, 1, 1)
+    stem = ConvShape(3, 64, 7, 7, 224, 224, 112, 112, 2)
+    assert channel_padding(stem, (64, 64))[0] == pytest.approx(192 / 147)
+
+
+def test_padding_slows_only_tensor_core_convolutions_of_odd_widths() -> None:
+    """The padded multiply-adds cost compute time in bf16 (tensor cores), none in fp32
+    (CUDA cores) and none for power-of-two channel counts."""
+    big = replace(P, stream_eff=1.0, mem_eff=1.0, conv_tile=(64, 64))
+    odd, even = ConvShape(160, 160, 1, 7, 17, 17, 17, 17), ConvShape(128, 128, 1, 7, 17, 17, 17, 17)
+    flat = replace(big, conv_tile=None)
+    for c, slower in ((odd, True), (even, False)):
+        padded = conv_layer_s(c, 256, "bf16", A100, big, False, False)
+        assert (padded > conv_layer_s(c, 256, "bf16", A100, flat, False, False)) is slower
+    assert conv_layer_s(odd, 256, "fp32", A100, big, False, False) == conv_layer_s(
+        odd, 256, "fp32", A100, flat, False, False
+    )
+
+
+def test_inception_sums_the_gradients_of_its_branches() -> None:
+    """Each Inception block's input feeds its branches; backward adds their gradients (k
+    reads, one write: TensorFlow's AddN). The first 35x35 block: 4 branches of a
+    192-channel map, on top of its pooling and concatenation accesses."""
+    layers = cnn_preset("inception-v3").layers
+    last = next(i for i, lay in enumerate(layers) if lay.conv and lay.conv.cout == 32 and i > 4)
+    c = layers[last].conv
+    assert c is not None
+    pooled = 2 * 192 * 35 * 35
+    concat = 2 * 256 * 35 * 35
+    assert c.after_fwd == pytest.approx(pooled + concat)
+    assert c.after_bwd == pytest.approx(2 * pooled + concat + 5 * 192 * 35 * 35)

@@ -27,8 +27,9 @@ op-level compute model, with the memory-bound kernels that follow it as element 
 per sample: a pooling reads its input and writes its output (backward: reads the output
 gradient, input and output, writes the input gradient); ResNet's residual add reads two
 tensors and writes one (backward: the two branch gradients summed); Inception's
-concatenation copies its branches' outputs (forward and backward); the global average
-pool reads the last feature map.
+concatenation copies its branches' outputs (forward and backward), and backward sums the
+gradients of a tensor several branches read (k reads, one write: TensorFlow's ``AddN``);
+the global average pool reads the last feature map.
 
 >>> m = cnn_preset("resnet50")
 >>> round(m.params / 1e6, 1), round(m.flops_per_sample / 2e9, 2)
@@ -140,10 +141,17 @@ def _vgg16() -> LayerModel:
                       "Simonyan & Zisserman 2015, Table 1 (D)")  # fmt: skip
 
 
+def _fan_in_grad(consumers: int, elements: int) -> float:
+    """Backward accesses per sample that sum the gradients of a tensor ``consumers``
+    branches read: each read, the sum written (one ``AddN``, as TensorFlow aggregates)."""
+    return float((consumers + 1) * elements) if consumers > 1 else 0.0
+
+
 def _branches(n: _Net, cin: int, hw: tuple[int, int], paths: list[list[tuple]]) -> int:
     """Parallel branches on one input; each path is a list of (cout, k, stride, pad);
     ``("pool", k, s, p)`` pools first (no layer; its accesses go to the block's last
-    layer). Returns the concatenated channels; the concatenation copies them."""
+    layer). Returns the concatenated channels; the concatenation copies them, and the
+    input's gradient sums the branches' (:func:`_fan_in_grad`)."""
     total, pooled = 0, 0.0
     for path in paths:
         c, size = cin, hw
@@ -161,7 +169,8 @@ def _branches(n: _Net, cin: int, hw: tuple[int, int], paths: list[list[tuple]]) 
         out = size
     n.set(total, *out)
     concat = 2.0 * total * out[0] * out[1]
-    n.after(pooled + concat, 2 * pooled + concat)
+    summed = _fan_in_grad(len(paths), cin * hw[0] * hw[1])
+    n.after(pooled + concat, 2 * pooled + concat + summed)
     return total
 
 
@@ -212,7 +221,9 @@ def _inception_v3() -> LayerModel:
         n.conv(192, 1, 1, 0, "mixed", cin=cin, hw=hw)  # after a 3x3 average pool
         n.set(320 + 768 + 768 + 192, *hw)
         pooled, concat = 2.0 * cin * hw[0] * hw[1], 2.0 * n.c * hw[0] * hw[1]
-        n.after(pooled + concat, 2 * pooled + concat)
+        # the input feeds four branches; each 384-channel split feeds a 1x3 and a 3x1
+        summed = _fan_in_grad(4, cin * hw[0] * hw[1]) + 2 * _fan_in_grad(2, 384 * hw[0] * hw[1])
+        n.after(pooled + concat, 2 * pooled + concat + summed)
     n.global_pool()
     n.fc(1000, logits=True)
     return LayerModel("inception-v3", tuple(n.layers), 3 * 299 * 299 * ELEM,

@@ -28,7 +28,10 @@ through HBM (the input feature map, not its im2col expansion; the weights; the o
 Fully connected layers are cuBLAS GEMMs (no ``conv_eff``). In fp32 (CUDA cores, no
 tensor cores) 3x3 stride-1 convolutions run as Winograd F(2x2, 3x3): 2.25x fewer
 multiplies (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR
-2016; cuDNN 5's WINOGRAD algorithms). Memory-bound kernels move their element accesses
+2016; cuDNN 5's WINOGRAD algorithms). On tensor cores, an implicit GEMM works in whole
+channel tiles (``conv_tile``): it issues the multiply-adds of its output channels padded to
+whole tiles and, for each filter tap, of its input channels padded to whole K slabs
+(:func:`channel_padding`). Memory-bound kernels move their element accesses
 (2 bytes each in fp16/bf16, 4 in fp32) at ``hbm_Bps * mem_eff`` (or ``stream_eff``).
 
 Not modelled: NCHW/NHWC layout transposes, kernel fusion beyond cuDNN's (a framework
@@ -54,12 +57,14 @@ from sim.training.compute.params import ComputeParams
 if TYPE_CHECKING:  # the layer-list package imports this module (no import loop at run time)
     from sim.workload.layer_model import ConvShape
 
-__all__ = ["NORM_ACCESSES", "WINOGRAD_SAVING", "conv_kernels", "conv_layer_s"]
+__all__ = ["NORM_ACCESSES", "WINOGRAD_SAVING", "channel_padding", "conv_kernels", "conv_layer_s"]
 
 #: Element accesses per output element of what follows a layer: (forward, backward).
 NORM_ACCESSES = {"bn": (5, 8), "bias": (4, 4), "none": (0, 1)}
 #: Multiplies saved by Winograd F(2x2, 3x3) over direct 3x3 convolution (36 / 16).
 WINOGRAD_SAVING = 2.25
+#: Input channels up to which a convolution reads an image (few-channels kernels).
+IMAGE_CHANNELS_MAX = 4
 #: Kernels launched per pass beyond the GEMMs: (forward, backward).
 _NORM_KERNELS = {"bn": (3, 3), "bias": (2, 2), "none": (0, 1)}
 
@@ -68,6 +73,39 @@ def _gemm_s(m: float, n: float, k: float, nbytes: float, dtype: str, gpu: GpuSpe
             p: ComputeParams, eff: float) -> float:  # fmt: skip
     compute = gemm_compute_s(m, n, k, 1, dtype, gpu, p, eff)
     return max(compute, nbytes / (gpu.hbm_Bps * p.stream_eff)) + p.launch_overhead_s
+
+
+def _up(n: int, tile: int) -> float:
+    """``n`` padded to whole ``tile``s, relative to ``n``."""
+    return -(-n // tile) * tile / n
+
+
+def channel_padding(c: ConvShape, tile: tuple[int, int] | None) -> tuple[float, float, float]:
+    """Multiply-adds issued per useful one by the (forward, data-gradient, weight-gradient)
+    implicit GEMMs of ``c`` on kernels that work in ``tile`` = (output channels, input
+    channels per filter tap); ``None``: (1, 1, 1).
+
+    A threadblock's output tile spans whole multiples of ``tile[0]`` GEMM columns (forward:
+    the output channels; data gradient: the input channels; weight gradient: its rows,
+    the output channels). Its main loop walks the filter taps and, within each, the
+    reduced channels in slabs of ``tile[1]`` (CUTLASS ``implicit_gemm_k_iterations``:
+    ``R * S * ceil(C / threadblock_K)`` forward, ``R * S * ceil(K / threadblock_K)`` for the
+    data gradient, no padding of the weight gradient's ``N * P * Q``); an image's 3
+    channels are read as one slab across the taps (CUTLASS's few-channels iterator:
+    ``ceil(R * S * C / threadblock_K)``).
+
+    >>> from sim.workload.layer_model import ConvShape
+    >>> [round(x, 2) for x in channel_padding(ConvShape(160, 160, 1, 7, 17, 17, 17, 17), (64, 64))]
+    [1.44, 1.44, 1.2]
+    >>> channel_padding(ConvShape(256, 64, 1, 1, 56, 56, 56, 56), (64, 64))
+    (1.0, 1.0, 1.0)
+    """
+    if tile is None:
+        return 1.0, 1.0, 1.0
+    n, k = tile
+    taps = c.kh * c.kw
+    k_in = _up(taps * c.cin, k) if c.cin < IMAGE_CHANNELS_MAX else _up(c.cin, k)
+    return _up(c.cout, n) * k_in, _up(c.cin, n) * _up(c.cout, k), _up(c.cout, n)
 
 
 def _gemm_count(backward: bool, first: bool) -> int:
@@ -102,15 +140,17 @@ def conv_layer_s(c: ConvShape, b: int, dtype: str, gpu: GpuSpec, p: ComputeParam
     eff = p.conv_eff if spatial else 1.0
     if dtype == "fp32" and c.kh == c.kw == 3 and c.stride == 1:
         eff *= WINOGRAD_SAVING
+    pad = channel_padding(c, p.conv_tile if spatial and dtype != "fp32" else None)
     x, y = b * c.in_elements * el, b * c.out_elements * el
     w = c.cin * c.cout * c.kh * c.kw * el
     k_in = c.cin * c.kh * c.kw
     if not backward:
-        t = _gemm_s(b * c.oh * c.ow, c.cout, k_in, x + w + y, dtype, gpu, p, eff)
+        t = _gemm_s(b * c.oh * c.ow, c.cout, k_in, x + w + y, dtype, gpu, p, eff / pad[0])
     else:
-        t = _gemm_s(c.cout, k_in, b * c.oh * c.ow, x + y + w, dtype, gpu, p, eff)
+        t = _gemm_s(c.cout, k_in, b * c.oh * c.ow, x + y + w, dtype, gpu, p, eff / pad[2])
         if not first:
-            t += _gemm_s(b * c.h * c.w, c.cin, c.cout * c.kh * c.kw, x + y + w, dtype, gpu, p, eff)
+            t += _gemm_s(b * c.h * c.w, c.cin, c.cout * c.kh * c.kw, x + y + w, dtype, gpu, p,
+                         eff / pad[1])  # fmt: skip
     side = 1 if backward else 0
     accesses = NORM_ACCESSES[c.norm][side] * c.out_elements + (
         c.after_bwd if backward else c.after_fwd

@@ -39,7 +39,10 @@ def host_bound_s(gpu_s: Sequence[float], kernels: Sequence[int], dispatch_s: flo
     done = launched = 0.0
     for g, k in zip(gpu_s, kernels, strict=True):
         launched += k * dispatch_s
-        end = max(done + g, launched)
-        out.append(end - done)
-        done = end
+        if done + g >= launched:  # the GPU binds: its time exactly (no rounding of end - done)
+            out.append(float(g))
+            done += g
+        else:
+            out.append(launched - done)
+            done = launched
     return out

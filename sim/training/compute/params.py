@@ -79,6 +79,10 @@ class ComputeParams:
     conv_eff : float
         Fraction of the GEMM ceiling cuDNN's implicit-GEMM convolutions reach on the same
         (M, N, K) (forward, data and weight gradients of the CNN presets).
+    conv_tile : tuple of int or None
+        (output channels, input channels per filter tap) that the tensor-core implicit-GEMM
+        convolution kernels work in: channel counts are padded to whole multiples
+        (:func:`sim.training.compute.conv.channel_padding`); None: no padding.
     matmul_eff_max : float
         Best dense-GEMM fraction of the bf16/fp16 peak in a micro-benchmark
         (mamf-finder's "maximum achievable matmul FLOPS" where published).
@@ -159,6 +163,7 @@ class ComputeParams:
     sustained_clock: float = 1.0
     attention_table: str | None = None
     conv_eff: float = 1.0
+    conv_tile: tuple[int, int] | None = None
     matmul_eff_max: float = 0.803
     fp8_matmul_eff_max: float = 0.709
     matmul_half_flops: float = 1e9
@@ -196,8 +201,10 @@ class ComputeParams:
         for key in _TIMES:
             if not getattr(self, key) >= 0:
                 raise ConfigError(f"compute.{key}: {getattr(self, key)!r} < 0")
-        if self.sm_count < 1 or min(self.gemm_tile) < 1:
-            raise ConfigError(f"compute: sm_count and gemm_tile must be >= 1 (GPU {self.gpu})")
+        if self.sm_count < 1 or min(self.gemm_tile + (self.conv_tile or (1,))) < 1:
+            raise ConfigError(
+                f"compute: sm_count, gemm_tile and conv_tile must be >= 1 (GPU {self.gpu})"
+            )
 
     @property
     def notes(self) -> list[str]:
@@ -267,6 +274,7 @@ class _Entry(BaseModel):
     sustained_clock: float | None = None
     attention_table: str | None = None
     conv_eff: float | None = None
+    conv_tile: tuple[int, int] | None = None
     matmul_eff_max: float
     fp8_matmul_eff_max: float
     matmul_half_flops: float
@@ -360,7 +368,7 @@ def _entries() -> dict[str, ComputeParams]:
     out = {}
     for name, body in _resolved(raw).items():
         e = _entry(_Entry, name, body, "compute.yaml", _UNSOURCED)
-        values = e.model_dump(exclude={"launch_overhead", "gemm_tile", "mamf_shape",
+        values = e.model_dump(exclude={"launch_overhead", "gemm_tile", "conv_tile", "mamf_shape",
                                        "fp8_mamf_shape", "optimizer_tensor_overhead"})  # fmt: skip
         values = {k: v for k, v in values.items() if v is not None}
         if e.optimizer_tensor_overhead is not None:
@@ -374,6 +382,7 @@ def _entries() -> dict[str, ComputeParams]:
             out[name] = ComputeParams(
                 gpu=name,
                 gemm_tile=(int(e.gemm_tile[0]), int(e.gemm_tile[1])),
+                conv_tile=(int(e.conv_tile[0]), int(e.conv_tile[1])) if e.conv_tile else None,
                 mamf_shape=shape,  # type: ignore[arg-type]
                 fp8_mamf_shape=fp8,  # type: ignore[arg-type]
                 launch_overhead_s=parse_time(e.launch_overhead, f"{name}.launch_overhead"),

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from sim.catalog import GpuSpec
+from sim.kept import Kept
 from sim.network import backend
 from sim.profile import Profile
 from sim.profile_select import Resolved, describe, resolve_profile
@@ -159,20 +160,19 @@ def stage_groups(
     )
 
 
-_NAME_TABLES: dict[int, tuple[tuple[str, ...], np.ndarray]] = {}
+_NAME_TABLES: Kept[np.ndarray] = Kept(limit=64)
 
 
 def _name_table(names: tuple[str, ...]) -> np.ndarray:
     """``names`` as a numpy object array (kept per tuple: a topology's GPU names are asked
     for at every step)."""
-    hit = _NAME_TABLES.get(id(names))
-    if hit is None or hit[0] is not names:
-        if len(_NAME_TABLES) > 64:
-            _NAME_TABLES.clear()
-        table = np.array(names, dtype=object)
-        table.flags.writeable = False
-        hit = _NAME_TABLES[id(names)] = (names, table)
-    return hit[1]
+    return _NAME_TABLES.get((), (names,), lambda: _frozen_array(names))
+
+
+def _frozen_array(names: tuple[str, ...]) -> np.ndarray:
+    table = np.array(names, dtype=object)
+    table.flags.writeable = False
+    return table
 
 
 def _cp_ring(plan: ParallelPlan, s: int, names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -196,7 +196,7 @@ def techniques_plan(scenario: Scenario, plan: ParallelPlan) -> ParallelPlan:
     return replace(plan, overlap_dp=False) if tech.sync_every > 1 and plan.dp > 1 else plan
 
 
-_RESOLVED: dict[tuple[str | None, int, bool], tuple[Topology, Resolved, dict[str, Any]]] = {}
+_RESOLVED: Kept[tuple[Resolved, dict[str, Any]]] = Kept(limit=64)
 
 
 def _resolved(
@@ -204,14 +204,12 @@ def _resolved(
 ) -> tuple[Resolved, dict[str, Any]]:
     """:func:`resolve_profile` and its facts, kept per (request, topology, force): a sweep or
     a plan asks again for every point."""
-    key = (request, id(topology), force)
-    hit = _RESOLVED.get(key)
-    if hit is None or hit[0] is not topology:
-        if len(_RESOLVED) > 64:
-            _RESOLVED.clear()
+
+    def make() -> tuple[Resolved, dict[str, Any]]:
         resolved = resolve_profile(request, topology, force=force)
-        hit = _RESOLVED[key] = (topology, resolved, describe(resolved, topology))
-    return hit[1], hit[2]
+        return resolved, describe(resolved, topology)
+
+    return _RESOLVED.get((request, force), (topology,), make)
 
 
 def resolve_step_profile(
@@ -230,7 +228,7 @@ def resolve_step_profile(
     return _resolved(request, topology, force_profile or scenario.force_profile)[0]
 
 
-_STAGES: dict[tuple[Any, ...], tuple[Topology, tuple[StageGroups, ...]]] = {}
+_STAGES: Kept[tuple[StageGroups, ...]] = Kept(limit=256)
 
 
 def _stages(plan: ParallelPlan, topology: Topology) -> tuple[StageGroups, ...]:
@@ -238,14 +236,11 @@ def _stages(plan: ParallelPlan, topology: Topology) -> tuple[StageGroups, ...]:
     sweep, a plan search and the API ask again for the same layout. The groups depend on
     the sizes, the ZeRO shard size and the placement order only (not on the batch)."""
     layout = (plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.shard, plan.order)
-    key = (*layout, id(topology))
-    hit = _STAGES.get(key)
-    if hit is None or hit[0] is not topology:
-        if len(_STAGES) > 256:
-            _STAGES.clear()
-        groups = tuple(stage_groups(plan, s, topology.gpus) for s in range(plan.pp))
-        hit = _STAGES[key] = (topology, groups)
-    return hit[1]
+    return _STAGES.get(
+        layout,
+        (topology,),
+        lambda: tuple(stage_groups(plan, s, topology.gpus) for s in range(plan.pp)),
+    )
 
 
 def prepare_step(

@@ -28,6 +28,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 
 from sim.errors import ClusterSimError
+from sim.kept import Kept
 from sim.scenario.load import ClusterSection, Scenario
 from sim.studies.plan.space import Layout
 from sim.training.compute.params import ComputeParams
@@ -191,17 +192,12 @@ def step_bounds(scenario: Scenario) -> Iterator[float]:
 
 #: compute parameters -> (them, a copy without comm interference): one copy per object,
 #: so the unit costs kept per compute parameters serve every layout's first bound.
-_QUIET: dict[int, tuple[ComputeParams, ComputeParams]] = {}
+_QUIET: Kept[ComputeParams] = Kept(limit=64)
 
 
 def _quiet(compute: ComputeParams) -> ComputeParams:
     """``compute`` with ``comm_interference`` 0, the same object for the same ``compute``."""
-    hit = _QUIET.get(id(compute))
-    if hit is None or hit[0] is not compute:
-        if len(_QUIET) >= 64:
-            _QUIET.clear()
-        hit = _QUIET[id(compute)] = (compute, dataclasses.replace(compute, comm_interference=0.0))
-    return hit[1]
+    return _QUIET.get((), (compute,), lambda: dataclasses.replace(compute, comm_interference=0.0))
 
 
 def _pass_bounds(levels: Sequence[StepSetup], timer: CollectiveTimer) -> Iterator[float]:

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from sim.catalog import _entry
 from sim.errors import ConfigError, TopologyError
 from sim.files import load_shipped_yaml
+from sim.kept import Kept
 from sim.units import parse_time
 
 __all__ = ["ComputeParams", "compute_entry_names", "compute_params", "tunable_keys"]
@@ -405,7 +406,7 @@ def compute_entry_names() -> list[str]:
 #: Overridden parameters per (GPU, overrides), kept so that the steps of one profile
 #: share one (frozen) object: what is costed per compute parameters is then kept too
 #: (:func:`sim.training.graph.costs._unit_costs` keys on the object).
-_OVERRIDDEN: dict[tuple[str, tuple[tuple[str, type, object], ...]], ComputeParams] = {}
+_OVERRIDDEN: Kept[ComputeParams] = Kept(limit=64)
 
 
 def compute_params(gpu: str, overrides: Mapping[str, object] | None = None) -> ComputeParams:
@@ -427,16 +428,12 @@ def compute_params(gpu: str, overrides: Mapping[str, object] | None = None) -> C
     base = entries[gpu]
     if not overrides:
         return base
+    key = (gpu, tuple((k, type(v), v) for k, v in overrides.items()))
     try:
-        key = (gpu, tuple((k, type(v), v) for k, v in overrides.items()))
-        hit = _OVERRIDDEN.get(key)
+        hash(key)
     except TypeError:  # an unhashable value: the override below says what is wrong
         return base.overridden(overrides, "profile.compute")
-    if hit is None:
-        if len(_OVERRIDDEN) >= 64:
-            _OVERRIDDEN.clear()
-        hit = _OVERRIDDEN[key] = base.overridden(overrides, "profile.compute")
-    return hit
+    return _OVERRIDDEN.get(key, (), lambda: base.overridden(overrides, "profile.compute"))
 
 
 def tunable_keys() -> tuple[str, ...]:

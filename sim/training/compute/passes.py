@@ -23,6 +23,7 @@ from sim.collectives.links import scaled_for
 from sim.collectives.params import CollectiveParams
 from sim.collectives.schedule import Schedule
 from sim.collectives.simulate import CollectiveSetup, simulate_collective
+from sim.kept import Kept
 from sim.topology.model import Topology
 from sim.training.compute.kernels import op_time_s
 from sim.training.compute.params import ComputeParams
@@ -134,7 +135,7 @@ class CollectiveTimer:
         return planned
 
 
-_TIMERS: dict[tuple[int, int, str, str, str], tuple[object, object, CollectiveTimer]] = {}
+_TIMERS: Kept[CollectiveTimer] = Kept(limit=32)
 
 
 def timer_for(topology: Topology, params: CollectiveParams, network: str,
@@ -142,14 +143,11 @@ def timer_for(topology: Topology, params: CollectiveParams, network: str,
     """One :class:`CollectiveTimer` per (topology, collective parameters, network, tuner
     restrictions), reused across steps: collective times depend on nothing else (the
     objects are held, so their ids stay theirs)."""
-    key = (id(topology), id(params), network, algorithm, protocol)
-    hit = _TIMERS.get(key)
-    if hit is None or hit[0] is not topology or hit[1] is not params:
-        if len(_TIMERS) > 32:
-            _TIMERS.clear()
-        hit = (topology, params, CollectiveTimer(topology, params, network, algorithm, protocol))
-        _TIMERS[key] = hit
-    return hit[2]
+    return _TIMERS.get(
+        (network, algorithm, protocol),
+        (topology, params),
+        lambda: CollectiveTimer(topology, params, network, algorithm, protocol),
+    )
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
+from sim.kept import Kept
 from sim.training.compute.passes import (
     CollectiveTimer,
     OpsCost,
@@ -128,7 +128,7 @@ def op_context(setup: StepSetup) -> OpContext:
 #: (forward, backward) costs of a stage's units, kept across steps: key -> (the compute
 #: parameters, GPU and timer they were costed with, held so their ids stay theirs; costs;
 #: the op-time memo as costing the stage left it).
-_UNITS: dict[tuple[Any, ...], tuple[object, object, object, UnitCosts, dict[Op, float]]] = {}
+_UNITS: Kept[tuple[UnitCosts, dict[Op, float]]] = Kept(limit=256)
 
 
 def _unit_costs(
@@ -149,19 +149,18 @@ def _unit_costs(
         (st.tp, st.ep, st.cp_ring, setup.gpu_at(i).name)
         for i, st in enumerate(setup.stages[: s + 1])
     )
-    key = (ctx, tech, stages, id(compute), id(gpu), id(timer))
+    key = (ctx, tech, stages)
     try:
-        hit = _UNITS.get(key)
+        hash(key)
     except TypeError:  # an unhashable part: cost it without keeping it
         return _costed_units(setup, timer, s, cache, ctx)
-    if hit is None or hit[0] is not compute or hit[1] is not gpu or hit[2] is not timer:
-        if len(_UNITS) > 256:
-            _UNITS.clear()
-        units = _costed_units(setup, timer, s, cache, ctx)
-        hit = _UNITS[key] = (compute, gpu, timer, units, dict(cache))
-    else:
-        cache.update(hit[4])
-    return hit[3]
+
+    def make() -> tuple[UnitCosts, dict[Op, float]]:
+        return _costed_units(setup, timer, s, cache, ctx), dict(cache)
+
+    units, memo = _UNITS.get(key, (compute, gpu, timer), make)
+    cache.update(memo)  # kept: the memo as costing the stage left it (just made: the same)
+    return units
 
 
 def _costed_units(

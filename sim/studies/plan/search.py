@@ -41,7 +41,7 @@ from sim.errors import ClusterSimError, ConfigError
 from sim.result import StepResult
 from sim.scenario.load import ClusterSection, Scenario
 from sim.studies.plan.bounds import ShapeTimes, lower_bound_s, shape_of, step_bounds
-from sim.studies.plan.memory import estimate_memory, least_memory
+from sim.studies.plan.memory import MemoryEstimate, estimate_memory, least_memory
 from sim.studies.plan.recipes import FULL, Recipe, own_recipe
 from sim.studies.plan.space import RECOMPUTE_ORDER, Layout, Skipped, layouts
 from sim.training.memory.report import capacity_bytes
@@ -176,14 +176,31 @@ class _Search:
         self.shapes = ShapeTimes(scenario, cluster, self.gpus)
         self.rejected: list[Rejected] = []
         self.simulated = 0
+        # least_memory reads no schedule and no interleaving: layouts differing only
+        # there (1F1B and its interleaved versions) share one answer (or error)
+        self._least: dict[Layout, MemoryEstimate | ClusterSimError] = {}
+
+    def least(self, layout: Layout) -> MemoryEstimate:
+        """:func:`least_memory` of ``layout``, once per layout less its schedule."""
+        key = dataclasses.replace(layout, schedule="1f1b", virtual_stages=1)
+        got = self._least.get(key)
+        if got is None:
+            try:
+                got = least_memory(
+                    _with(self.scenario, key, self.cluster), self.gpus, self.per_node, self.models
+                )
+            except ClusterSimError as e:
+                got = e
+            self._least[key] = got
+        if isinstance(got, ClusterSimError):
+            raise got
+        return got
 
     def fit(self, layout: Layout) -> tuple[Layout, float] | None:
         """The layout with the least recompute that fits, and its bound; None if none fits."""
         small = dataclasses.replace(layout, recompute=RECOMPUTE_ORDER[-1])
         try:
-            least = least_memory(
-                _with(self.scenario, small, self.cluster), self.gpus, self.per_node, self.models
-            )
+            least: MemoryEstimate | None = self.least(small)
         except ClusterSimError:
             least = None  # the full estimate below reports the reason
         if least is not None and not least.fits:

@@ -179,3 +179,21 @@ def test_budget_without_a_price_is_refused() -> None:
         capture_output=True, text=True, check=False, cwd=REPO,
     )  # fmt: skip
     assert p.returncode == 2 and "price.gpu_hour_usd" in p.stderr
+
+
+def test_the_search_leaves_the_garbage_collector_as_it_found_it() -> None:
+    """The search keeps older objects out of full collections while it runs (gc.freeze)
+    and hands them back after; a caller's own frozen objects stay frozen."""
+    import gc
+
+    s = load_scenario("gpt2-1gpu")
+    assert gc.get_freeze_count() == 0
+    plan(s, top=1)
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        plan(s, top=1)
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

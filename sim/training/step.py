@@ -188,31 +188,51 @@ def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> dict[
     it: replica 0's pipeline sends stand for every replica's), and the TP/EP/CP collectives
     inside the passes times the groups that run them. The same on every network backend."""
     plan, g = setup.plan, run.graph
-    out = dict.fromkeys(("nvlink", "pcie", "net"), 0.0)
-    seen: dict[int, dict[str, float]] = {}
+    # per task in task order, as one running sum per scope (a scope a task does not
+    # touch adds +0.0, which changes no sum of non-negative bytes)
+    seen: dict[int, tuple[float, float, float]] = {}
+    nvlink = pcie = net = 0.0
+    comm = g.comm
     for i, kind in enumerate(g.kind):
         if kind == COMPUTE:
             continue
-        parts = g.comm[i]
+        parts = comm[i]
         per = seen.get(id(parts))
         if per is None:
-            per = seen[id(parts)] = _parts_bytes(timer, kind, parts)
-        for scope, b in per.items():
-            out[scope] += b
+            per = seen[id(parts)] = _by_scope(_parts_bytes(timer, kind, parts))
+        nvlink += per[0]
+        pcie += per[1]
+        net += per[2]
+    out = {"nvlink": nvlink, "pcie": pcie, "net": net}
     groups_per_stage = {
         "tp": plan.dp_cp,
         "ep": plan.tp * plan.dp // max(1, plan.ep),
         "cp": plan.tp * plan.dp_cp,  # one ring pair per rank; wire bytes are one pair's
     }
+    scaled: dict[int, tuple[tuple[str, float], ...]] = {}  # by id of the (kept) pass cost
     for line in run.lines:
         for rec in line.passes:
             cost = run.costs[(rec.chunk * plan.pp + rec.stage, rec.kind)]
-            for group_kind, per in cost.wire_bytes.items():
-                for scope, b in per.items():
-                    out[scope] += b * groups_per_stage.get(group_kind, 1)
+            pairs = scaled.get(id(cost))
+            if pairs is None:
+                pairs = scaled[id(cost)] = tuple(
+                    (scope, b * groups_per_stage.get(group_kind, 1))
+                    for group_kind, per_kind in cost.wire_bytes.items()
+                    for scope, b in per_kind.items()
+                )
+            for scope, b in pairs:
+                out[scope] += b
     for scope, b in ps_link_bytes(setup).items():
         out[scope] += b
     return out
+
+
+def _by_scope(per: dict[str, float]) -> tuple[float, float, float]:
+    """``per``'s (nvlink, pcie, net) bytes, 0.0 where absent (KeyError for another scope)."""
+    for scope in per:
+        if scope not in ("nvlink", "pcie", "net"):
+            raise KeyError(scope)
+    return (per.get("nvlink", 0.0), per.get("pcie", 0.0), per.get("net", 0.0))
 
 
 def _parts_bytes(timer: CollectiveTimer, kind: int, parts: tuple[Comm, ...]) -> dict[str, float]:

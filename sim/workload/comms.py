@@ -93,9 +93,31 @@ def rank_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> RankParams:
     >>> rank_params(m, ParallelPlan(), 0).total == param_count(m)
     True
     """
-    layer = layer_rank_params(model, plan)
-    n = stage_layers(plan, model)[stage]
-    return RankParams(n * layer.dense + end_params(model, plan, stage), n * layer.expert)
+    key = (id(model), *_rank_keys(plan), stage)
+    hit = _RANK_PARAMS.get(key)
+    if hit is None or hit[0] is not model:
+        layer = layer_rank_params(model, plan)
+        n = stage_layers(plan, model)[stage]
+        got = RankParams(n * layer.dense + end_params(model, plan, stage), n * layer.expert)
+        if len(_RANK_PARAMS) >= 4096:
+            _RANK_PARAMS.clear()
+        hit = _RANK_PARAMS[key] = (model, got)
+    return hit[1]
+
+
+#: rank_params by (model id, :func:`_rank_keys`, stage), the model kept beside its answer:
+#: a planner asks the same for every micro-batch size, recompute and schedule it checks.
+_RANK_PARAMS: dict[tuple[object, ...], tuple[ModelSpec, RankParams]] = {}
+
+
+def _rank_keys(plan: ParallelPlan) -> tuple[object, ...]:
+    """Every plan field :func:`rank_params` reads: TP and EP (:func:`layer_rank_params`),
+    PP (:func:`end_params`) and the layer placement (:func:`~sim.workload.stages.stage_layers`)."""
+    return (
+        plan.tp, plan.ep, plan.pp, plan.virtual_stages, plan.layer_split,
+        plan.first_stage_layers, plan.last_stage_layers, plan.embedding_as_layer,
+        plan.loss_as_layer,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

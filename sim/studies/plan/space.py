@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from sim.workload.models import ModelSpec
@@ -54,8 +54,9 @@ class Layout:
     cp: int = 1
 
     def settings(self) -> dict[str, Any]:
-        """The ``parallel`` keys and values, as a scenario takes them."""
-        return asdict(self)
+        """The ``parallel`` keys and values, as a scenario takes them (every field is a
+        number, bool or string: a shallow copy, ``asdict``'s deep copies cost ~0.3 ms)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def label(self) -> str:
         """Short text, e.g. ``tp8 pp4 dp8 zero1 mb1 sp vs2 rc=selective``."""

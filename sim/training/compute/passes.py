@@ -12,17 +12,18 @@ backward produces them. Identical layers are costed once.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from sim.catalog import GpuSpec
-from sim.collectives.engine import schedule_link_bytes, wire_scale
+from sim.collectives.engine import wire_scale
 from sim.collectives.links import scaled_for
 from sim.collectives.params import CollectiveParams
 from sim.collectives.schedule import Schedule
 from sim.collectives.simulate import CollectiveSetup, simulate_collective
+from sim.collectives.twins import Twin, twin_key
 from sim.kept import Kept
 from sim.topology.model import Topology
 from sim.training.compute.kernels import op_time_s
@@ -52,6 +53,7 @@ class CollectiveTimer:
         self.network = network
         self.algorithm, self.protocol = algorithm, protocol  # NCCL_ALGO / NCCL_PROTO style
         self._setups: dict[tuple[str, ...], CollectiveSetup] = {}
+        self._reps: dict[Hashable, CollectiveSetup] = {}  # first setup of each twin_key
         self._times: dict[tuple[tuple[str, ...], str, float], float] = {}
         self.wire_bytes: dict[tuple[tuple[str, ...], str, float], dict[str, float]] = {}
         self._concurrent: dict[tuple[tuple[tuple[str, ...], ...], str, float], float] = {}
@@ -64,6 +66,9 @@ class CollectiveTimer:
         if s is None:
             s = CollectiveSetup(self.topology, list(key), self.params, link_scaled=True)
             self._setups[key] = s
+            rep = self._reps.setdefault(twin_key(s), s)
+            if rep is not s:  # the tuner's answers shared where the routes prove equal
+                s.twin = Twin(rep, s)
         return s
 
     def time_s(self, group: Sequence[str], op: str, nbytes: float) -> float:
@@ -115,7 +120,7 @@ class CollectiveTimer:
                 sched, proto = self.plan(g, op, nbytes)
                 cs = self.setup(g)
                 scale = wire_scale(cs.params, sched.algorithm, proto)
-                b = schedule_link_bytes(sched, cs.endpoints(sched), cs.routes, scale)
+                b = cs.link_bytes(sched, scale)
                 load += b
                 single = max(single, float(np.max(b / caps)))
             t += max(0.0, float(np.max(load / caps)) - single)

@@ -170,16 +170,20 @@ def stage_timelines(
     first = [float("inf")] * len(graph.passes)
     last = [0.0] * len(graph.passes)
     ahead: dict[int, int] = {}  # pass -> its first compute task, where gathers ran ahead
+    label, kind = graph.label, graph.kind
+    # (comparisons, not min/max calls: tens of thousands of tasks per step; same values)
     for i, pid in enumerate(graph.pass_of):
         if pid < 0:
             continue
-        if graph.label[i] == AHEAD_LABEL:
+        if label[i] == AHEAD_LABEL:
             ahead.setdefault(pid, -1)
             continue
-        first[pid] = min(first[pid], start[i])
-        if graph.kind[i] == COMPUTE:
-            last[pid] = max(last[pid], end[i])
-            if ahead.get(pid, 0) == -1:
+        if start[i] < first[pid]:
+            first[pid] = start[i]
+        if kind[i] == COMPUTE:
+            if end[i] > last[pid]:
+                last[pid] = end[i]
+            if ahead and ahead.get(pid, 0) == -1:
                 ahead[pid] = i
     for pid, task in ahead.items():
         first[pid] = min(first[pid], _ready_without_gathers(graph, task, end))
@@ -190,20 +194,25 @@ def stage_timelines(
         line.compute_end_s = max((r.end_s for r in line.passes), default=0.0)
     ends = [line.compute_end_s for line in lines]
     dp_end = list(ends)
+    opt_tasks = []
     for i, s in enumerate(graph.stage):
-        label = graph.label[i]
-        if s < 0 or label == "pass":
+        if s < 0:
             continue
-        if label != "pp_send":  # a stage's outgoing sends end on the stage they feed
-            ends[s] = max(ends[s], end[i])
-        if label not in OPTIMIZER_LABELS:
-            lines[s].comm.append((label, start[i], end[i]))
-        if label.startswith("dp_"):
-            dp_end[s] = max(dp_end[s], end[i])
+        name = label[i]
+        if name == "pass":
+            continue
+        if name != "pp_send" and end[i] > ends[s]:  # a stage's outgoing sends end on
+            ends[s] = end[i]  # the stage they feed
+        if name in OPTIMIZER_LABELS:
+            opt_tasks.append(i)
+        else:
+            lines[s].comm.append((name, start[i], end[i]))
+        if name.startswith("dp_") and end[i] > dp_end[s]:
+            dp_end[s] = end[i]
     optimizer = [0.0] * stages
-    for i, s in enumerate(graph.stage):
-        if s >= 0 and graph.label[i] in OPTIMIZER_LABELS:
-            optimizer[s] += max(0.0, end[i] - max(start[i], dp_end[s]))
+    for i in opt_tasks:  # in task order, as every task was before
+        s = graph.stage[i]
+        optimizer[s] += max(0.0, end[i] - max(start[i], dp_end[s]))
     for s, line in enumerate(lines):
         line.dp_end_s = dp_end[s]
         line.end_s = ends[s]

@@ -63,13 +63,16 @@ def one_f_one_b(p: int, m: int) -> Schedule:
     ['F', 'F', 'B', 'F', 'B', 'B']
     """
     _check(p, m)
+    # the i-th forward (backward) is the same step on every stage: made once
+    fwd = [Step("F", i) for i in range(m)]
+    bwd = [Step("B", i) for i in range(m)]
     out = []
     for s in range(p):
         warm = min(p - s - 1, m)
-        ops = [Step("F", i) for i in range(warm)]
+        ops = fwd[:warm]
         for i in range(m - warm):
-            ops += [Step("F", warm + i), Step("B", i)]
-        ops += [Step("B", i) for i in range(m - warm, m)]
+            ops += (fwd[warm + i], bwd[i])
+        ops += bwd[m - warm :]
         out.append(ops)
     return out
 

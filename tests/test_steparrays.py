@@ -214,6 +214,14 @@ def test_route_table_facts_equal_each_routes(topo: str) -> None:
     for (src, dst, rail), i in table._ids.items():
         lat, _, scope = setup.routes.facts(src, dst, rail)
         assert (table.latency_s[i], table.scope[i]) == (lat, scope)
+    few = RouteCache(setup.topology, setup.routes.rail_map).table  # a few routes per freeze
+    for k, key in enumerate(list(table._ids)[::7]):
+        few.id(*key)
+        if k % 3 == 0:
+            few.freeze()
+    few.freeze()
+    assert few.latency_s.tolist() == table.latency_s[: len(table._ids) : 7].tolist()
+    assert few.scope.tolist() == table.scope[: len(table._ids) : 7].tolist()
 
 
 def _run_flow(batch: bool, caps: list[float], sizes: list[float]) -> tuple[float, np.ndarray]:

@@ -46,6 +46,11 @@ DENSE_RATIO = 16
 FACTS_CHUNK_LINKS = 1 << 20
 
 
+#: Fewer new routes than this are costed one by one at a freeze, where the arrays' fixed
+#: cost is more (a 1,024-GPU step on the flow network freezes 152 times, 1-19 new routes).
+FEW_ROUTES = 32
+
+
 class _Routes(Protocol):  # sim.collectives.engine.RouteCache
     topology: Topology
 
@@ -128,10 +133,15 @@ class RouteTable:
     def _facts(self, first: int) -> tuple[np.ndarray, np.ndarray]:
         """Latency (s: :meth:`~sim.topology.paths.Path.latency_s`) and scope rank (the
         widest link class crossed; 0 for an empty route) of routes ``first`` onwards,
-        from the CSR arrays, in chunks of about :data:`FACTS_CHUNK_LINKS` links."""
+        from the CSR arrays, in chunks of about :data:`FACTS_CHUNK_LINKS` links (under
+        :data:`FEW_ROUTES` routes, from each path)."""
         topo, rank = self.routes.topology, self.routes.scope_ranks()
-        lat, scope = [np.zeros(0)], [np.zeros(0, dtype=np.intp)]
         a, end = first, len(self.count)
+        if end - a < FEW_ROUTES:  # route by route: less than the arrays' fixed cost
+            paths = self._paths[a:end]
+            few = [int(rank[p.links].max()) if len(p.links) else 0 for p in paths]
+            return np.array([p.latency_s(topo.latency_s) for p in paths]), np.array(few, np.intp)
+        lat, scope = [np.zeros(0)], [np.zeros(0, dtype=np.intp)]
         while a < end:
             b = int(np.searchsorted(self.ptr, self.ptr[a] + FACTS_CHUNK_LINKS, "right")) - 1
             b = min(max(b, a + 1), end)

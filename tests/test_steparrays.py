@@ -224,6 +224,23 @@ def test_route_table_facts_equal_each_routes(topo: str) -> None:
     assert few.scope.tolist() == table.scope[: len(table._ids) : 7].tolist()
 
 
+def test_route_facts_in_chunks_of_links(monkeypatch: pytest.MonkeyPatch) -> None:
+    """freeze() costing the new routes in chunks of a few links (a 16k-GPU table's
+    bound, made small) gives each route's facts, exactly."""
+    from sim.collectives import steparrays
+
+    monkeypatch.setattr(steparrays, "FACTS_CHUNK_LINKS", 7)
+    setup = CollectiveSetup(load_topology("aws-p5-efa", nodes=4))
+    g = setup.topology.gpus
+    keys = [(a, b, r) for a in g[:12] for b in g[::5] for r in (-1, 1)]
+    table = RouteCache(setup.topology, setup.routes.rail_map).table
+    table.ids(keys)
+    table.freeze()
+    for key, i in table._ids.items():
+        lat, _, scope = setup.routes.facts(*key)
+        assert (table.latency_s[i], table.scope[i]) == (lat, scope)
+
+
 def _run_flow(batch: bool, caps: list[float], sizes: list[float]) -> tuple[float, np.ndarray]:
     """Transfers between GPUs of a 2-server cluster (one to itself, one of zero bytes)
     started one by one under ``all_of`` or as one batch: (finish time s, link bytes)."""

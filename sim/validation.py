@@ -85,7 +85,9 @@ Text = Annotated[str, Strict(), Field(min_length=1)]
 #: Any string, strictly (no number read as text).
 StrictText = Annotated[str, Strict()]
 #: The model config of file formats: unknown keys refused, no type coercion.
-STRICT_MODEL = ConfigDict(extra="forbid", strict=True)
+#: Built when first used (``defer_build``): a command validates a few root models, and
+#: pydantic built a validator for every nested one at import, unused (~1 ms each).
+STRICT_MODEL = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
 #: Union-member tags pydantic puts into an error's location.
 _TAGS = frozenset({"int", "float", "str", "bool", "none", "list", "dict"})

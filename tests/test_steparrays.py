@@ -21,7 +21,7 @@ from sim.collectives.simulate import CollectiveSetup
 from sim.collectives.steparrays import step_arrays, step_loads
 from sim.topology.congestion import effective_capacity
 from sim.topology.model import Topology
-from sim.topology.paths import merge
+from sim.topology.paths import Path, latencies, merge
 from sim.topology.presets import load_topology
 
 
@@ -175,6 +175,70 @@ def test_merge_single_path_check_matches_allclose(shares: list[float]) -> None:
     p = merge([((0, i + 1), s) for i, s in enumerate(shares)])
     w = np.array([sum(shares), *shares])
     assert (p.weights is None) == bool(np.allclose(w, 1.0, rtol=0, atol=1e-12))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 40), st.booleans()), min_size=1, max_size=12),
+    st.integers(0, 2**31 - 1),
+)
+def test_batched_route_latencies_are_each_paths_bits(
+    shape: list[tuple[int, bool]], seed: int
+) -> None:
+    """latencies() over a CSR array gives each Path.latency_s exactly (==): empty, short
+    (summed column by column) and long (dot product) paths, with and without weights."""
+    rng = np.random.default_rng(seed)
+    latency = rng.random(64) * 10.0 ** rng.integers(-9, -5, 64)
+    paths = [
+        Path(rng.choice(64, n, replace=False), rng.random(n) + 0.01 if weighted else None)
+        for n, weighted in shape
+    ]
+    ptr = np.concatenate([[0], np.cumsum([len(p.links) for p in paths])])
+    links = np.concatenate([p.links for p in paths]).astype(np.intp)
+    shares = np.concatenate([p.shares for p in paths])
+    got = latencies(ptr, links, shares, latency)
+    assert got.tolist() == [p.latency_s(latency) for p in paths]
+    tail = latencies(ptr[1:], links, shares, latency)  # a part of the table (freeze's chunks)
+    assert tail.tolist() == got[1:].tolist()
+
+
+@pytest.mark.parametrize("topo", ["h100-ib-ndr", "aws-p5-efa", "h100-roce-400g-qp8"])
+def test_route_table_facts_equal_each_routes(topo: str) -> None:
+    """The table's batched latency and scope of every route a tuning numbers (on 8
+    servers: adaptive spreads of 262 links, weighted queue-pair paths of 22, in-server
+    aliases for every rail) equal RouteCache.facts, route by route."""
+    setup = CollectiveSetup(load_topology(topo, nodes=8))
+    setup.tune("all_reduce", 2**26)
+    table = setup.routes.table
+    table.freeze()
+    for (src, dst, rail), i in table._ids.items():
+        lat, _, scope = setup.routes.facts(src, dst, rail)
+        assert (table.latency_s[i], table.scope[i]) == (lat, scope)
+    few = RouteCache(setup.topology, setup.routes.rail_map).table  # a few routes per freeze
+    for k, key in enumerate(list(table._ids)[::7]):
+        few.id(*key)
+        if k % 3 == 0:
+            few.freeze()
+    few.freeze()
+    assert few.latency_s.tolist() == table.latency_s[: len(table._ids) : 7].tolist()
+    assert few.scope.tolist() == table.scope[: len(table._ids) : 7].tolist()
+
+
+def test_route_facts_in_chunks_of_links(monkeypatch: pytest.MonkeyPatch) -> None:
+    """freeze() costing the new routes in chunks of a few links (a 16k-GPU table's
+    bound, made small) gives each route's facts, exactly."""
+    from sim.collectives import steparrays
+
+    monkeypatch.setattr(steparrays, "FACTS_CHUNK_LINKS", 7)
+    setup = CollectiveSetup(load_topology("aws-p5-efa", nodes=4))
+    g = setup.topology.gpus
+    keys = [(a, b, r) for a in g[:12] for b in g[::5] for r in (-1, 1)]
+    table = RouteCache(setup.topology, setup.routes.rail_map).table
+    table.ids(keys)
+    table.freeze()
+    for key, i in table._ids.items():
+        lat, _, scope = setup.routes.facts(*key)
+        assert (table.latency_s[i], table.scope[i]) == (lat, scope)
 
 
 def _run_flow(batch: bool, caps: list[float], sizes: list[float]) -> tuple[float, np.ndarray]:

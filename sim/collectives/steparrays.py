@@ -24,7 +24,7 @@ import numpy as np
 
 from sim.collectives.schedule import Phase, Schedule, Transfer
 from sim.topology.model import Topology
-from sim.topology.paths import Path
+from sim.topology.paths import Path, latencies
 
 __all__ = ["RouteTable", "StepArrays", "cached_step", "phase_step", "step_arrays", "step_loads"]
 
@@ -41,12 +41,22 @@ MAX_KEPT_TRANSFERS = 8_000_000
 DENSE_RATIO = 16
 
 
+#: Links whose route facts :meth:`RouteTable.freeze` computes in one go (bounds its
+#: temporary arrays on adaptive routes of hundreds of links each).
+FACTS_CHUNK_LINKS = 1 << 20
+
+
+#: Fewer new routes than this are costed one by one at a freeze, where the arrays' fixed
+#: cost is more (a 1,024-GPU step on the flow network freezes 152 times, 1-19 new routes).
+FEW_ROUTES = 32
+
+
 class _Routes(Protocol):  # sim.collectives.engine.RouteCache
     topology: Topology
 
-    def facts(self, src: str, dst: str, rail: int = -1) -> tuple[float, float, int]: ...
-
     def path(self, src: str, dst: str, rail: int = -1) -> Path: ...
+
+    def scope_ranks(self) -> np.ndarray: ...
 
 
 class RouteTable:
@@ -62,8 +72,6 @@ class RouteTable:
         self._ids: dict[tuple[str, str, int], int] = {}
         self._keys: list[tuple[str, str, int]] = []  # route number -> key (filled on demand)
         self._paths: list[Path] = []
-        self._lat: list[float] = []
-        self._scope: list[int] = []
         self._frozen = 0  # routes in the arrays below
         self.lossy = bool(np.any(routes.topology.link_loss > 0))
         self.ptr = np.zeros(1, dtype=np.intp)
@@ -84,10 +92,7 @@ class RouteTable:
         i = self._ids.get(key)
         if i is None:
             i = self._ids[key] = len(self._paths)
-            lat, _, scope = self.routes.facts(src, dst, rail)
             self._paths.append(self.routes.path(src, dst, rail))
-            self._lat.append(lat)
-            self._scope.append(scope)
         return i
 
     def ids(self, keys: Sequence[tuple[str, str, int]]) -> list[int]:
@@ -119,10 +124,37 @@ class RouteTable:
         self.ptr = np.concatenate([self.ptr, self.ptr[-1] + np.cumsum(counts)])
         self.links = np.concatenate([self.links, *(p.links for p in new)]).astype(np.intp)
         self.shares = np.concatenate([self.shares, *(p.shares for p in new)])
-        self.latency_s = np.array(self._lat, dtype=float)
-        self.scope = np.array(self._scope, dtype=np.intp)
         self.count = np.diff(self.ptr)
+        lat, scope = self._facts(self._frozen)
+        self.latency_s = np.concatenate([self.latency_s, lat])
+        self.scope = np.concatenate([self.scope, scope])
         self._frozen = len(self._paths)
+
+    def _facts(self, first: int) -> tuple[np.ndarray, np.ndarray]:
+        """Latency (s: :meth:`~sim.topology.paths.Path.latency_s`) and scope rank (the
+        widest link class crossed; 0 for an empty route) of routes ``first`` onwards,
+        from the CSR arrays, in chunks of about :data:`FACTS_CHUNK_LINKS` links (under
+        :data:`FEW_ROUTES` routes, from each path)."""
+        topo, rank = self.routes.topology, self.routes.scope_ranks()
+        a, end = first, len(self.count)
+        if end - a < FEW_ROUTES:  # route by route: less than the arrays' fixed cost
+            paths = self._paths[a:end]
+            few = [int(rank[p.links].max()) if len(p.links) else 0 for p in paths]
+            return np.array([p.latency_s(topo.latency_s) for p in paths]), np.array(few, np.intp)
+        lat, scope = [np.zeros(0)], [np.zeros(0, dtype=np.intp)]
+        while a < end:
+            b = int(np.searchsorted(self.ptr, self.ptr[a] + FACTS_CHUNK_LINKS, "right")) - 1
+            b = min(max(b, a + 1), end)
+            ptr = self.ptr[a : b + 1]
+            lat.append(latencies(ptr, self.links, self.shares, topo.latency_s))
+            widest = np.zeros(b - a, dtype=np.intp)
+            some = np.flatnonzero(self.count[a:b])
+            if some.size:  # max over each non-empty route's links
+                ranks = rank[self.links[ptr[0] : ptr[-1]]]
+                widest[some] = np.maximum.reduceat(ranks, ptr[some] - ptr[0])
+            scope.append(widest)
+            a = b
+        return np.concatenate(lat), np.concatenate(scope)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ NodeKind = Literal[
     "gpu", "nvswitch", "pcie_switch", "host", "nic", "leaf", "spine", "core", "switch"
 ]
 _GLOB = re.compile(r"[*?\[\]]")
-_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
 class GraphNode(BaseModel):

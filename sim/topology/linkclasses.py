@@ -66,9 +66,17 @@ class LinkClasses:
         self._next = 0
         # (id of links, id of shares) -> a path on them (kept alive, so ids stay unique)
         self._seen: dict[tuple[int, int], Path] = {}
-        self.keep = np.ones(n + 1, dtype=bool)
-        self.keep[n] = False
+        # :attr:`keep`'s bytes: a new class's few links are marked one by one in Python
+        # (an index array per new class cost more than the marking)
+        self._keep = bytearray(b"\x01") * n + b"\x00"
         self.version = 0
+
+    @property
+    def keep(self) -> np.ndarray:
+        """See the class docstring (a read-only view, current at every access)."""
+        view = np.frombuffer(self._keep, dtype=bool)
+        view.flags.writeable = False
+        return view
 
     def observe(self, path: Path) -> None:
         """Refine the partition so that ``path`` respects it (no-op for a path seen, or one
@@ -90,15 +98,16 @@ class LinkClasses:
         k = self._next
         self._next += 1
         self._members[k] = links
+        keep, cls = self._keep, self._class
         for li in links:
-            self._class[li] = k
-        self.keep[links] = False
-        self.keep[min(links)] = True
+            cls[li] = k
+            keep[li] = 0
+        keep[min(links)] = 1
         if old >= 0:  # split off an existing class: its representative may have moved
-            rest = [li for li in self._members[old] if self._class[li] == old]
+            rest = [li for li in self._members[old] if cls[li] == old]
             if rest:
                 self._members[old] = rest
-                self.keep[min(rest)] = True
+                keep[min(rest)] = 1
             else:  # every member went to a new class (one per share)
                 del self._members[old]
             self.version += 1

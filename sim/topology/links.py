@@ -56,7 +56,7 @@ UNION_TAGS = frozenset({"catalog-name", "inline-link"})
 class InlineLink(BaseModel):
     """A link given in place: an optional catalog base plus values that replace its own."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
     kind: str | None = None
     bandwidth: Bandwidth | None = None
     latency: Duration | None = None

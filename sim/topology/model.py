@@ -299,8 +299,7 @@ class Topology:
         p = self._paths.get(key)
         if p is None:
             if rail >= 0 and self._same_server(src, dst):  # no NIC inside a server
-                first = self.path(src, dst)  # the same links; its own object (routes
-                p = Path(first.links, first.weights)  # are numbered by identity)
+                p = self.path(src, dst).alias()  # its own object: routes are numbered by identity
             elif self.routing == "adaptive":
                 p = self._adaptive_path(src, dst, rail)
             elif self.qps > 1:
@@ -328,7 +327,7 @@ class Topology:
         if parts is None:
             return merge([(self.route(src, dst, rail), 1.0)])
         head, (fa, fb), mid, tail = parts
-        if fa < 0:
+        if fa < 0 or fa == fb:  # inside a server, or through one switch: nothing to spread
             return merge([(head + mid + tail, 1.0)])
         assert router is not None
         links, shares, members = self._spread_arrays(router, fa, fb)

@@ -50,7 +50,7 @@ _UNSOURCED = frozenset({"description", "default_for", "transport", "reach", "sou
 
 
 class _Entry(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built in _File's
     description: str = ""
     price_usd: float = Field(ge=0, allow_inf_nan=False)
     watts: float = Field(ge=0, allow_inf_nan=False)

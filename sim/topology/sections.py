@@ -17,7 +17,7 @@ __all__ = ["SPEC_CONFIG", "NetworkSpec", "NodeSpec", "ServerGroup"]
 #: Topology models: unknown keys refused, frozen once read, strict types: a boolean is
 #: never a number (``nodes: true`` was 1 node, ``nic_bandwidth: true`` 1 byte/s) and a
 #: number never text.
-SPEC_CONFIG = ConfigDict(extra="forbid", strict=True, frozen=True)
+SPEC_CONFIG = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 class NodeSpec(BaseModel):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.kept import Kept
 from sim.workload.models import ModelSpec, attention_params, expert_params, norm_params
 from sim.workload.plan import ParallelPlan
 from sim.workload.primitives import ACT_BYTES
@@ -93,21 +94,18 @@ def rank_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> RankParams:
     >>> rank_params(m, ParallelPlan(), 0).total == param_count(m)
     True
     """
-    key = (id(model), *_rank_keys(plan), stage)
-    hit = _RANK_PARAMS.get(key)
-    if hit is None or hit[0] is not model:
+
+    def make() -> RankParams:
         layer = layer_rank_params(model, plan)
         n = stage_layers(plan, model)[stage]
-        got = RankParams(n * layer.dense + end_params(model, plan, stage), n * layer.expert)
-        if len(_RANK_PARAMS) >= 4096:
-            _RANK_PARAMS.clear()
-        hit = _RANK_PARAMS[key] = (model, got)
-    return hit[1]
+        return RankParams(n * layer.dense + end_params(model, plan, stage), n * layer.expert)
+
+    return _RANK_PARAMS.get((*_rank_keys(plan), stage), (model,), make)
 
 
 #: rank_params by (model id, :func:`_rank_keys`, stage), the model kept beside its answer:
 #: a planner asks the same for every micro-batch size, recompute and schedule it checks.
-_RANK_PARAMS: dict[tuple[object, ...], tuple[ModelSpec, RankParams]] = {}
+_RANK_PARAMS: Kept[RankParams] = Kept(limit=4096)
 
 
 def _rank_keys(plan: ParallelPlan) -> tuple[object, ...]:

@@ -105,7 +105,7 @@ def test_adaptive_fat_tree_step_is_unchanged_and_solves_far_fewer_hops() -> None
         net = FlowNetwork(env, topo, debug=True)
         if not reduce:  # a partition with every link its own class
             net._classes = LinkClasses(topo.capacity_Bps, topo.link_loss)
-            net._classes.keep[:-1] = True
+            assert net._classes.keep[:-1].all()  # a fresh partition keeps every link
             net._classes.observe_all = lambda paths: None  # type: ignore[method-assign]
         done: list[float] = []
         for k, (a, b) in enumerate(pairs):

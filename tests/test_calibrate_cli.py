@@ -34,17 +34,20 @@ def test_gloo_run_fitted_to_cpu_host_reproduces_its_held_out_sizes(tmp_path: Pat
 
     Real timings on a 2-core machine: when other work shares the cores the run is measured
     once more (a noisy measurement, not the model, is what a second run changes), also when
-    the fit's quality check refuses the first measurement."""
-    for attempt in range(2):
+    the fit's quality check refuses the first measurement. With the suite's other worker
+    busy on the second core a measurement can be noisy twice in a row (seen 2026-12-02),
+    so up to three are taken; the last one's error is shown if its fit is refused."""
+    attempts = 3
+    for attempt in range(attempts):
         meas, prof = tmp_path / f"gloo{attempt}.json", tmp_path / f"gloo{attempt}.yaml"
         cmd = [sys.executable, "-m", "sim.cli", *GLOO, "--out", str(meas)]
         assert subprocess.run(cmd, capture_output=True, text=True, timeout=300).returncode == 0
         fit = ["calibrate", "fit", str(meas), "--topology", "cpu-host", "--out", str(prof)]
         rc = main(fit)
-        noisy = "the fit is poor" in capsys.readouterr().err
-        if rc == 2 and noisy and attempt == 0:
+        err = capsys.readouterr().err
+        if rc == 2 and "the fit is poor" in err and attempt < attempts - 1:
             continue  # the fit's own quality check refused a noisy measurement: measure again
-        assert rc == 0
+        assert rc == 0, err
         argv = ["calibrate", "validate", str(prof), str(meas), "--topology", "cpu-host"]
         assert main([*argv, "--holdout", "--json"]) == 0
         out = json.loads(capsys.readouterr().out)

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from dataclasses import replace
 
+from sim.collectives.engine import SCOPE_NAME
 from sim.result import StepResult
 from sim.scenario.load import Scenario
 from sim.topology.model import Topology
@@ -203,7 +204,7 @@ def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> dict[
         nvlink += per[0]
         pcie += per[1]
         net += per[2]
-    out = {"nvlink": nvlink, "pcie": pcie, "net": net}
+    out = dict(zip(SCOPE_NAME, (nvlink, pcie, net), strict=True))
     groups_per_stage = {
         "tp": plan.dp_cp,
         "ep": plan.tp * plan.dp // max(1, plan.ep),
@@ -228,11 +229,13 @@ def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> dict[
 
 
 def _by_scope(per: dict[str, float]) -> tuple[float, float, float]:
-    """``per``'s (nvlink, pcie, net) bytes, 0.0 where absent (KeyError for another scope)."""
+    """``per``'s bytes in :data:`SCOPE_NAME` order (nvlink, pcie, net), 0.0 where absent
+    (KeyError for another scope)."""
     for scope in per:
-        if scope not in ("nvlink", "pcie", "net"):
+        if scope not in SCOPE_NAME:
             raise KeyError(scope)
-    return (per.get("nvlink", 0.0), per.get("pcie", 0.0), per.get("net", 0.0))
+    nvlink, pcie, net = (per.get(scope, 0.0) for scope in SCOPE_NAME)
+    return nvlink, pcie, net
 
 
 def _parts_bytes(timer: CollectiveTimer, kind: int, parts: tuple[Comm, ...]) -> dict[str, float]:

@@ -25,7 +25,13 @@ An implicit GEMM runs at the GEMM model's compute rate
 split-K, the sustained clock) times ``conv_eff`` (how close cuDNN's convolution kernels
 come to cuBLAS on the same GEMM shape), and never faster than its real operands move
 through HBM (the input feature map, not its im2col expansion; the weights; the output).
-Fully connected layers are cuBLAS GEMMs (no ``conv_eff``). In fp32 (CUDA cores, no
+``conv_eff`` is the cost of a filter with several taps: the kernel forms each tile of the
+convolution matrix on the fly, tap by tap, with its own address and padding (halo)
+predicates (CUTLASS docs, "Implicit GEMM Convolution"). A 1x1 filter (stride 1 or 2) has
+one tap and no halo: its convolution matrix is the NHWC activation tensor itself (rows
+strided by the stride), so the kernel is a plain GEMM and runs at the GEMM rate, as fully
+connected layers do (cuBLAS). ``conv_eff`` is solved on VGG-16, whose convolutions are
+all 3x3, so it measures exactly the multi-tap kernels it is applied to. In fp32 (CUDA cores, no
 tensor cores) 3x3 stride-1 convolutions run as Winograd F(2x2, 3x3): 2.25x fewer
 multiplies (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR
 2016; cuDNN 5's WINOGRAD algorithms). On tensor cores, an implicit GEMM works in whole
@@ -137,7 +143,7 @@ def conv_layer_s(c: ConvShape, b: int, dtype: str, gpu: GpuSpec, p: ComputeParam
     """
     el = 4 if dtype == "fp32" else 2
     spatial = c.kh * c.kw * c.h * c.w > 1
-    eff = p.conv_eff if spatial else 1.0
+    eff = p.conv_eff if c.kh * c.kw > 1 else 1.0  # a 1x1 filter reads a plain GEMM operand
     if dtype == "fp32" and c.kh == c.kw == 3 and c.stride == 1:
         eff *= WINOGRAD_SAVING
     pad = channel_padding(c, p.conv_tile if spatial and dtype != "fp32" else None)

@@ -78,8 +78,9 @@ class ComputeParams:
         time this GPU's fused attention (a GPU of the same die: H200 uses H100 SXM's);
         None: no published table, the parametric model (``attn_eff_max``) times it.
     conv_eff : float
-        Fraction of the GEMM ceiling cuDNN's implicit-GEMM convolutions reach on the same
-        (M, N, K) (forward, data and weight gradients of the CNN presets).
+        Fraction of the GEMM ceiling cuDNN's implicit-GEMM convolutions with several filter
+        taps reach on the same (M, N, K) (forward, data and weight gradients of the CNN
+        presets); 1x1 filters run as plain GEMMs, at the GEMM rate.
     conv_tile : tuple of int or None
         (output channels, input channels per filter tap) that the tensor-core implicit-GEMM
         convolution kernels work in: channel counts are padded to whole multiples

@@ -21,7 +21,11 @@ Assumptions for every row (stated, not tuned per row): full recompute (the scrip
 for scores and context, dropout 0.1), Megatron's fused kernels (LayerNorm, bias-GeLU,
 bias-dropout-add, scaled-masked softmax), gradients all-reduced in fp16 (the runs used
 fp16 mixed precision, whose gradients Megatron-LM all-reduced in fp16 unless
-``--accumulate-allreduce-grads-in-fp32`` was given; not stated, assumed not).
+``--accumulate-allreduce-grads-in-fp32`` was given; the script's ``CONFIG.sh`` does not
+give it), and no gradient-accumulation fusion (``training.grad_accum_fusion: false``:
+the 2021 code, NVIDIA/Megatron-LM@aed2f75e, has no ``--gradient-accumulation-fusion``;
+each micro-batch after the first adds its fresh fp16 weight gradients into ``.grad``
+through autograd, or into ``main_grad`` in the local DDP's hook).
 
 The fit of the A100 parameters to this table and to the llm-foundry A100 tables is
 :mod:`calibrate.fit_training` (``python -m calibrate.fit_training --gpu A100-SXM``).
@@ -179,6 +183,7 @@ def megatron_scenario(
             "flash_attention": False,
             "fused_kernels": True,
             "grad_dtype": "fp16",
+            "grad_accum_fusion": False,
         },
         "network": network,
     }

@@ -135,6 +135,7 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
         parallel.setdefault("overlap_dp", overlaps_grad_reduce(framework, parallel["zero"]))
         training.setdefault("grad_dtype", framework.grad_reduce_dtype)
         training.setdefault("cross_entropy", _CROSS_ENTROPY[framework.cross_entropy])
+        training.setdefault("grad_accum_fusion", framework.grad_accum_fusion)
     _require(cluster, "cluster", "topology")
     _require(training, "training", "global_batch")
     _require(training, "training", "seq_len")

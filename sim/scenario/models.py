@@ -186,6 +186,7 @@ class TrainingKeys(_Section):
     nvme_bandwidth: Annotated[float, _parsed("nvme_bandwidth")] = TrainingSection.nvme_bandwidth
     tokens: Annotated[float, _parsed("tokens")] | None = TrainingSection.tokens
     framework: Choice | None = TrainingSection.framework
+    grad_accum_fusion: bool = TrainingSection.grad_accum_fusion
 
 
 class PriceKeys(_Section):

@@ -122,7 +122,10 @@ class TrainingSection:
     ``tokens`` is the token budget of the whole run (time, cost and energy to train).
     ``framework`` names the training framework whose defaults the step follows
     (:mod:`sim.workload.frameworks`; its behaviours are overridden in the scenario's
-    ``framework:`` section)."""
+    ``framework:`` section). ``grad_accum_fusion``: the weight-gradient GEMMs accumulate
+    into the gradient buffer (Megatron's default, and the default without a framework);
+    false adds a separate pass per micro-batch after the first
+    (:func:`sim.training.graph.costs.grad_accum_bytes`); a framework sets its own."""
 
     global_batch: int
     seq_len: int
@@ -144,6 +147,7 @@ class TrainingSection:
     nvme_bandwidth: float = DEFAULT.nvme_Bps
     tokens: float | None = None
     framework: str | None = None
+    grad_accum_fusion: bool = True
 
     @property
     def techniques(self) -> Techniques:

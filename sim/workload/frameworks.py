@@ -142,6 +142,11 @@ class Semantics:
         alive while an fp32 copy feeds ``log_softmax``).
     expandable_segments : bool
         The launcher sets ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``.
+    grad_accum_fusion : bool
+        The weight-gradient GEMM accumulates into the gradient buffer itself (Megatron's
+        gradient-accumulation fusion, Transformer Engine's ``fuse_wgrad_accumulation``);
+        False: it writes a fresh gradient that a separate pass adds into the buffer on
+        every micro-batch after the first (PyTorch autograd's ``AccumulateGrad``).
     """
 
     name: str
@@ -175,6 +180,7 @@ class Semantics:
     recv_buffers_per_microbatch: bool
     cross_entropy: str
     expandable_segments: bool
+    grad_accum_fusion: bool
 
 
 #: Behaviour keys (every field but ``name``), in declaration order.
@@ -251,14 +257,14 @@ _BASE: dict[str, Any] = dict(
     tp_overlap_slowdown=0.0, selective_recompute="attention",
     tp_saves_gathered_input=False, cpu_checkpointing=False,
     deallocate_pipeline_outputs=True, recv_buffers_per_microbatch=False,
-    cross_entropy="fp32", expandable_segments=False,
+    cross_entropy="fp32", expandable_segments=False, grad_accum_fusion=False,
 )  # fmt: skip
 
 _MEGATRON_DIFF: dict[str, Any] = dict(
     model_params="bf16", default_zero=1, grad_bucket_elements=40e6,
     grad_bucket_per_dp_rank=1e6, grad_bucket_first_chunk_only=True,
     reduce_per_model_chunk=True, overlap_param_gather=True, tp_comm_overlap=True,
-    tp_overlap_hidden=_UB_HIDDEN, tp_overlap_slowdown=_UB_SLOWDOWN,
+    tp_overlap_hidden=_UB_HIDDEN, tp_overlap_slowdown=_UB_SLOWDOWN, grad_accum_fusion=True,
 )  # fmt: skip
 
 _DIFFS: dict[str, dict[str, Any]] = {
@@ -346,6 +352,9 @@ def _megatron_sources() -> dict[str, str]:
         "logits .float(), exp in place, softmax saved (--cross-entropy-loss-fusion off)",
         "expandable_segments": f"{_MEGATRON} examples/gpt3/train_gpt3_175b_distributed.sh "
         "sets only CUDA_DEVICE_MAX_CONNECTIONS",
+        "grad_accum_fusion": f"{args}: --no-gradient-accumulation-fusion (dest "
+        "gradient_accumulation_fusion, on by default); megatron/core/extensions/"
+        "transformer_engine.py: fuse_wgrad_accumulation=config.gradient_accumulation_fusion",
     }
 
 
@@ -421,6 +430,9 @@ def _titan_sources() -> dict[str, str]:
         "cross_entropy": f"{_TITAN} torchtitan/components/loss.py: cross_entropy over pred.float()",
         "expandable_segments": f"{_TITAN} run_train.sh: PYTORCH_ALLOC_CONF="
         "expandable_segments:True",
+        "grad_accum_fusion": "autograd AccumulateGrad; FSDP2 accumulates the sharded "
+        "gradient after each reduce-scatter, the unsharded one under pipeline parallelism "
+        "(set_requires_gradient_sync(False), see pp_gather_once)",
     }
 
 
@@ -464,6 +476,8 @@ def _deepspeed_sources() -> dict[str, str]:
         "micro-batches",
         "cross_entropy": "the user's model: eager fp32 assumed",
         "expandable_segments": "not set by the deepspeed launcher (deepspeed/launcher/runner.py)",
+        "grad_accum_fusion": "autograd AccumulateGrad into param.grad between reductions "
+        f"({_DEEPSPEED} deepspeed/runtime/engine.py is_gradient_accumulation_boundary)",
     }
 
 
@@ -505,6 +519,8 @@ def _fsdp_sources() -> dict[str, str]:
         "expandable_segments": f"{_FOUNDRY} llmfoundry/utils/config_utils.py: "
         "expandable_segments = True (since 2024-04; earlier train.py set only "
         "max_split_size_mb)",
+        "grad_accum_fusion": "PyTorch FSDP adds each reduce-scattered shard into the "
+        "sharded gradient (_accumulate_sharded_grad): 1/d of the parameters, not counted",
     }
 
 
@@ -541,6 +557,8 @@ def _ddp_sources() -> dict[str, str]:
         "recv_buffers_per_microbatch": _NA + "no pipeline",
         "cross_entropy": "eager fp32 under autocast",
         "expandable_segments": "not set by torchrun or DDP",
+        "grad_accum_fusion": f"{_DDP_DOC}: no_sync() accumulates gradients in param.grad "
+        "(autograd AccumulateGrad) until the synchronising backward",
     }
 
 

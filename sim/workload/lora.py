@@ -151,7 +151,8 @@ def _adapters(ctx: OpContext, tech: Techniques) -> tuple[list[Op], list[Op]]:
 def lora_layer_ops(ops: LayerOps, ctx: OpContext, tech: Techniques) -> LayerOps:
     """One layer's ops under LoRA/QLoRA: base weight-gradient GEMMs dropped, adapter GEMMs
     added (recomputed too under full recompute), QLoRA's dequantisation before every
-    GEMM that reads a base weight, the per-layer gradient cast resized to the adapters."""
+    GEMM that reads a base weight, the per-layer gradient cast and accumulation resized to
+    the adapters (the frozen base has no gradients)."""
     if not tech.lora:
         return ops
     qlora = tech.finetune == "qlora"
@@ -163,7 +164,7 @@ def lora_layer_ops(ops: LayerOps, ctx: OpContext, tech: Techniques) -> LayerOps:
         for op in seq:
             if op.name.endswith("_wgrad") and op.name.removesuffix("_wgrad") in BASE_LINEARS:
                 continue
-            if op.name == "grad_cast":
+            if op.name in ("grad_cast", "grad_accumulate"):
                 op = replace(op, flops=op.flops * ratio, bytes=op.bytes * ratio)
             if qlora and op.cls == "gemm" and _base_name(op.name) in BASE_LINEARS:
                 out.append(_dequant(op))

@@ -243,10 +243,15 @@ def layer_ops(ctx: OpContext) -> LayerOps:
     else:
         recompute = []
     layer = _assemble(blocks, recompute)
+    params = layer_params(ctx.model) / ctx.tp
     if ctx.grad_cast_bytes > 0:  # the layer's gradients cast to the reduction dtype
-        params = layer_params(ctx.model) / ctx.tp
         cast = Op("grad_cast", flops=params, bytes=params * ctx.grad_cast_bytes)
         layer = LayerOps(layer.fwd, (*layer.bwd, cast))
+    if ctx.grad_accum_bytes > 0:  # fresh weight gradients added into the gradient buffer:
+        # one contiguous add per parameter, a bandwidth-bound kernel (stream_eff)
+        accum = Op("grad_accumulate", flops=params, bytes=params * ctx.grad_accum_bytes,
+                   cls="stream")  # fmt: skip
+        layer = LayerOps(layer.fwd, (*layer.bwd, accum))
     return layer
 
 

@@ -117,6 +117,9 @@ class OpContext:
     rotary and softmax are fused bandwidth-tuned kernels (Megatron-LM, Transformer
     Engine) rather than eager framework kernels. ``attention_kernel``: the fused attention
     kernel family (:data:`sim.training.compute.attention.FAMILIES`).
+    ``grad_accum_bytes`` > 0 adds, per layer backward, the separate pass that adds the
+    fresh weight gradients into the gradient buffer, in bytes per parameter averaged over
+    the step's micro-batches (:func:`sim.training.graph.costs.grad_accum_bytes`).
     """
 
     model: ModelSpec
@@ -132,6 +135,7 @@ class OpContext:
     fused_kernels: bool = False
     cp: int = 1
     attention_kernel: str = "fitted"
+    grad_accum_bytes: float = 0.0
 
     @property
     def tokens(self) -> int:

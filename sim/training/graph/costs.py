@@ -112,6 +112,42 @@ def with_interference(cost: PassCost, gathers_s: Sequence[float], reduce_s: floa
 FSDP_FLAT_GRAD_BYTES = 6
 
 
+def grad_accum_bytes(setup: StepSetup) -> float:
+    """HBM bytes per parameter, averaged over the step's micro-batches, of the separate
+    pass that adds each micro-batch's fresh weight gradients into the gradient buffer.
+
+    Without ``training.grad_accum_fusion`` a weight-gradient GEMM writes a new gradient
+    tensor and the framework adds it into the buffer it accumulates in: PyTorch autograd's
+    ``AccumulateGrad`` (``grad += new``: DDP under ``no_sync``, DeepSpeed ZeRO-1,
+    Megatron-LM's ``--DDP-impl torch``) or Megatron-LM's local DDP hook
+    (``param.main_grad.add_(param.grad.data)``, megatron/model/distributed.py,
+    NVIDIA/Megatron-LM@aed2f75e, 2021). The first micro-batch's gradient becomes the
+    buffer, so the pass runs for ``m - 1`` of ``m`` micro-batches, reading the new
+    gradient (the parameters' dtype) and reading and writing the buffer
+    (``plan.grad_bytes``). It applies where gradients are kept whole across micro-batches
+    (ZeRO 0 and 1; FSDP2 gathering once under pipeline parallelism); a sharded
+    accumulation (ZeRO-2/3, FSDP: 1/d of the parameters after each reduce-scatter) and the
+    embedding's and head's gradients are not counted. With the fusion (Megatron-LM's
+    ``--gradient-accumulation-fusion``, on by default, and Transformer Engine's
+    ``fuse_wgrad_accumulation``) the GEMM accumulates into the buffer itself: 0.
+
+    >>> from sim.scenario.load import load_scenario
+    >>> from sim.training.setup import prepare_step
+    >>> grad_accum_bytes(prepare_step(load_scenario("gpt2-1gpu")))  # DDP: fp32, 8 micro-batches
+    10.5
+    """
+    sc, plan = setup.scenario, setup.plan
+    m, fw = plan.num_microbatches, sc.framework
+    if sc.training.grad_accum_fusion or m < 2:
+        return 0.0
+    gather_once = (fw is not None and fw.pp_gather_once and plan.pp > 1
+                   and zero_semantics(plan).gather_forward)  # fmt: skip
+    if plan.zero >= 2 and not gather_once:
+        return 0.0
+    fresh = 4 if fw is not None and fw.model_params == "fp32" else 2
+    return (fresh + 2 * plan.grad_bytes) * (m - 1) / m
+
+
 def op_context(setup: StepSetup) -> OpContext:
     """The op-building context of the scenario (model, plan, precision, kernels)."""
     sc, plan = setup.scenario, setup.plan
@@ -120,9 +156,11 @@ def op_context(setup: StepSetup) -> OpContext:
     cast = 2 + plan.grad_bytes if sem.reduce_every_microbatch and plan.grad_bytes > 2 else 0
     if plan.fsdp is not None and plan.zero >= 2 and plan.dp_cp > 1:
         cast += FSDP_FLAT_GRAD_BYTES
-    return context_for(sc.model, plan, sc.training.seq_len, sc.training.precision,
-                       sc.training.flash_attention, cast, sc.training.cross_entropy,
-                       sc.training.fused_kernels, sc.training.attention_kernel)  # fmt: skip
+    ctx = context_for(sc.model, plan, sc.training.seq_len, sc.training.precision,
+                      sc.training.flash_attention, cast, sc.training.cross_entropy,
+                      sc.training.fused_kernels, sc.training.attention_kernel)  # fmt: skip
+    accum = grad_accum_bytes(setup)
+    return replace(ctx, grad_accum_bytes=accum) if accum else ctx
 
 
 #: (forward, backward) costs of a stage's units, kept across steps: key -> (the compute

@@ -203,9 +203,9 @@ TODAY: dict[str, tuple[tuple[float, float], tuple[float, float], tuple[float, fl
     "llm-foundry-mpt-h100-bf16.csv": ((0.022, 0.138), (0.023, 0.159), (0.038, 0.166)),
     "llm-foundry-mpt-h100-fp8.csv": ((0.024, 0.078), (0.021, 0.068), (0.027, 0.080)),
     "megatron-core-h100-weak-scaling.csv": ((0.048, 0.115), (0.036, 0.127), (0.051, 0.113)),
-    "megatron-lm-a100-weak-scaling.csv": ((0.023, 0.062), (0.028, 0.071), (0.110, 0.158)),
-    "llm-foundry-mpt-a100-80gb.csv": ((0.066, 0.211), (0.057, 0.236), (0.064, 0.223)),
-    "llm-foundry-mpt-a100-40gb.csv": ((0.044, 0.229), (0.045, 0.266), (0.058, 0.355)),
+    "megatron-lm-a100-weak-scaling.csv": ((0.021, 0.051), (0.024, 0.062), (0.090, 0.138)),
+    "llm-foundry-mpt-a100-80gb.csv": ((0.066, 0.211), (0.057, 0.249), (0.061, 0.241)),
+    "llm-foundry-mpt-a100-40gb.csv": ((0.044, 0.229), (0.042, 0.256), (0.049, 0.342)),
 }
 
 

@@ -3,7 +3,13 @@ attention by kernel family, CNN training throughput. Every row names its source.
 
 Run: ``python benchmarks/validate_compute.py`` (GEMM rows need ../shared/data).
 ``--solve-conv`` also prints the ``conv_eff`` each GPU's solving CNN row implies (the
-catalog's value). The published rows live in :mod:`calibrate.kernel_benchmarks`.
+catalog's value). ``--split`` prints, for the CNNs run by one framework on two GPUs, the
+model's time per image split into its memory-bound part (what the step gains when
+``stream_eff`` and ``mem_eff`` halve) and the rest (convolutions and fully connected
+layers, launches), and the weights ``a`` (rest) and ``b`` (memory-bound) under which
+``a x rest + b x memory`` is the published time on both GPUs: how the published speed-up
+between the two divides between compute and memory. The published rows live in
+:mod:`calibrate.kernel_benchmarks`.
 """
 
 from __future__ import annotations
@@ -11,11 +17,14 @@ from __future__ import annotations
 import argparse
 import statistics
 
+import numpy as np
+
 from calibrate.kernel_benchmarks import (
     ATTENTION_CHECKS,
     CNN_RUNS,
     DATA,
     GEMM_CHECKS,
+    CnnRun,
     attention_leave_one_out,
     gemm_tflops,
     mamf_rows,
@@ -23,6 +32,7 @@ from calibrate.kernel_benchmarks import (
     predict_cnn,
     solve_conv_eff,
 )
+from sim.training.compute.params import compute_params
 
 
 def _gemm() -> None:
@@ -76,11 +86,43 @@ def _cnn(solve: bool) -> None:
                 print(f"  {r.gpu}: {solve_conv_eff(r)} ({r.model}, {r.images_per_s} images/s)")
 
 
+def _per_image_split(r: CnnRun) -> tuple[float, float]:
+    """(rest, memory-bound) seconds per image of the model's step for ``r``."""
+    p = compute_params(r.gpu)
+    t = 1.0 / predict_cnn(r)
+    slow = 1.0 / predict_cnn(r, {"stream_eff": p.stream_eff / 2, "mem_eff": p.mem_eff / 2})
+    return t - (slow - t), slow - t
+
+
+def _split() -> None:
+    print("\n== CNN time per image (ms): the model's rest and memory-bound parts, and the "
+          "weights a, b that make a x rest + b x memory the published time on both GPUs")  # fmt: skip
+    groups: dict[tuple[str, str], list[CnnRun]] = {}
+    for r in CNN_RUNS:  # Lambda's fp16 tf_cnn_benchmarks runs: V100 and A100 PCIe
+        if "tf_cnn_benchmarks" in r.source and r.precision != "fp32":
+            groups.setdefault(("tf_cnn_benchmarks", r.model), []).append(r)
+    for (framework, model), pair in groups.items():
+        if len(pair) != 2:
+            continue
+        rows = [_per_image_split(r) for r in pair]
+        measured = [1.0 / r.images_per_s for r in pair]
+        a, b = np.linalg.solve(np.array(rows), np.array(measured))
+        for r, (rest, mem), m in zip(pair, rows, measured, strict=True):
+            print(f"{framework:<18}{model:<14}{r.gpu:<16}rest {rest * 1e3:6.3f}  memory "
+                  f"{mem * 1e3:6.3f}  published {m * 1e3:6.3f}")  # fmt: skip
+        print(f"{'':<32}a = {a:+.2f}, b = {b:+.2f}")
+
+
 def main() -> None:
-    """Print the three tables."""
+    """Print the three tables (and, with ``--split``, the CNN time split)."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--solve-conv", action="store_true", help="print the solved conv_eff")
+    ap.add_argument("--split", action="store_true",
+                    help="only the CNNs' time split on two GPUs (see the module docstring)")  # fmt: skip
     args = ap.parse_args()
+    if args.split:
+        _split()
+        return
     _gemm()
     _attention()
     _cnn(args.solve_conv)

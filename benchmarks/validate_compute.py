@@ -97,18 +97,18 @@ def _per_image_split(r: CnnRun) -> tuple[float, float]:
 def _split() -> None:
     print("\n== CNN time per image (ms): the model's rest and memory-bound parts, and the "
           "weights a, b that make a x rest + b x memory the published time on both GPUs")  # fmt: skip
-    groups: dict[tuple[str, str], list[CnnRun]] = {}
+    groups: dict[str, list[CnnRun]] = {}
     for r in CNN_RUNS:  # Lambda's fp16 tf_cnn_benchmarks runs: V100 and A100 PCIe
         if "tf_cnn_benchmarks" in r.source and r.precision != "fp32":
-            groups.setdefault(("tf_cnn_benchmarks", r.model), []).append(r)
-    for (framework, model), pair in groups.items():
+            groups.setdefault(r.model, []).append(r)
+    for model, pair in groups.items():
         if len(pair) != 2:
             continue
         rows = [_per_image_split(r) for r in pair]
         measured = [1.0 / r.images_per_s for r in pair]
         a, b = np.linalg.solve(np.array(rows), np.array(measured))
         for r, (rest, mem), m in zip(pair, rows, measured, strict=True):
-            print(f"{framework:<18}{model:<14}{r.gpu:<16}rest {rest * 1e3:6.3f}  memory "
+            print(f"{'tf_cnn_benchmarks':<18}{model:<14}{r.gpu:<16}rest {rest * 1e3:6.3f}  memory "
                   f"{mem * 1e3:6.3f}  published {m * 1e3:6.3f}")  # fmt: skip
         print(f"{'':<32}a = {a:+.2f}, b = {b:+.2f}")
 

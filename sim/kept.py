@@ -36,15 +36,17 @@ class Kept(Generic[V]):
         self._table: dict[Hashable, tuple[tuple[object, ...], V]] = {}
 
     def get(self, key: Hashable, held: tuple[object, ...], make: Callable[[], V]) -> V:
-        """The value kept for ``key`` and the objects ``held``, else ``make()``'s, kept.
+        """The value kept for ``key`` and the objects ``held``, else ``make()``'s, kept;
+        a key that cannot be hashed (an unhashable value in it) is ``make()``'s, not kept.
 
-        Raises
-        ------
-        TypeError
-            ``key`` is not hashable (callers that accept such keys check first).
+        >>> Kept[int](limit=4).get(([1],), (), lambda: 7)
+        7
         """
         full = (key, *map(id, held))
-        hit = self._table.get(full)
+        try:
+            hit = self._table.get(full)
+        except TypeError:
+            return make()
         if hit is None or not all(a is b for a, b in zip(hit[0], held, strict=True)):
             if len(self._table) >= self.limit:
                 self._table.clear()

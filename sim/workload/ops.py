@@ -77,7 +77,7 @@ class LayerOps:
 def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str = "bf16",
                 flash_attention: bool = True, grad_cast_bytes: float = 0.0,
                 cross_entropy: str = "fp32", fused_kernels: bool = False,
-                attention_kernel: str = "fitted") -> OpContext:  # fmt: skip
+                attention_kernel: str = "fitted", grad_accum_bytes: float = 0.0) -> OpContext:  # fmt: skip
     """The :class:`OpContext` of ``plan`` (TP, SP, micro-batch, recompute, kernels).
 
     >>> from sim.workload.models import model_preset
@@ -86,7 +86,7 @@ def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str =
     """
     return OpContext(model, plan.micro_batch, seq, plan.tp, plan.sp, plan.recompute,
                      precision, flash_attention, grad_cast_bytes, cross_entropy,
-                     fused_kernels, plan.cp, attention_kernel)  # fmt: skip
+                     fused_kernels, plan.cp, attention_kernel, grad_accum_bytes)  # fmt: skip
 
 
 def _core(ctx: OpContext) -> list[Block]:

@@ -34,15 +34,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from sim.errors import ConfigError
 from sim.workload.plan import ParallelPlan
+
+if TYPE_CHECKING:
+    from sim.workload.frameworks import Semantics
 
 __all__ = [
     "FSDP_STRATEGIES",
     "PARAM_BYTES",
     "ZeroSemantics",
     "dp_bytes_per_step",
+    "gathers_once",
     "parse_zero",
     "zero_semantics",
 ]
@@ -124,6 +129,20 @@ def zero_semantics(plan: ParallelPlan) -> ZeroSemantics:
         gather_backward=z == 3,
         hybrid=hybrid,
     )
+
+
+def gathers_once(plan: ParallelPlan, framework: Semantics | None) -> bool:
+    """FSDP2 under pipeline parallelism (``pp_gather_once``, torchtitan): each chunk's
+    parameters are gathered once per step and its gradients kept unsharded until one
+    reduce-scatter after its last backward, not per micro-batch.
+
+    >>> from sim.workload.frameworks import PRESETS
+    >>> plan = ParallelPlan(pp=2, dp=4, zero=3, global_batch=8)
+    >>> gathers_once(plan, PRESETS["torchtitan"]), gathers_once(plan, PRESETS["fsdp"])
+    (True, False)
+    """
+    return (framework is not None and framework.pp_gather_once and plan.pp > 1
+            and zero_semantics(plan).gather_forward)  # fmt: skip
 
 
 def dp_bytes_per_step(params: float, plan: ParallelPlan) -> dict[str, float]:

@@ -429,11 +429,8 @@ def compute_params(gpu: str, overrides: Mapping[str, object] | None = None) -> C
     base = entries[gpu]
     if not overrides:
         return base
+    # an unhashable value is not kept: the override says what is wrong with it
     key = (gpu, tuple((k, type(v), v) for k, v in overrides.items()))
-    try:
-        hash(key)
-    except TypeError:  # an unhashable value: the override below says what is wrong
-        return base.overridden(overrides, "profile.compute")
     return _OVERRIDDEN.get(key, (), lambda: base.overridden(overrides, "profile.compute"))
 
 

@@ -51,7 +51,7 @@ from sim.training.graph.task import COLLECTIVE, COMPUTE, TRANSFER, Comm, PassInf
 from sim.training.schedule.pipeline import Step, make_schedule
 from sim.training.setup import StepSetup
 from sim.workload.techniques import techniques_of
-from sim.workload.zero import zero_semantics
+from sim.workload.zero import gathers_once, zero_semantics
 
 __all__ = ["AHEAD_LABEL", "build_step_graph", "p2p_latency_s"]
 
@@ -97,9 +97,7 @@ class _Builder:
         #: FSDP2 with pipeline parallelism (torchtitan): each chunk's parameters are gathered
         #: before its first forward and stay gathered; its gradients reduce-scatter once,
         #: after its last backward
-        self.gather_once = (
-            fw is not None and fw.pp_gather_once and self.p > 1 and sem.gather_forward
-        )
+        self.gather_once = gathers_once(plan, fw)
         #: Megatron-Core's distributed optimizer with --overlap-param-gather: the updated
         #: parameters are all-gathered bucket by bucket ahead of the next step's first
         #: forward of each chunk, not after the optimizer: the first bucket's from the

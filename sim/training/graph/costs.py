@@ -31,7 +31,7 @@ from sim.workload.lora import frozen_end_ops, lora_layer_ops
 from sim.workload.ops import Op, context_for, embedding_ops, head_ops, layer_ops
 from sim.workload.primitives import OpContext
 from sim.workload.stages import chunk_layers
-from sim.workload.zero import PARAM_BYTES, zero_semantics
+from sim.workload.zero import PARAM_BYTES, gathers_once, zero_semantics
 
 UnitCosts = dict[str, tuple[OpsCost, OpsCost]]
 
@@ -140,10 +140,8 @@ def grad_accum_bytes(setup: StepSetup) -> float:
     m, fw = plan.num_microbatches, sc.framework
     if sc.training.grad_accum_fusion or m < 2:
         return 0.0
-    gather_once = (fw is not None and fw.pp_gather_once and plan.pp > 1
-                   and zero_semantics(plan).gather_forward)  # fmt: skip
-    if plan.zero >= 2 and not gather_once:
-        return 0.0
+    if zero_semantics(plan).reduce_every_microbatch and not gathers_once(plan, fw):
+        return 0.0  # accumulated in the shard after each reduce-scatter: not counted
     fresh = 4 if fw is not None and fw.model_params == "fp32" else 2
     return (fresh + 2 * plan.grad_bytes) * (m - 1) / m
 
@@ -156,11 +154,10 @@ def op_context(setup: StepSetup) -> OpContext:
     cast = 2 + plan.grad_bytes if sem.reduce_every_microbatch and plan.grad_bytes > 2 else 0
     if plan.fsdp is not None and plan.zero >= 2 and plan.dp_cp > 1:
         cast += FSDP_FLAT_GRAD_BYTES
-    ctx = context_for(sc.model, plan, sc.training.seq_len, sc.training.precision,
-                      sc.training.flash_attention, cast, sc.training.cross_entropy,
-                      sc.training.fused_kernels, sc.training.attention_kernel)  # fmt: skip
-    accum = grad_accum_bytes(setup)
-    return replace(ctx, grad_accum_bytes=accum) if accum else ctx
+    return context_for(sc.model, plan, sc.training.seq_len, sc.training.precision,
+                       sc.training.flash_attention, cast, sc.training.cross_entropy,
+                       sc.training.fused_kernels, sc.training.attention_kernel,
+                       grad_accum_bytes(setup))  # fmt: skip
 
 
 #: (forward, backward) costs of a stage's units, kept across steps: key -> (the compute
@@ -187,16 +184,11 @@ def _unit_costs(
         (st.tp, st.ep, st.cp_ring, setup.gpu_at(i).name)
         for i, st in enumerate(setup.stages[: s + 1])
     )
-    key = (ctx, tech, stages)
-    try:
-        hash(key)
-    except TypeError:  # an unhashable part: cost it without keeping it
-        return _costed_units(setup, timer, s, cache, ctx)
 
     def make() -> tuple[UnitCosts, dict[Op, float]]:
         return _costed_units(setup, timer, s, cache, ctx), dict(cache)
 
-    units, memo = _UNITS.get(key, (compute, gpu, timer), make)
+    units, memo = _UNITS.get((ctx, tech, stages), (compute, gpu, timer), make)
     cache.update(memo)  # kept: the memo as costing the stage left it (just made: the same)
     return units
 

@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             result, pipeline, setup = run_step(
                 scenario, args.network, record=bool(args.trace) or bool(args.links),
-                progress=Ticker(beat),
+                progress=Ticker(beat), whole=bool(args.trace),
             )  # fmt: skip
             if args.trace:
                 write_atomic(args.trace, trace_json(setup, pipeline), "--trace")

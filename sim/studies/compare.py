@@ -97,7 +97,7 @@ def simulate(
     if isinstance(sc, LayerScenario):
         result = simulate_layer_step(sc, network)
         return sc, result, topo, result.profile
-    result, _, setup = run_step(sc, network, record=record)
+    result, _, setup = run_step(sc, network, record=record, whole=False)
     return sc, result, setup.topology, result.profile
 
 

@@ -12,7 +12,9 @@ from sim.result import StepResult
 from sim.scenario.load import Scenario
 from sim.topology.model import Topology
 from sim.training.compute.passes import CollectiveTimer, timer_for
+from sim.training.graph.costs import chunk_costs
 from sim.training.graph.execute import StepRun, ideal_run, run_graph
+from sim.training.graph.fold import fold_run
 from sim.training.graph.simulate import Progress
 from sim.training.graph.task import COLLECTIVE, COMPUTE, Comm
 from sim.training.graph.timelines import StageTimeline
@@ -90,7 +92,9 @@ def simulate_step(
         if hit is not None:
             _RESULTS.move_to_end(key)
             return copy.deepcopy(hit)  # callers may change its dicts; the kept one stays
-    result = run_step(scenario, network, compute, profile=profile, force_profile=force_profile)[0]
+    result = run_step(
+        scenario, network, compute, profile=profile, force_profile=force_profile, whole=False
+    )[0]
     if key is not None:
         _RESULTS[key] = copy.deepcopy(result)
         if len(_RESULTS) > KEPT_RESULTS:
@@ -126,11 +130,16 @@ def run_step(
     *,
     profile: str | None = None,
     force_profile: bool = False,
+    whole: bool = True,
 ) -> tuple[StepResult, StepRun, StepSetup]:
     """:func:`simulate_step` plus the executed task graph behind the result (for traces).
 
     ``record`` keeps per-link rate samples of a simulated network (trace counters);
-    ``progress`` is called now and then during a simulated network's run.
+    ``progress`` is called now and then during a simulated network's run. On the
+    closed-form network a long 1F1B step is folded (:mod:`sim.training.graph.fold`: a few
+    micro-batches run, the periodic steady state repeated); ``whole`` (the default) then
+    also runs the whole graph for the returned run (traces, exports, timelines), while
+    the result stays the folded one, so it is the same through every entry point.
     """
     setup = prepare_step(scenario, network, profile=profile, force_profile=force_profile)
     if compute:
@@ -144,8 +153,14 @@ def run_step(
         result = _result(setup, timer, run, ideal, mixed.total_microbatches)
         notes = [*result.notes, *mixed_notes(mixed)]
         return replace(result, notes=notes, gpu_types=gpu_type_report(mixed)), run, setup
-    run = run_graph(setup, timer, record=record, progress=progress)
-    return _result(setup, timer, run, _ideal(setup, timer, run)), run, setup
+    costs = chunk_costs(setup, timer)
+    folded = None if record else fold_run(setup, timer, costs)
+    if folded is None:
+        run = run_graph(setup, timer, record=record, progress=progress, costs=costs)
+        return _result(setup, timer, run, _ideal(setup, timer, run)), run, setup
+    result = _result(setup, timer, *folded)
+    run = run_graph(setup, timer, progress=progress, costs=costs) if whole else folded[0]
+    return result, run, setup
 
 
 def _ideal(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> StepRun:
@@ -187,13 +202,15 @@ def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> dict[
     """Cluster-wide bytes per link scope moved in one step: every communication task of the
     graph (its wire bytes as the tuner routes them, times the copies the whole job runs of
     it: replica 0's pipeline sends stand for every replica's), and the TP/EP/CP collectives
-    inside the passes times the groups that run them. The same on every network backend."""
+    inside the passes times the groups that run them. The same on every network backend;
+    a folded step's tasks count as many times as they run (``run.weight``)."""
     plan, g = setup.plan, run.graph
     # per task in task order, as one running sum per scope (a scope a task does not
     # touch adds +0.0, which changes no sum of non-negative bytes)
     seen: dict[int, tuple[float, float, float]] = {}
     nvlink = pcie = net = 0.0
     comm = g.comm
+    weight = run.weight
     for i, kind in enumerate(g.kind):
         if kind == COMPUTE:
             continue
@@ -201,6 +218,8 @@ def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> dict[
         per = seen.get(id(parts))
         if per is None:
             per = seen[id(parts)] = _by_scope(_parts_bytes(timer, kind, parts))
+        if weight is not None and weight[i] != 1:
+            per = tuple(b * weight[i] for b in per)  # type: ignore[assignment]
         nvlink += per[0]
         pcie += per[1]
         net += per[2]
@@ -212,7 +231,7 @@ def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> dict[
     }
     scaled: dict[int, tuple[tuple[str, float], ...]] = {}  # by id of the (kept) pass cost
     for line in run.lines:
-        for rec in line.passes:
+        for rec, times in zip(line.passes, line.repeats, strict=True):
             cost = run.costs[(rec.chunk * plan.pp + rec.stage, rec.kind)]
             pairs = scaled.get(id(cost))
             if pairs is None:
@@ -222,7 +241,7 @@ def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> dict[
                     for scope, b in per_kind.items()
                 )
             for scope, b in pairs:
-                out[scope] += b
+                out[scope] += b * times
     for scope, b in ps_link_bytes(setup).items():
         out[scope] += b
     return out
@@ -370,6 +389,7 @@ def _result(
 
 def _cp_bytes(run: StepRun) -> float:
     """Ring-attention bytes one GPU of the busiest stage sends in a step (0 without CP)."""
-    per_stage = [sum(run.costs[(r.chunk * len(run.lines) + r.stage, r.kind)].cp_bytes
-                     for r in line.passes) for line in run.lines]  # fmt: skip
+    per_stage = [sum(run.costs[(r.chunk * len(run.lines) + r.stage, r.kind)].cp_bytes * n
+                     for r, n in zip(line.passes, line.repeats, strict=True))
+                 for line in run.lines]  # fmt: skip
     return float(max(per_stage, default=0.0))

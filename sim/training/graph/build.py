@@ -68,10 +68,13 @@ def p2p_latency_s(setup: StepSetup) -> float:
 class _Builder:
     """State while building (private: :func:`build_step_graph` is the interface)."""
 
-    def __init__(self, setup: StepSetup, costs: dict[tuple[int, str], PassCost]) -> None:
+    def __init__(
+        self, setup: StepSetup, costs: dict[tuple[int, str], PassCost], microbatches: int | None
+    ) -> None:
         self.setup, self.costs = setup, costs
         plan = setup.plan
-        self.p, self.v, self.m = plan.pp, plan.virtual_stages, plan.num_microbatches
+        self.p, self.v = plan.pp, plan.virtual_stages
+        self.m = plan.num_microbatches if microbatches is None else microbatches
         self.nvs = self.p * self.v
         self.g = StepGraph()
         sem = zero_semantics(plan)
@@ -79,11 +82,14 @@ class _Builder:
         every_mb = sem.reduce_every_microbatch and plan.dp_cp > 1
         self.shared = every_mb and plan.zero >= 3 and plan.overlap_dp and any(self.buckets)
         self.schedule = make_schedule(plan.schedule, self.p, self.m, self.v)
-        self.pp_bytes = [stage_comm(setup, s).pp_send_bytes for s in range(self.p)]
+        self.comm = [stage_comm(setup, s) for s in range(self.p)]  # each stage's volumes
+        self.pp_bytes = [c.pp_send_bytes for c in self.comm]
         self.pass_end: dict[tuple[str, int, int], int] = {}  # (kind, vstage, mb) -> last task
+        self.pass_id: dict[tuple[str, int, int], int] = {}  # (kind, vstage, mb) -> its pass
         self.pass_first: dict[tuple[str, int, int], list[int]] = {}  # tasks waiting for input
         self.last_compute = [-1] * self.p
-        self.released: list[list[tuple[int, Bucket]]] = [[] for _ in range(self.p)]
+        #: per stage, each released bucket: (the task releasing it, the bucket, its pass)
+        self.released: list[list[tuple[int, Bucket, int]]] = [[] for _ in range(self.p)]
         self._comms: dict[tuple[object, ...], tuple[Comm, ...]] = {}  # equal parts: one tuple
         # local SGD synchronises every H steps: a step's byte counters carry 1 / H of it
         self.sync_copies = 1.0 / techniques_of(setup.scenario.parallel).sync_every
@@ -106,7 +112,7 @@ class _Builder:
         self.param_overlap = (
             fw is not None
             and fw.overlap_param_gather
-            and any(stage_comm(setup, s).dp_param_gather_bytes > 0 for s in range(self.p))
+            and any(c.dp_param_gather_bytes > 0 for c in self.comm)
         )
         #: under the interleaved schedule Megatron aligns the dispatch across pipeline
         #: ranks (``align_param_gather``, on by default, forced off without interleaving:
@@ -131,28 +137,37 @@ class _Builder:
                    for c in range(self.v)}  # fmt: skip
         g = self.g
         compute = g.stream(f"s{s}.compute")
+        reduces = self.setup.plan.dp_cp > 1
+        every_mb = reduces_after(self.setup, "B", -1, 0)  # every backward releases (ZeRO-2/3)
+        cost_of: dict[tuple[int, str, bool], PassCost] = {}  # a pass's cost, per kind of pass
+        pass_first, pass_end = self.pass_first, self.pass_end
         for st in order:
-            vs = st.chunk * self.p + s
-            cost = self._cost(vs, st.kind, st.mb == first_f[st.chunk])
-            pid = g.add_pass(PassInfo(s, st.kind, st.mb, st.chunk, vs))
+            kind, mb, chunk = st
+            vs = chunk * self.p + s
+            opener = kind == "F" and mb == first_f[chunk]
+            cost = cost_of.get((vs, kind, opener))
+            if cost is None:
+                cost = cost_of[(vs, kind, opener)] = self._cost(vs, kind, opener)
+            pid = g.add_pass(PassInfo(s, kind, mb, chunk, vs))
             if self.gather_once:  # reduce-scatter once per chunk, after its last backward
-                release = st.kind == "B" and st.mb == last_b[st.chunk] and self.setup.plan.dp_cp > 1
-            else:
-                release = reduces_after(self.setup, st.kind, st.mb, last_b[st.chunk])
+                release = reduces and kind == "B" and mb == last_b[chunk]
+            else:  # as reduces_after says
+                release = reduces and kind == "B" and (every_mb or mb == last_b[chunk])
             buckets = self.buckets[s] if release else []
             prev = self.last_compute[s]
             if cost.gathers:
                 first, ends = self._gathered(s, cost, pid, compute, prev, self._align(s, st))
             else:
                 first, ends = self._segments(s, cost, pid, compute, len(buckets))
-            self.pass_first[(st.kind, vs, st.mb)] = first
-            if st.kind == "F" and st.mb == first_f[st.chunk]:
-                self.chunk_start[(s, st.chunk)] = first[-1]
-            self.pass_end[(st.kind, vs, st.mb)] = ends[-1]
+            pass_first[(kind, vs, mb)] = first
+            if opener:
+                self.chunk_start[(s, chunk)] = first[-1]
+            pass_end[(kind, vs, mb)] = ends[-1]
+            self.pass_id[(kind, vs, mb)] = pid
             self.last_compute[s] = ends[-1]
             if buckets:
                 at = bucket_release_units(len(ends), len(buckets))
-                self.released[s] += [(ends[u], b) for b, u in zip(buckets, at, strict=True)]
+                self.released[s] += [(ends[u], b, pid) for b, u in zip(buckets, at, strict=True)]
 
     def _cost(self, vs: int, kind: str, first_forward: bool) -> PassCost:
         """The pass's cost, its units' gathers as the framework runs them: only the first
@@ -324,7 +339,7 @@ class _Builder:
                         copies=self.setup.plan.dp_cp)  # fmt: skip
             parts = self._comms[("send", src, dst)] = (comm,)
         return self.g.add(TRANSFER, -1, (self.pass_end[src_key],), comm=parts, label="pp_send",
-                          stage=src)  # fmt: skip
+                          stage=src, owner=self.pass_id[src_key])  # fmt: skip
 
     # -- data-parallel work ---------------------------------------------------------------
     def stage_dp(self, s: int) -> int:
@@ -332,12 +347,12 @@ class _Builder:
         g, plan, stage = self.g, self.setup.plan, self.setup.stages[s]
         dp = g.stream(f"s{s}.dp")
         last = -1
-        for at, bucket in self.released[s]:
+        for at, bucket, pid in self.released[s]:
             dep = at if plan.overlap_dp else self.last_compute[s]
             nic = s if self.shared else -1
             if bucket.local_s > 0:
                 last = g.add(COMPUTE, dp, (dep,), duration_s=bucket.local_s, label=bucket.label,
-                             stage=s, nic=nic, fill=self.shared)  # fmt: skip
+                             stage=s, nic=nic, fill=self.shared, owner=pid)  # fmt: skip
                 dep = last
             for kind, op, nbytes in bucket.steps:
                 parts = self._comms.get(("dp", s, kind, op, nbytes))
@@ -347,7 +362,7 @@ class _Builder:
                                 copies=self.sync_copies)  # fmt: skip
                     parts = self._comms[("dp", s, kind, op, nbytes)] = (comm,)
                 last = g.add(COLLECTIVE, dp, (dep,), comm=parts, label=bucket.label, stage=s,
-                             nic=nic, fill=self.shared)  # fmt: skip
+                             nic=nic, fill=self.shared, owner=pid)  # fmt: skip
                 dep = last
         return last
 
@@ -357,7 +372,7 @@ class _Builder:
         dp_done = [self.stage_dp(s) for s in range(self.p)]
         g, setup = self.g, self.setup
         ready = [[t for t in (self.last_compute[s], dp_done[s]) if t >= 0] for s in range(self.p)]
-        tied = stage_comm(setup, 0).tied_embedding_bytes
+        tied = self.comm[0].tied_embedding_bytes
         if tied > 0 and self.p > 1:
             pair = (setup.stages[0].gpus[0], setup.stages[-1].gpus[0])
             comm = Comm("all_reduce", tied, (pair,), tag="tied embedding all_reduce",
@@ -373,7 +388,7 @@ class _Builder:
         g, setup = self.g, self.setup
         dp = g.stream(f"s{s}.dp")
         last = optimizer_tasks(g, setup, s, ready)
-        c, stage = stage_comm(setup, s), setup.stages[s]
+        c, stage = self.comm[s], setup.stages[s]
         parts = tuple(
             Comm("all_gather", nbytes, groups, tag=f"{kind} param all_gather")
             for kind, groups, nbytes in (("shard", stage.shard, c.dp_param_gather_bytes),
@@ -388,6 +403,7 @@ def build_step_graph(
     setup: StepSetup,
     timer: CollectiveTimer,
     costs: dict[tuple[int, str], PassCost],
+    microbatches: int | None = None,
 ) -> StepGraph:
     """The task graph of one training step of ``setup`` (see the module docstring).
 
@@ -400,13 +416,16 @@ def build_step_graph(
         see the same collective parameters.
     costs : dict
         :class:`PassCost` of every (virtual stage, ``"F"``/``"B"``).
+    microbatches : int, optional
+        Schedule this many micro-batches instead of the plan's (the costs stay the plan's:
+        :mod:`sim.training.graph.fold` runs a short step and repeats its steady state).
 
     Returns
     -------
     StepGraph
         Tasks, streams and dependencies.
     """
-    b = _Builder(setup, costs)
+    b = _Builder(setup, costs, microbatches)
     for s in range(b.p):
         b.stage_passes(s)
     b.sends()

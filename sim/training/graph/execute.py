@@ -30,10 +30,12 @@ __all__ = [
     "OPTIMIZER_LABELS",
     "TAIL_LABELS",
     "Execution",
+    "PassSpan",
     "StepRun",
     "execute",
     "ideal_run",
     "ideal_skip",
+    "pass_spans",
     "run_graph",
     "stage_timelines",
 ]
@@ -106,7 +108,13 @@ def ideal_skip(graph: StepGraph) -> list[bool]:
 class StepRun:
     """One executed step graph: the graph, every task's (start, end) in seconds, the
     network it ran on (None for the closed-form executor), the stages' timelines and the
-    pass costs."""
+    pass costs.
+
+    ``weight``: how many times each task of ``graph`` runs in the step (None: once). A
+    folded step (:mod:`sim.training.graph.fold`) runs a short graph whose last steady
+    block stands for many: its tasks, pass records and communication spans are the short
+    graph's (the repeated block at its last repetition, counted ``weight`` times; the
+    lines' ``repeats``), so traces and exports take the whole graph instead."""
 
     graph: StepGraph
     start: list[float]
@@ -115,6 +123,7 @@ class StepRun:
     lines: list[StageTimeline]
     costs: dict[tuple[int, str], PassCost]
     timer: CollectiveTimer
+    weight: list[int] | None = None
 
 
 def run_graph(
@@ -155,18 +164,15 @@ def ideal_run(setup: StepSetup, run: StepRun) -> StepRun:
     return StepRun(run.graph, done.start, done.end, done.network, lines, run.costs, run.timer)
 
 
-def stage_timelines(
-    graph: StepGraph,
-    start: list[float],
-    end: list[float],
-    costs: dict[tuple[int, str], PassCost],
-    stages: int,
-) -> list[StageTimeline]:
-    """Per pipeline stage: its passes (from the first to the last task of each), the
-    compute of their costs, what parameter gathers left exposed, when compute ended, when
-    the gradient reduction ended, the optimizer's exposed seconds and the rest of the tail
-    (tied-embedding sync, parameter all-gathers), and the stage's end."""
-    lines = [StageTimeline() for _ in range(stages)]
+#: One pass as a stage's timeline counts it: its record, virtual stage (the key of its
+#: cost with the record's kind) and whether its gathers ran ahead of it.
+PassSpan = tuple[PassRecord, int, bool]
+
+
+def pass_spans(graph: StepGraph, start: list[float], end: list[float]) -> list[PassSpan]:
+    """Every pass of ``graph`` in pass order: from its first task's start to its last
+    compute task's end (a pass whose gathers ran ahead counts from when its first compute
+    could have started but for them)."""
     first = [float("inf")] * len(graph.passes)
     last = [0.0] * len(graph.passes)
     ahead: dict[int, int] = {}  # pass -> its first compute task, where gathers ran ahead
@@ -187,14 +193,42 @@ def stage_timelines(
                 ahead[pid] = i
     for pid, task in ahead.items():
         first[pid] = min(first[pid], _ready_without_gathers(graph, task, end))
-    for pid, info in enumerate(graph.passes):
-        rec = PassRecord(info.stage, info.kind, info.mb, info.chunk, first[pid], last[pid])
-        lines[info.stage].add_pass(costs[(info.vstage, info.kind)], rec, pid in ahead)
+    return [
+        (PassRecord(info.stage, info.kind, info.mb, info.chunk, first[pid], last[pid]),
+         info.vstage, pid in ahead)
+        for pid, info in enumerate(graph.passes)
+    ]  # fmt: skip
+
+
+def stage_timelines(
+    graph: StepGraph,
+    start: list[float],
+    end: list[float],
+    costs: dict[tuple[int, str], PassCost],
+    stages: int,
+    spans: Sequence[PassSpan] | None = None,
+    times: Sequence[int] | None = None,
+) -> list[StageTimeline]:
+    """Per pipeline stage: its passes (from the first to the last task of each), the
+    compute of their costs, what parameter gathers left exposed, when compute ended, when
+    the gradient reduction ended, the optimizer's exposed seconds and the rest of the tail
+    (tied-embedding sync, parameter all-gathers), and the stage's end. ``spans``: the
+    passes, when not ``graph``'s own (:func:`pass_spans`); ``times``: how many identical
+    passes each stands for (a folded step's, see :mod:`sim.training.graph.fold`)."""
+    lines = [StageTimeline() for _ in range(stages)]
+    spans = spans if spans is not None else pass_spans(graph, start, end)
+    if times is None:
+        for rec, vstage, ahead in spans:
+            lines[rec.stage].add_pass(costs[(vstage, rec.kind)], rec, ahead)
+    else:
+        for (rec, vstage, ahead), n in zip(spans, times, strict=True):
+            lines[rec.stage].add_pass(costs[(vstage, rec.kind)], rec, ahead, n)
     for line in lines:
         line.compute_end_s = max((r.end_s for r in line.passes), default=0.0)
     ends = [line.compute_end_s for line in lines]
     dp_end = list(ends)
     opt_tasks = []
+    label = graph.label
     for i, s in enumerate(graph.stage):
         if s < 0:
             continue

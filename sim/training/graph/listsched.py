@@ -156,8 +156,12 @@ def list_schedule(
         if s >= 0:
             stream_end[s] = end[i]
         done += 1
-        nxt = after[i]
-        for j in succs[i] if nxt < 0 else (*succs[i], nxt):
+        for j in succs[i]:
+            indeg[j] -= 1
+            if not indeg[j]:
+                (filling if fill[j] else normal).append(j)
+        j = after[i]
+        if j >= 0:
             indeg[j] -= 1
             if not indeg[j]:
                 (filling if fill[j] else normal).append(j)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 __all__ = ["COLLECTIVE", "COMPUTE", "KINDS", "TRANSFER", "Comm", "PassInfo", "StepGraph"]
 
@@ -81,9 +82,9 @@ class Comm:
     copies: float = 1.0
 
 
-@dataclass(frozen=True)
-class PassInfo:
-    """One forward (``F``) or backward (``B``) pass of a model chunk for a micro-batch."""
+class PassInfo(NamedTuple):
+    """One forward (``F``) or backward (``B``) pass of a model chunk for a micro-batch (a
+    named tuple: a step of thousands of passes makes one per pass)."""
 
     stage: int
     kind: str
@@ -104,6 +105,9 @@ class StepGraph:
     label: list[str] = field(default_factory=list)
     stage: list[int] = field(default_factory=list)  # the pipeline stage it belongs to (-1: none)
     pass_of: list[int] = field(default_factory=list)  # index into ``passes`` (-1: none)
+    #: the pass a task outside the passes goes with (a send: its producer; a gradient
+    #: bucket: the backward that released it; -1: the step's, e.g. the optimizer)
+    owner: list[int] = field(default_factory=list)
     nic: list[int] = field(default_factory=list)  # analytical NIC-sharing resource (-1: none)
     fill: list[bool] = field(default_factory=list)  # yields its NIC to others (fills gaps)
     streams: list[str] = field(default_factory=list)
@@ -136,8 +140,10 @@ class StepGraph:
         pass_of: int = -1,
         nic: int = -1,
         fill: bool = False,
+        owner: int = -1,
     ) -> int:
-        """Add a task; return its number. ``stream`` -1: the task has no stream."""
+        """Add a task; return its number. ``stream`` -1: the task has no stream; ``owner``:
+        the pass a task outside the passes goes with (``pass_of`` for a pass's own)."""
         i = len(self.kind)
         self.kind.append(kind)
         self.stream_of.append(stream)
@@ -147,6 +153,7 @@ class StepGraph:
         self.label.append(label)
         self.stage.append(stage)
         self.pass_of.append(pass_of)
+        self.owner.append(pass_of if pass_of >= 0 else owner)
         self.nic.append(nic)
         self.fill.append(fill)
         if stream >= 0:

@@ -77,7 +77,10 @@ def simulate_step(
     the same scenario asked again, through any entry point, is answered from the kept
     result, byte for byte. The opt-in sections of the layers over the step (variability,
     reliability, spot, energy) do not change the step and are not part of the key; calls
-    with ``compute`` overrides (calibration fits) are always simulated.
+    with ``compute`` overrides (calibration fits) are always simulated. On the analytical
+    network a long 1F1B or interleaved step is folded (:mod:`sim.training.graph.fold`: a
+    few micro-batches simulated, the checked-periodic steady state repeated), equal to the
+    whole graph's step to rounding (~1e-15 of the step).
 
     Examples
     --------

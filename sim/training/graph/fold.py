@@ -154,11 +154,11 @@ def _blocks(graph: StepGraph, layout: Layout) -> _Blocks:
     return _Blocks(block, index, members, count, pass_block)
 
 
-def _regular(graph: StepGraph, blocks: _Blocks, first: int) -> bool:
+def _regular(graph: StepGraph, preds: list[list[int]], blocks: _Blocks, first: int) -> bool:
     """Whether every steady block after ``first`` has the block before's tasks, in the same
-    order, with the same durations and inputs one block later; each reads only itself and
-    the block before; and the cool-down and tail read nothing before the last block."""
-    preds = graph.predecessors()
+    order, with the same durations and inputs (``preds``: each task's dependencies and
+    stream predecessor) one block later; each reads only itself and the block before; and
+    the cool-down and tail read nothing before the last block."""
     block, index, members, count = blocks.block, blocks.index, blocks.members, blocks.count
     g = graph
     for b in range(first + 1, count):
@@ -261,7 +261,8 @@ def fold_run(
     if any(graph.fill):
         return None
     blocks = _blocks(graph, layout)
-    first = next((j for j in range(blocks.count - 1) if _regular(graph, blocks, j)), None)
+    preds = graph.predecessors()
+    first = next((j for j in range(blocks.count - 1) if _regular(graph, preds, blocks, j)), None)
     if first is None:
         return None
     done = execute(graph, timer, setup.network)

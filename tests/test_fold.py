@@ -169,6 +169,7 @@ def test_every_entry_point_gives_the_folded_step_and_traces_get_the_whole_graph(
     sc = load_scenario(NAME)
     a = simulate_step(sc, "analytical")
     b, run, setup = run_step(sc, "analytical")
-    assert a.to_dict() == b.to_dict()
+    traced = run_step(sc, "analytical", record=True)[0]  # what `run --trace` calls
+    assert a.to_dict() == b.to_dict() == traced.to_dict()
     assert run.weight is None
     assert len(run.graph.passes) == 2 * setup.plan.num_microbatches * setup.plan.pp

@@ -139,7 +139,7 @@ def run_step(
 
     ``record`` keeps per-link rate samples of a simulated network (trace counters);
     ``progress`` is called now and then during a simulated network's run. On the
-    closed-form network a long 1F1B step is folded (:mod:`sim.training.graph.fold`: a few
+    closed-form network a long 1F1B or interleaved step is folded (:mod:`sim.training.graph.fold`: a few
     micro-batches run, the periodic steady state repeated); ``whole`` (the default) then
     also runs the whole graph for the returned run (traces, exports, timelines), while
     the result stays the folded one, so it is the same through every entry point.
@@ -157,12 +157,16 @@ def run_step(
         notes = [*result.notes, *mixed_notes(mixed)]
         return replace(result, notes=notes, gpu_types=gpu_type_report(mixed)), run, setup
     costs = chunk_costs(setup, timer)
-    folded = None if record else fold_run(setup, timer, costs)
+    folded = fold_run(setup, timer, costs)  # None on a simulated network (where record is)
     if folded is None:
         run = run_graph(setup, timer, record=record, progress=progress, costs=costs)
         return _result(setup, timer, run, _ideal(setup, timer, run)), run, setup
     result = _result(setup, timer, *folded)
-    run = run_graph(setup, timer, progress=progress, costs=costs) if whole else folded[0]
+    run = (
+        run_graph(setup, timer, record=record, progress=progress, costs=costs)
+        if whole
+        else folded[0]
+    )
     return result, run, setup
 
 

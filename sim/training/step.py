@@ -224,7 +224,11 @@ def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> dict[
         parts = comm[i]
         per = seen.get(id(parts))
         if per is None:
-            per = seen[id(parts)] = _by_scope(_parts_bytes(timer, kind, parts))
+            key = (kind, parts)
+            per = timer.scope_bytes.get(key)
+            if per is None:
+                per = timer.scope_bytes[key] = _by_scope(_parts_bytes(timer, kind, parts))
+            seen[id(parts)] = per
         if weight is not None and weight[i] != 1:
             per = tuple(b * weight[i] for b in per)  # type: ignore[assignment]
         nvlink += per[0]

@@ -25,6 +25,7 @@ from sim.collectives.schedule import Schedule
 from sim.collectives.simulate import CollectiveSetup, simulate_collective
 from sim.collectives.twins import Twin, twin_key
 from sim.kept import Kept
+from sim.network.analytical import batch_times_s
 from sim.topology.model import Topology
 from sim.training.compute.kernels import op_time_s
 from sim.training.compute.params import ComputeParams
@@ -58,6 +59,10 @@ class CollectiveTimer:
         self.wire_bytes: dict[tuple[tuple[str, ...], str, float], dict[str, float]] = {}
         self._concurrent: dict[tuple[tuple[tuple[str, ...], ...], str, float], float] = {}
         self._planned: dict[tuple[tuple[str, ...], str, float], tuple[Schedule, str]] = {}
+        self._batches: dict[tuple[tuple[tuple[str, ...], ...], float, float], float] = {}
+        #: wire bytes per link scope of a step's communication tasks, kept by their content
+        #: (:func:`sim.training.step` byte counters: a sweep's steps repeat them)
+        self.scope_bytes: dict[Hashable, tuple[float, float, float]] = {}
 
     def setup(self, group: Sequence[str]) -> CollectiveSetup:
         """The prepared :class:`CollectiveSetup` of ``group`` (GPU node names)."""
@@ -92,6 +97,27 @@ class CollectiveTimer:
         them (the group timed first where it was not: :meth:`time_s` records them)."""
         self.time_s(group, op, nbytes)
         return self.wire_bytes[(tuple(group), op, float(nbytes))]
+
+    def transfers_time_s(
+        self, pairs: Sequence[tuple[str, ...]], nbytes: float, rate_cap_Bps: float
+    ) -> float:
+        """Seconds until transfers of ``nbytes`` between every ``(src, dst)`` of ``pairs``,
+        started together, have all landed on the analytical network (each capped at
+        ``rate_cap_Bps``; :func:`sim.network.analytical.batch_times_s`); 0 without bytes or
+        pairs that cross a link. Cached: a step's pipeline sends repeat a few shapes."""
+        key = (tuple(tuple(p) for p in pairs), float(nbytes), float(rate_cap_Bps))
+        t = self._batches.get(key)
+        if t is None:
+            paths = [self.topology.path(x, y) for x, y in pairs if x != y]
+            t = 0.0
+            if nbytes > 0 and paths:
+                n = len(paths)
+                times, _ = batch_times_s(
+                    self.topology, paths, np.full(n, nbytes), np.full(n, rate_cap_Bps)
+                )
+                t = float(max(times))
+            self._batches[key] = t
+        return t
 
     def concurrent_time_s(self, groups: Sequence[Sequence[str]], op: str, nbytes: float) -> float:
         """Seconds until ``op`` of ``nbytes`` has finished on every group of ``groups``, all

@@ -25,9 +25,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-import numpy as np
-
-from sim.network.analytical import batch_times_s
 from sim.training.compute.passes import CollectiveTimer
 from sim.training.graph.task import COLLECTIVE, COMPUTE, Comm, StepGraph
 
@@ -72,16 +69,10 @@ def comm_time_s(timer: CollectiveTimer, kind: int, parts: tuple[Comm, ...]) -> f
     if kind == COLLECTIVE:
         return sum(timer.concurrent_time_s(c.peers or c.groups, c.op, c.nbytes) for c in parts)
     total = 0.0
-    topo = timer.topology
     for c in parts:
-        if c.nbytes <= 0 or not c.groups:
+        if c.nbytes <= 0 or not any(x != y for x, y in c.groups):
             continue
-        paths = [topo.path(x, y) for x, y in c.groups if x != y]
-        if not paths:
-            continue
-        n = len(paths)
-        times, _ = batch_times_s(topo, paths, np.full(n, c.nbytes), np.full(n, c.rate_cap_Bps))
-        total += float(max(times)) + c.latency_s
+        total += timer.transfers_time_s(c.groups, c.nbytes, c.rate_cap_Bps) + c.latency_s
     return total
 
 

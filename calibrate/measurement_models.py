@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, Field, Strict, model_validator
 
-from calibrate.measurements import DTYPE_BYTES
+from calibrate.dtypes import DTYPE_BYTES
 from sim.validation import STRICT_MODEL, Count, Finite, NonNegative, Positive, StrictText, Text
 
 __all__ = [

@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
+from calibrate.dtypes import DTYPE_BYTES
 from sim.errors import CalibrationError, ClusterSimError, ConfigError
 from sim.files import load_json, read_text, write_atomic
 
@@ -56,15 +57,6 @@ __all__ = [
 
 SCHEMA = "clustersim.measurements/1"
 KINDS = ("collectives", "compute", "step")
-
-#: Bytes per element, by the dtype names records use (torch's spelling; here, not with the
-#: pydantic models, so that saving measurements needs no pydantic: the GPU image has none).
-DTYPE_BYTES: dict[str, int] = {
-    "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
-    "float16": 2, "bfloat16": 2,
-    "int32": 4, "uint32": 4, "float32": 4,
-    "int64": 8, "uint64": 8, "float64": 8,
-}  # fmt: skip
 
 
 Scalar = Union[str, int, float, bool, None]  # noqa: UP007 - get_type_hints on py3.10

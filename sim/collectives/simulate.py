@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -34,7 +34,6 @@ from sim.collectives.schedule import OPS, Schedule
 from sim.collectives.selection import allowed_algorithms, allowed_protocols
 from sim.collectives.sharp import aggregation_switches
 from sim.collectives.sizes import MAX_SWEEP_POINTS, sweep_sizes
-from sim.collectives.twins import Twin
 from sim.errors import ConfigError
 from sim.network import backend
 from sim.network.solvecache import SolveCache
@@ -47,6 +46,7 @@ __all__ = [
     "PIPELINED",
     "CollectiveResult",
     "CollectiveSetup",
+    "TwinAnswer",
     "replay_on_network",
     "run_on_network",
     "simulate_collective",
@@ -94,6 +94,22 @@ KEPT_LINK_BYTES = 8
 #: Algorithms whose steps depend on the message size itself (gloo cuts the buffer into
 #: size-dependent segments); every other one's depend on it only through chunk_bytes.
 SIZE_SHAPED = frozenset({"gloo"})
+
+
+class TwinAnswer(Protocol):
+    """What a group proved to cost what another group does offers its twin
+    (:class:`sim.collectives.twins.Twin`): the group tuned first, whether the routes are
+    still proved equal, and its link counters renamed to the twin's links."""
+
+    rep: CollectiveSetup
+
+    def matches(self) -> bool:
+        """Whether the routes are proved equal so far (checking more where needed)."""
+        ...
+
+    def moved(self, rep_bytes: np.ndarray) -> np.ndarray:
+        """``rep``'s per-link bytes on the twin's links."""
+        ...
 
 
 class CollectiveSetup:
@@ -152,7 +168,7 @@ class CollectiveSetup:
         # share the network (sim.training.compute.passes.CollectiveTimer), same question
         self._tuned: dict[tuple[object, ...], tuple[float, str, str, Schedule, int]] = {}
         # a group proved to cost what another does (sim.collectives.twins), or None
-        self.twin: Twin | None = None
+        self.twin: TwinAnswer | None = None
         self._link_bytes: dict[tuple[int, float], tuple[Schedule, np.ndarray, np.ndarray]] = {}
 
     @property

@@ -17,10 +17,10 @@ from sim.collectives.selection import parse_list
 from sim.errors import ConfigError
 from sim.scenario.sections import NETWORKS
 from sim.topology.spec import MAX_GPUS
-from sim.training.compute.attention import FAMILIES as ATTENTION_KERNELS
 from sim.units import parse_bandwidth, parse_size
 from sim.workload.frameworks import FRAMEWORKS
 from sim.workload.plan import parse_order
+from sim.workload.primitives import ATTENTION_KERNELS
 from sim.workload.techniques import COMPRESSIONS, DP_MODES
 from sim.workload.trainable import FINETUNES, OFFLOADS, OPTIMIZERS, parse_targets
 from sim.workload.zero import parse_zero

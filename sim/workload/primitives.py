@@ -32,6 +32,7 @@ from sim.workload.models import ModelSpec
 
 __all__ = [
     "ACT_BYTES",
+    "ATTENTION_KERNELS",
     "Block",
     "Op",
     "OpContext",
@@ -42,6 +43,10 @@ __all__ = [
 ]
 
 ACT_BYTES = 2  # bf16/fp16 activations and gradients on the wire and in HBM
+#: Fused-attention kernel families (``training.attention_kernel``; timed by
+#: :mod:`sim.training.compute.attention`), plus ``fitted``: the parametric model of the
+#: compute entry (``attn_eff_max``) whatever the kernel.
+ATTENTION_KERNELS = ("fa2", "fa3", "cudnn", "triton", "fa_triton", "fitted")
 #: Cross-entropy HBM bytes per logit element (forward, backward): eager fp32 (cast, log-
 #: softmax, NLL and their backward) or one fused kernel over bf16 logits, in place.
 CE_BYTES = {"fp32": (14, 22), "fused": (2, 4)}
@@ -116,7 +121,7 @@ class OpContext:
     ``fused_kernels``: the layer's norms, activations, residual adds (with dropout),
     rotary and softmax are fused bandwidth-tuned kernels (Megatron-LM, Transformer
     Engine) rather than eager framework kernels. ``attention_kernel``: the fused attention
-    kernel family (:data:`sim.training.compute.attention.FAMILIES`).
+    kernel family (:data:`ATTENTION_KERNELS`).
     ``grad_accum_bytes`` > 0 adds, per layer backward, the separate pass that adds the
     fresh weight gradients into the gradient buffer, in bytes per parameter averaged over
     the step's micro-batches (:func:`sim.training.graph.costs.grad_accum_bytes`).

@@ -37,6 +37,7 @@ from typing import Any
 from sim.errors import ConfigError, TopologyError
 from sim.files import load_shipped_yaml
 from sim.units import parse_flops
+from sim.workload.primitives import ATTENTION_KERNELS
 
 __all__ = [
     "FAMILIES",
@@ -48,8 +49,9 @@ __all__ = [
 ]
 
 #: Kernel families (``training.attention_kernel``), plus ``fitted``: the parametric model
-#: of the compute entry (``attn_eff_max``) whatever the kernel.
-FAMILIES = ("fa2", "fa3", "cudnn", "triton", "fa_triton", "fitted")
+#: of the compute entry (``attn_eff_max``) whatever the kernel. Named in the workload layer,
+#: which the scenario readers check keys against.
+FAMILIES = ATTENTION_KERNELS
 #: The one table with both directions published: it sets the backward/forward ratios.
 REFERENCE = ("H100-SXM", "fa2")
 _MIN_SHORT = 0.25  # below 512 tokens, never under this fraction of the 512-token rate

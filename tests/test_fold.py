@@ -117,7 +117,7 @@ def test_shipped_scenarios_fold_to_the_whole_step(
     assert m1 is not None and m1 < setup.plan.num_microbatches
     plan = setup.plan
     v = plan.virtual_stages
-    unit = fold.Layout.of(plan.schedule, plan.pp, m1, v).microbatches
+    unit = fold.SteadyLayout.of(plan.schedule, plan.pp, m1, v).microbatches
     assert len(run.graph.passes) == 2 * m1 * v * plan.pp  # the short graph ran
     assert run.weight is not None
     assert max(run.weight) == (plan.num_microbatches - m1) // unit + 1
@@ -153,7 +153,9 @@ def test_a_block_that_is_not_periodic_is_not_repeated() -> None:
     assert m1 is not None
     graph = fold.build_step_graph(setup, timer, costs, microbatches=m1)
     plan = setup.plan
-    blocks = fold._blocks(graph, fold.Layout.of(plan.schedule, plan.pp, m1, plan.virtual_stages))
+    blocks = fold._blocks(
+        graph, fold.SteadyLayout.of(plan.schedule, plan.pp, m1, plan.virtual_stages)
+    )
     done = execute(graph, timer, "analytical")
     lam = fold._period(blocks, done.start, done.end, 1)
     assert lam is not None and lam > 0

@@ -229,11 +229,10 @@ def _link_bytes(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> dict[
             if per is None:
                 per = timer.scope_bytes[key] = _by_scope(_parts_bytes(timer, kind, parts))
             seen[id(parts)] = per
-        if weight is not None and weight[i] != 1:
-            per = tuple(b * weight[i] for b in per)  # type: ignore[assignment]
-        nvlink += per[0]
-        pcie += per[1]
-        net += per[2]
+        w = weight[i] if weight is not None else 1  # (x * 1 is x)
+        nvlink += per[0] * w
+        pcie += per[1] * w
+        net += per[2] * w
     out = dict(zip(SCOPE_NAME, (nvlink, pcie, net), strict=True))
     groups_per_stage = {
         "tp": plan.dp_cp,

@@ -85,11 +85,9 @@ class _Builder:
         self.comm = [stage_comm(setup, s) for s in range(self.p)]  # each stage's volumes
         self.pp_bytes = [c.pp_send_bytes for c in self.comm]
         self.pass_end: dict[tuple[str, int, int], int] = {}  # (kind, vstage, mb) -> last task
-        self.pass_id: dict[tuple[str, int, int], int] = {}  # (kind, vstage, mb) -> its pass
         self.pass_first: dict[tuple[str, int, int], list[int]] = {}  # tasks waiting for input
         self.last_compute = [-1] * self.p
-        #: per stage, each released bucket: (the task releasing it, the bucket, its pass)
-        self.released: list[list[tuple[int, Bucket, int]]] = [[] for _ in range(self.p)]
+        self.released: list[list[tuple[int, Bucket]]] = [[] for _ in range(self.p)]
         self._comms: dict[tuple[object, ...], tuple[Comm, ...]] = {}  # equal parts: one tuple
         # local SGD synchronises every H steps: a step's byte counters carry 1 / H of it
         self.sync_copies = 1.0 / techniques_of(setup.scenario.parallel).sync_every
@@ -137,8 +135,6 @@ class _Builder:
                    for c in range(self.v)}  # fmt: skip
         g = self.g
         compute = g.stream(f"s{s}.compute")
-        reduces = self.setup.plan.dp_cp > 1
-        every_mb = reduces_after(self.setup, "B", -1, 0)  # every backward releases (ZeRO-2/3)
         cost_of: dict[tuple[int, str, bool], PassCost] = {}  # a pass's cost, per kind of pass
         pass_first, pass_end = self.pass_first, self.pass_end
         for st in order:
@@ -150,9 +146,9 @@ class _Builder:
                 cost = cost_of[(vs, kind, opener)] = self._cost(vs, kind, opener)
             pid = g.add_pass(PassInfo(s, kind, mb, chunk, vs))
             if self.gather_once:  # reduce-scatter once per chunk, after its last backward
-                release = reduces and kind == "B" and mb == last_b[chunk]
-            else:  # as reduces_after says
-                release = reduces and kind == "B" and (every_mb or mb == last_b[chunk])
+                release = kind == "B" and mb == last_b[chunk] and self.setup.plan.dp_cp > 1
+            else:
+                release = reduces_after(self.setup, kind, mb, last_b[chunk])
             buckets = self.buckets[s] if release else []
             prev = self.last_compute[s]
             if cost.gathers:
@@ -163,11 +159,10 @@ class _Builder:
             if opener:
                 self.chunk_start[(s, chunk)] = first[-1]
             pass_end[(kind, vs, mb)] = ends[-1]
-            self.pass_id[(kind, vs, mb)] = pid
             self.last_compute[s] = ends[-1]
             if buckets:
                 at = bucket_release_units(len(ends), len(buckets))
-                self.released[s] += [(ends[u], b, pid) for b, u in zip(buckets, at, strict=True)]
+                self.released[s] += [(ends[u], b) for b, u in zip(buckets, at, strict=True)]
 
     def _cost(self, vs: int, kind: str, first_forward: bool) -> PassCost:
         """The pass's cost, its units' gathers as the framework runs them: only the first
@@ -338,8 +333,9 @@ class _Builder:
             comm = Comm("send", nbytes, pairs, latency_s=p2p_latency_s(self.setup), tag="pp send",
                         copies=self.setup.plan.dp_cp)  # fmt: skip
             parts = self._comms[("send", src, dst)] = (comm,)
-        return self.g.add(TRANSFER, -1, (self.pass_end[src_key],), comm=parts, label="pp_send",
-                          stage=src, owner=self.pass_id[src_key])  # fmt: skip
+        end = self.pass_end[src_key]  # its producer's last task: the send goes with that pass
+        return self.g.add(TRANSFER, -1, (end,), comm=parts, label="pp_send", stage=src,
+                          owner=self.g.pass_of[end])  # fmt: skip
 
     # -- data-parallel work ---------------------------------------------------------------
     def stage_dp(self, s: int) -> int:
@@ -347,8 +343,9 @@ class _Builder:
         g, plan, stage = self.g, self.setup.plan, self.setup.stages[s]
         dp = g.stream(f"s{s}.dp")
         last = -1
-        for at, bucket, pid in self.released[s]:
+        for at, bucket in self.released[s]:
             dep = at if plan.overlap_dp else self.last_compute[s]
+            pid = g.pass_of[at]  # the backward that released the bucket
             nic = s if self.shared else -1
             if bucket.local_s > 0:
                 last = g.add(COMPUTE, dp, (dep,), duration_s=bucket.local_s, label=bucket.label,

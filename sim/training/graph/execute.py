@@ -217,12 +217,9 @@ def stage_timelines(
     passes each stands for (a folded step's, see :mod:`sim.training.graph.fold`)."""
     lines = [StageTimeline() for _ in range(stages)]
     spans = spans if spans is not None else pass_spans(graph, start, end)
-    if times is None:
-        for rec, vstage, ahead in spans:
-            lines[rec.stage].add_pass(costs[(vstage, rec.kind)], rec, ahead)
-    else:
-        for (rec, vstage, ahead), n in zip(spans, times, strict=True):
-            lines[rec.stage].add_pass(costs[(vstage, rec.kind)], rec, ahead, n)
+    times = times if times is not None else [1] * len(spans)
+    for (rec, vstage, ahead), n in zip(spans, times, strict=True):
+        lines[rec.stage].add_pass(costs[(vstage, rec.kind)], rec, ahead, n)
     for line in lines:
         line.compute_end_s = max((r.end_s for r in line.passes), default=0.0)
     ends = [line.compute_end_s for line in lines]

@@ -57,7 +57,7 @@ from sim.training.graph.task import StepGraph
 from sim.training.graph.timelines import PassRecord
 from sim.training.setup import StepSetup
 
-__all__ = ["FOLD_BLOCKS", "Layout", "fold_microbatches", "fold_run"]
+__all__ = ["FOLD_BLOCKS", "SteadyLayout", "fold_microbatches", "fold_run"]
 
 #: Steady blocks the short step runs (1F1B, interleaved): the periodicity check needs two
 #: consecutive ones after the start-up transient (a 1F1B block is one pair per stage, so
@@ -68,7 +68,7 @@ _TOL = 1e-12
 
 
 @dataclass(frozen=True)
-class Layout:
+class SteadyLayout:
     """Where a schedule's steady blocks sit on each stage (in pairs of passes)."""
 
     warm: tuple[int, ...]  # each stage's warm-up forwards
@@ -84,10 +84,10 @@ class Layout:
         return min((n - 1 - o) // self.size for n, o in zip(self.pairs, self.offset, strict=True))
 
     @classmethod
-    def of(cls, schedule: str, p: int, m: int, v: int) -> Layout:
+    def of(cls, schedule: str, p: int, m: int, v: int) -> SteadyLayout:
         """The layout of ``schedule`` (1F1B or interleaved) with ``m`` micro-batches.
 
-        >>> Layout.of("1f1b", 4, 10, 1).count, Layout.of("interleaved", 4, 20, 2).count
+        >>> SteadyLayout.of("1f1b", 4, 10, 1).count, SteadyLayout.of("interleaved", 4, 20, 2).count
         (6, 3)
         """
         if schedule == "1f1b":
@@ -112,9 +112,9 @@ def fold_microbatches(setup: StepSetup) -> int | None:
     if need is None or not backend(setup.network).closed_form:
         return None
     p, m, v = plan.pp, plan.num_microbatches, plan.virtual_stages
-    unit = Layout.of(plan.schedule, p, m, v).microbatches
+    unit = SteadyLayout.of(plan.schedule, p, m, v).microbatches
     m1 = m % unit or unit
-    while m1 < m and Layout.of(plan.schedule, p, m1, v).count < need:
+    while m1 < m and SteadyLayout.of(plan.schedule, p, m1, v).count < need:
         m1 += unit
     return m1 if m1 < m else None
 
@@ -131,7 +131,7 @@ class _Blocks:
     pass_block: list[int]
 
 
-def _blocks(graph: StepGraph, layout: Layout) -> _Blocks:
+def _blocks(graph: StepGraph, layout: SteadyLayout) -> _Blocks:
     """Each task's block: its pass's, or that of the pass it goes with (``owner``: a send
     its producer's, a gradient bucket the backward's that released it); the step's own
     tasks (tied embeddings, optimizer, parameter gathers after it) are the tail's."""
@@ -255,7 +255,7 @@ def fold_run(
     if m1 is None:
         return None
     plan = setup.plan
-    layout = Layout.of(plan.schedule, plan.pp, m1, plan.virtual_stages)
+    layout = SteadyLayout.of(plan.schedule, plan.pp, m1, plan.virtual_stages)
     extra = (plan.num_microbatches - m1) // layout.microbatches
     graph = build_step_graph(setup, timer, costs, microbatches=m1)
     if any(graph.fill):

@@ -50,13 +50,20 @@ kernels and flash attention, GeLU MLP of 4 x hidden with biases, LayerNorm, lear
 absolute positions (Megatron's defaults), untied embeddings and output weights; the
 fabric is not stated, assumed 8 x 400 Gb/s NDR InfiniBand per 8-GPU server
 (``h100-ib-ndr``; NVIDIA's EOS).
+
+The same file's header quotes the README's strong-scaling statement: GPT-3 175B (the
+table's 177B row) from 96 to 4608 H100 at a fixed batch of 1152 sequences, MFU falling
+from 47% to 42% (:func:`read_mcore_strong_scaling`). It names no schedule; its TP and PP
+are taken from the 177B row, DP = GPUs / (TP x PP). :func:`strong_scaling_scenario` builds
+either end under the table's assumptions, or interleaved with ``v`` chunks per stage.
 """
 
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -71,11 +78,14 @@ __all__ = [
     "SC21_RUNS",
     "McoreRow",
     "MegatronRow",
+    "StrongScaling",
     "mcore_scenario",
     "megatron_scenario",
     "predict_rows",
+    "read_mcore_strong_scaling",
     "read_mcore_table",
     "read_megatron_table",
+    "strong_scaling_scenario",
 ]
 
 
@@ -273,3 +283,57 @@ def mcore_scenario(row: McoreRow, network: str = "analytical") -> Scenario:
         "network": network,
     }  # fmt: skip
     return scenario_from_dict(raw, f"mcore-{row.name}")
+
+
+@dataclass(frozen=True)
+class StrongScaling:
+    """The Megatron-Core README's strong-scaling statement: the table's ``row`` (by name)
+    run on ``gpus`` = (fewest, most) H100 at a fixed ``batch``, at ``mfu`` = (at fewest,
+    at most), fractions."""
+
+    row: str
+    gpus: tuple[int, int]
+    batch: int
+    mfu: tuple[float, float]
+
+
+_STRONG = re.compile(
+    r"\((\d+)B\) from (\d+) to (\d+) H100 at fixed batch (\d+) sequences, "
+    r"MFU falls from (\d+)% to (\d+)%"
+)
+
+
+def read_mcore_strong_scaling(path: str | Path) -> StrongScaling:
+    """The strong-scaling statement quoted in the header (line 1) of
+    ``megatron-core-h100-weak-scaling.csv``.
+
+    Raises CalibrationError when the header does not quote it.
+    """
+    try:
+        head = Path(path).read_text().splitlines()[0]
+    except (OSError, IndexError) as e:
+        raise CalibrationError(f"{path}: cannot read the table's header ({e})") from None
+    m = _STRONG.search(head)
+    if m is None:
+        raise CalibrationError(f"{path}: the header quotes no strong-scaling statement")
+    size, low, high, batch, mfu_low, mfu_high = m.groups()
+    return StrongScaling(f"{size}B", (int(low), int(high)), int(batch),
+                         (int(mfu_low) / 100, int(mfu_high) / 100))  # fmt: skip
+
+
+def strong_scaling_scenario(
+    row: McoreRow, gpus: int, batch: int, virtual_stages: int = 1
+) -> Scenario:
+    """:func:`mcore_scenario` of ``row`` on ``gpus`` GPUs at ``batch`` sequences (DP =
+    gpus / (TP x PP)); with ``virtual_stages`` > 1 under the interleaved 1F1B schedule.
+
+    Raises CalibrationError when ``gpus`` is not a multiple of TP x PP.
+    """
+    model_parallel = row.tp * row.pp
+    if gpus % model_parallel:
+        raise CalibrationError(f"{gpus} GPUs do not divide into TP {row.tp} x PP {row.pp}")
+    sc = mcore_scenario(replace(row, dp=gpus // model_parallel, gpus=gpus, batch=batch))
+    if virtual_stages == 1:
+        return sc
+    par = replace(sc.parallel, schedule="interleaved", virtual_stages=virtual_stages)
+    return replace(sc, parallel=par)

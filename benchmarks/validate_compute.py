@@ -98,8 +98,10 @@ def _split() -> None:
     print("\n== CNN time per image (ms): the model's rest and memory-bound parts, and the "
           "weights a, b that make a x rest + b x memory the published time on both GPUs")  # fmt: skip
     groups: dict[str, list[CnnRun]] = {}
-    for r in CNN_RUNS:  # Lambda's fp16 tf_cnn_benchmarks runs: V100 and A100 PCIe
-        if "tf_cnn_benchmarks" in r.source and r.precision != "fp32":
+    lambda_tf = [r for r in CNN_RUNS if "tf_cnn_benchmarks" in r.source and r.precision != "fp32"]
+    solved = {r.gpu for r in lambda_tf if r.solves}  # V100 and A100 PCIe: VGG-16 sets conv_eff
+    for r in lambda_tf:
+        if r.gpu in solved:
             groups.setdefault(r.model, []).append(r)
     for model, pair in groups.items():
         if len(pair) != 2:

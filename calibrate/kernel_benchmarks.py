@@ -210,6 +210,10 @@ _LAMBDA_TF = (
 )
 _V100_LOG = "Platinum-Tesla_V100-SXM3-32GB_HP16_TF2_2.logs"
 _A100P_LOG = "7502-A100-PCIE-40GB.logs"
+#: The same benchmark on an A100 SXM4 40GB (400 W) under TensorFlow 2.3 (the PCIe card's
+#: runs: TensorFlow 1.15). Its VGG-16 run is not used: 70.3 images/s, 6% of the 250 W
+#: PCIe card's, a broken run, so no row of this card solves conv_eff.
+_A100S_LOG = "7742-1xA100-SXM4-40GB_TF2_3.logs"
 _TF_DOCS = (
     "github.com/tensorflow/docs site/en/r1/guide/performance/benchmarks.md, 'Training "
     "synthetic data', NVIDIA DGX-1 (P100), 1 GPU, tf_cnn_benchmarks, fp32, batch 64"
@@ -250,6 +254,8 @@ CNN_RUNS: tuple[CnnRun, ...] = (
     _tf("A100-PCIe-40GB", _A100P_LOG, "A100 PCIe 40GB", "vgg16", "vgg16", "fp16", 448, 1189.76, True),
     _tf("A100-PCIe-40GB", _A100P_LOG, "A100 PCIe 40GB", "resnet50", "resnet50", "fp16", 448, 2075.05),
     _tf("A100-PCIe-40GB", _A100P_LOG, "A100 PCIe 40GB", "inception-v3", "inception3", "fp16", 360, 1222.30),
+    _tf("A100-SXM-40GB", _A100S_LOG, "A100 SXM4 40GB", "resnet50", "resnet50", "fp16", 448, 1990.02),
+    _tf("A100-SXM-40GB", _A100S_LOG, "A100 SXM4 40GB", "inception-v3", "inception3", "fp16", 448, 1175.15),
     CnnRun("A100-SXM-80GB", "resnet50-v1.5", "fp16", 256, 2470.0, "A100 SXM4 80GB (DGX A100)",
            _DLE, True),
     CnnRun("V100-SXM2-32GB", "resnet50-v1.5", "fp16", 256, 833.0, "V100 16GB (Lambda Cloud)",

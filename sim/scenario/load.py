@@ -296,6 +296,7 @@ def resolve_plan(scenario: Scenario, num_gpus: int, gpus_per_node: int) -> Paral
         grad_bytes=GRAD_DTYPES[scenario.training.grad_dtype],
         first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers,
         embedding_as_layer=par.embedding_as_layer, loss_as_layer=par.loss_as_layer, cp=par.cp,
+        microbatch_group_size=par.microbatch_group_size,
     )  # fmt: skip
     check_context(plan, scenario.training.seq_len, scenario.training.flash_attention)
     return validate_plan(plan, scenario.model, num_gpus)

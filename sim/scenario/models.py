@@ -134,6 +134,9 @@ class ParallelKeys(_Section):
     micro_batch: int = _count(ParallelSection.micro_batch, "micro_batch")
     schedule: Choice = ParallelSection.schedule
     virtual_stages: int = _count(ParallelSection.virtual_stages, "virtual_stages")
+    microbatch_group_size: int | None = _count(
+        ParallelSection.microbatch_group_size, "microbatch_group_size"
+    )
     recompute: Choice = ParallelSection.recompute
     overlap_tp: bool = ParallelSection.overlap_tp
     overlap_dp: bool = ParallelSection.overlap_dp

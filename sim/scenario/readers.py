@@ -50,6 +50,7 @@ CAPS: dict[str, int] = {
     "hidden": 2**20, "ffn_hidden": 2**22, "heads": 2**16, "kv_heads": 2**16,
     "vocab": 2**24, "experts": 2**16, "top_k": 2**16, "max_seq": 2**24, "seq_len": 2**24,
     "global_batch": 2**20, "micro_batch": 2**20, "virtual_stages": 1024,
+    "microbatch_group_size": 2**20,
     "tp": MAX_GPUS, "pp": MAX_GPUS, "dp": MAX_GPUS, "ep": MAX_GPUS, "shard_size": MAX_GPUS,
     "nodes": MAX_GPUS,
     # local SGD / DiLoCo sync every H steps (DiLoCo: 500); 10^6 steps is longer than any
@@ -176,5 +177,5 @@ SPECIAL: dict[str, Callable[[object, str], Any]] = {
 NULLABLE = (
     "dp", "nodes", "gpu_hour_usd", "shard_size", "first_stage_layers", "last_stage_layers",
     "embedding_as_layer", "loss_as_layer", "ps_servers", "tokens", "preset", "framework",
-    "bucket_bytes",
+    "bucket_bytes", "microbatch_group_size",
 )  # fmt: skip

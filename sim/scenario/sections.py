@@ -56,7 +56,11 @@ class ParallelSection:
     ``nccl_proto`` restrict the collective tuner as ``NCCL_ALGO``/``NCCL_PROTO`` do
     (``ring,tree``, ``^nvls``; :mod:`sim.collectives.selection`) for every collective
     of the step. ``cp`` is context parallelism (ring attention over sequence chunks;
-    :mod:`sim.workload.context`).
+    :mod:`sim.workload.context`). ``microbatch_group_size`` (interleaved schedule):
+    micro-batches run through one model chunk before the next, Megatron-Core's
+    ``--microbatch-group-size-per-virtual-pipeline-stage`` (between ``pp`` and the
+    micro-batches; default ``pp``): it lets the micro-batches be any count whose last
+    group holds at least ``pp`` (:func:`sim.workload.plan_checks.group_error`).
     ``batch_split`` (``equal`` | ``proportional``) and ``stage_split``
     (``equal`` | ``speed``) share micro-batches among data-parallel replicas and layers
     among pipeline stages by GPU speed on a heterogeneous cluster
@@ -76,6 +80,7 @@ class ParallelSection:
     micro_batch: int = 1
     schedule: str = "1f1b"
     virtual_stages: int = 1
+    microbatch_group_size: int | None = None
     recompute: str = "none"
     overlap_tp: bool = False
     overlap_dp: bool = True

@@ -374,6 +374,11 @@ def _result(
             "fsdp": plan.fsdp,
             "shard_size": plan.shard,
             "grad_bytes": plan.grad_bytes,
+            **(
+                {"microbatch_group_size": plan.microbatch_group_size}
+                if plan.microbatch_group_size is not None
+                else {}
+            ),
         },
         step_time_s=float(step),
         tokens_per_s=tokens / step,

@@ -122,6 +122,10 @@ class ParallelPlan:
         Layers of each pipeline stage, given outright (summing to the model's layers);
         set by ``parallel.stage_split: speed`` on a heterogeneous cluster
         (:mod:`sim.training.hetero`). None: placed as above.
+    microbatch_group_size : int or None
+        Interleaved schedule: micro-batches run through one model chunk before the next
+        (Megatron-Core's ``--microbatch-group-size-per-virtual-pipeline-stage``, between
+        ``pp`` and the micro-batches); None: ``pp``, Megatron's default.
     """
 
     tp: int = 1
@@ -149,6 +153,7 @@ class ParallelPlan:
     loss_as_layer: bool | None = None
     cp: int = 1
     layer_split: tuple[int, ...] | None = None
+    microbatch_group_size: int | None = None
 
     @property
     def num_gpus(self) -> int:

@@ -15,7 +15,7 @@ from sim.workload.plan import (
 )
 from sim.workload.stages import chunk_layers
 
-__all__ = ["MAX_MICROBATCHES", "validate_plan"]
+__all__ = ["MAX_MICROBATCHES", "group_error", "validate_plan"]
 
 
 def _check_sizes(plan: ParallelPlan) -> None:
@@ -93,6 +93,26 @@ def _check_batch(plan: ParallelPlan) -> None:
         raise ConfigError(f"training.grad_dtype: {plan.grad_bytes} bytes; allowed: fp32, bf16")
 
 
+def group_error(p: int, m: int, n: int) -> str | None:
+    """Why Megatron-Core refuses ``n`` contiguous micro-batches per model chunk (its
+    ``microbatch_group_size_per_vp_stage``) for ``p`` stages and ``m`` micro-batches, or
+    None where it runs them: ``p <= n <= m``, and the last group (``m % n`` micro-batches
+    when not 0) of at least ``p`` (``megatron/core/pipeline_parallel/schedules.py``,
+    ``forward_backward_pipelining_with_interleaving``: fewer leave dependency bubbles).
+
+    >>> group_error(4, 12, 4) is None, group_error(4, 10, 6) is None
+    (True, True)
+    >>> group_error(4, 10, 4)
+    'the last group has 2 micro-batches (10 % 4), fewer than the 4 stages'
+    """
+    if not p <= n <= m:
+        return f"{n} is outside [pp, micro-batches] = [{p}, {m}]"
+    last = m % n
+    if 0 < last < p:
+        return f"the last group has {last} micro-batches ({m} % {n}), fewer than the {p} stages"
+    return None
+
+
 def _check_schedule(plan: ParallelPlan) -> None:
     v, m = plan.virtual_stages, plan.num_microbatches
     if v > 1 and plan.schedule != "interleaved":
@@ -102,10 +122,25 @@ def _check_schedule(plan: ParallelPlan) -> None:
         )
     if v > 1 and plan.pp == 1:
         raise ConfigError(f"parallel.virtual_stages: {v} needs parallel.pp > 1 (got pp=1)")
-    if plan.schedule == "interleaved" and m % plan.pp:
+    n = plan.microbatch_group_size
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ConfigError(f"parallel.microbatch_group_size: {n!r}; allowed: an integer >= 1")
+    if n is not None and plan.schedule != "interleaved":
+        raise ConfigError(
+            f"parallel.microbatch_group_size: {n} needs parallel.schedule=interleaved "
+            f"(got {plan.schedule!r})"
+        )
+    if plan.schedule == "interleaved" and n is None and m % plan.pp:
         raise ConfigError(
             f"parallel.schedule: interleaved needs micro-batches ({m} = global_batch / "
-            f"(micro_batch x dp)) to be a multiple of parallel.pp={plan.pp}"
+            f"(micro_batch x dp)) to be a multiple of parallel.pp={plan.pp}, or "
+            "parallel.microbatch_group_size set (Megatron-Core's micro-batch groups)"
+        )
+    why = group_error(plan.pp, m, n) if plan.schedule == "interleaved" and n is not None else None
+    if why is not None:
+        raise ConfigError(
+            f"parallel.microbatch_group_size: {why} (micro-batches = global_batch / "
+            "(micro_batch x dp); Megatron-Core refuses it)"
         )
 
 

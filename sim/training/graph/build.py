@@ -81,7 +81,8 @@ class _Builder:
         self.buckets = [buckets_of(setup, s) for s in range(self.p)]
         every_mb = sem.reduce_every_microbatch and plan.dp_cp > 1
         self.shared = every_mb and plan.zero >= 3 and plan.overlap_dp and any(self.buckets)
-        self.schedule = make_schedule(plan.schedule, self.p, self.m, self.v)
+        self.schedule = make_schedule(plan.schedule, self.p, self.m, self.v,
+                                      plan.microbatch_group_size)  # fmt: skip
         self.comm = [stage_comm(setup, s) for s in range(self.p)]  # each stage's volumes
         self.pp_bytes = [c.pp_send_bytes for c in self.comm]
         self.pass_end: dict[tuple[str, int, int], int] = {}  # (kind, vstage, mb) -> last task

@@ -35,7 +35,9 @@ Exact up to floating-point rounding: a repeated block's times are ``t + i lam`` 
 than sums accumulated pass by pass (relative differences ~1e-15). Only the closed-form
 executor folds (the simulated network shares links between whatever runs at once; it runs
 every task), and only 1F1B and interleaved schedules (GPipe's all-forwards-then-all-
-backwards has no such block).
+backwards has no such block); not interleaved schedules whose micro-batch groups are not
+``pp`` long (``parallel.microbatch_group_size``: the last group takes the remainder, so a
+shorter step is not the same step with fewer blocks).
 """
 
 from __future__ import annotations
@@ -112,6 +114,8 @@ def fold_microbatches(setup: StepSetup) -> int | None:
     if need is None or not backend(setup.network).closed_form:
         return None
     p, m, v = plan.pp, plan.num_microbatches, plan.virtual_stages
+    if getattr(plan, "microbatch_group_size", None) not in (None, p):
+        return None  # groups of n != p micro-batches: the step of m1 is not m's, shortened
     unit = SteadyLayout.of(plan.schedule, p, m, v).microbatches
     m1 = m % unit or unit
     while m1 < m and SteadyLayout.of(plan.schedule, p, m1, v).count < need:

@@ -71,6 +71,10 @@ def _check_plan(sc: LayerScenario, gpus: int) -> int:
             raise ConfigError(
                 f"parallel.{key}: layer-list models run data-parallel only (must be 1)"
             )
+    if par.microbatch_group_size is not None:
+        raise ConfigError(
+            "parallel.microbatch_group_size: layer-list models have no pipeline (leave it unset)"
+        )
     if par.zero:
         raise ConfigError("parallel.zero: ZeRO is not modelled for layer-list models (use 0)")
     if techniques_of(par).active:

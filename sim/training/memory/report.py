@@ -203,7 +203,8 @@ def memory_per_stage(
             model, plan, seq, hbm_bytes, params, flash_attention, cross_entropy, tech, semantics
         )
     params = params or MemoryParams()
-    held = held_in_flight(plan.schedule, plan.pp, plan.num_microbatches, plan.virtual_stages)[0]
+    held = held_in_flight(plan.schedule, plan.pp, plan.num_microbatches, plan.virtual_stages,
+                          plan.microbatch_group_size)[0]  # fmt: skip
     layers = stage_layers(plan, model)
     reports = []
     for stage in range(plan.pp):
@@ -233,8 +234,9 @@ def _framework_stages(
     """:func:`memory_per_stage` under framework ``sem``."""
     params = params or framework_memory_params(sem)
     held, chunks = held_in_flight(
-        plan.schedule, plan.pp, plan.num_microbatches, plan.virtual_stages
-    )
+        plan.schedule, plan.pp, plan.num_microbatches, plan.virtual_stages,
+        plan.microbatch_group_size,
+    )  # fmt: skip
     layers = stage_layers(plan, model)
     inside = params.workspace_bytes - params.outside_allocator_bytes
     reports = []

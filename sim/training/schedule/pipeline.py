@@ -14,6 +14,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import NamedTuple
 
+from sim.workload.plan_checks import group_error
+
 __all__ = [
     "SCHEDULES",
     "Step",
@@ -77,33 +79,48 @@ def one_f_one_b(p: int, m: int) -> Schedule:
     return out
 
 
-def _interleaved_id(k: int, p: int, v: int, forward: bool) -> Step:
-    """Megatron's mapping of a stage's k-th forward (backward) to (micro-batch, chunk)."""
-    group, within = divmod(k, p * v)
-    chunk = within // p
-    mb = group * p + within % p
-    return Step("F" if forward else "B", mb, chunk if forward else v - 1 - chunk)
+def _group_table(m: int, v: int, n: int) -> list[tuple[int, int]]:
+    """Megatron-Core's ``get_schedule_table``: (micro-batch, chunk) of each virtual
+    micro-batch, in groups of ``n`` micro-batches run through chunk 0, then 1, ...; the
+    last group takes every micro-batch left."""
+    table: list[tuple[int, int]] = []
+    for first in range(0, m, n):
+        stop = m if first + n >= m else first + n
+        table += [(mb, c) for c in range(v) for mb in range(first, stop)]
+        if stop == m:
+            break
+    return table
 
 
-def interleaved_1f1b(p: int, m: int, v: int) -> Schedule:
-    """Interleaved 1F1B (Narayanan et al. 2021) with ``v`` model chunks per stage.
+def interleaved_1f1b(p: int, m: int, v: int, n: int | None = None) -> Schedule:
+    """Interleaved 1F1B (Narayanan et al. 2021) with ``v`` model chunks per stage, as
+    Megatron-Core runs it.
 
-    Needs ``m % p == 0``. Stage ``s`` warms up with ``2 (p - s - 1) + (v - 1) p``
-    chunk forwards (all of them if fewer), as Megatron-LM does.
+    Micro-batches go through the chunks in groups of ``n`` (``microbatch_group_size_per_vp_
+    stage``, default ``p``): chunk 0 of micro-batches ``0..n-1``, then chunk 1 of the same,
+    ...; backwards in the same order with the chunks reversed. Stage ``s`` warms up with
+    ``2 (p - s - 1) + (v - 1) n`` chunk forwards (all of them if fewer), then alternates.
+    ``n`` must satisfy :func:`sim.workload.plan_checks.group_error` (with ``n = p``: ``m % p == 0``, the original
+    schedule's condition).
 
     >>> [f"{s.kind}{s.mb}.{s.chunk}" for s in interleaved_1f1b(2, 2, 2)[1]][:4]
     ['F0.0', 'F1.0', 'F0.1', 'B0.1']
+    >>> [f"{s.mb}.{s.chunk}" for s in interleaved_1f1b(2, 6, 2, 3)[0] if s.kind == "F"][:6]
+    ['0.0', '1.0', '2.0', '0.1', '1.1', '2.1']
     """
     _check(p, m, v)
-    if m % p:
-        raise ValueError(f"interleaved schedule needs micro-batches ({m}) % stages ({p}) == 0")
+    n = p if n is None else n
+    why = group_error(p, m, n)
+    if why is not None:
+        raise ValueError(f"interleaved schedule: micro-batch group {why}")
+    table = _group_table(m, v, n)
+    # the k-th forward (backward) is the same step on every stage: made once
+    fwd = [Step("F", mb, c) for mb, c in table]
+    bwd = [Step("B", mb, v - 1 - c) for mb, c in table]
     total = m * v
-    # the k-th forward (backward) is the same step on every stage: map each once
-    fwd = [_interleaved_id(k, p, v, True) for k in range(total)]
-    bwd = [_interleaved_id(k, p, v, False) for k in range(total)]
     out = []
     for s in range(p):
-        warm = min(2 * (p - s - 1) + (v - 1) * p, total)
+        warm = min(2 * (p - s - 1) + (v - 1) * n, total)
         ops = fwd[:warm]
         for k in range(total - warm):
             ops += (fwd[warm + k], bwd[k])
@@ -119,10 +136,11 @@ SCHEDULES: dict[str, Callable[..., Schedule]] = {
 }
 
 
-def make_schedule(name: str, p: int, m: int, v: int = 1) -> Schedule:
-    """Build schedule ``name`` from :data:`SCHEDULES` (``v`` only for ``interleaved``)."""
+def make_schedule(name: str, p: int, m: int, v: int = 1, n: int | None = None) -> Schedule:
+    """Build schedule ``name`` from :data:`SCHEDULES` (``v`` and the micro-batch group
+    ``n`` only for ``interleaved``)."""
     if name == "interleaved":
-        return interleaved_1f1b(p, m, v)
+        return interleaved_1f1b(p, m, v, n)
     return SCHEDULES[name](p, m)
 
 
@@ -174,7 +192,7 @@ def chunk_in_flight(schedule: Schedule) -> list[list[int]]:
 
 @lru_cache(maxsize=512)
 def held(
-    name: str, p: int, m: int, v: int = 1
+    name: str, p: int, m: int, v: int = 1, n: int | None = None
 ) -> tuple[tuple[float, ...], tuple[tuple[int, ...], ...]]:
     """:func:`in_flight` and :func:`chunk_in_flight` of schedule ``name``, cached: a memory
     estimate asks for them once per plan, a planner for hundreds of plans of few shapes.
@@ -182,5 +200,5 @@ def held(
     >>> held("1f1b", 4, 8)[0]
     (4.0, 3.0, 2.0, 1.0)
     """
-    schedule = make_schedule(name, p, m, v)
+    schedule = make_schedule(name, p, m, v, n)
     return tuple(in_flight(schedule)), tuple(tuple(c) for c in chunk_in_flight(schedule))

@@ -1,0 +1,82 @@
+"""Published one-node collective bandwidths as validation data: the 8 x H200 table.
+
+``h200-1node-collectives-16GiB.csv`` (../shared/data/published; transcribed from
+github.com/stas00/ml-engineering network/README.md, nccl-tests on one 8 x H200 node):
+bus bandwidth at 16 GiB of all-reduce with NVLS and with rings (``NCCL_NVLS_ENABLE=0``),
+all-gather and reduce-scatter.
+
+Assumptions (stated, not tuned): the H200's NVLink 4 and NVSwitch are the H100's (NVIDIA
+H200 datasheet: NVLink 900 GB/s, the H100 SXM's), so the node is simulated as
+``dgx-h100`` (8 GPUs on NVSwitch; no 8 x H200 preset exists) with the profile the
+simulator selects for it (``h100-nvlink``, fitted on a DGX H100 all-reduce log: the
+all-reduce rows are near its data, the all-gather and reduce-scatter rows are not).
+nccl-tests' float elements, the closed-form network. Run ``python
+benchmarks/validate_collectives.py``.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim.errors import CalibrationError, ConfigError
+from sim.units import parse_bandwidth
+
+__all__ = ["H200_TABLE", "PublishedBusbw", "predict_busbw", "read_h200_table"]
+
+#: The table's file name under the published-data folder.
+H200_TABLE = "h200-1node-collectives-16GiB.csv"
+#: nccl-tests' message size of every row (the file's context: "16GiB").
+SIZE_BYTES = 16 * 2**30
+#: Cell text of the ``collective`` column -> (op, algorithm).
+_ROWS = {
+    "all-reduce, `NCCL_NVLS_ENABLE=1`": ("all_reduce", "nvls"),
+    "all-reduce, `NCCL_NVLS_ENABLE=0`": ("all_reduce", "ring"),
+    "all-gather": ("all_gather", "ring"),
+    "reduce-scatter": ("reduce_scatter", "ring"),
+}
+
+
+@dataclass(frozen=True)
+class PublishedBusbw:
+    """One row: nccl-tests ``op`` with ``algorithm`` at ``size_bytes``, ``busbw_Bps``."""
+
+    op: str
+    algorithm: str
+    size_bytes: int
+    busbw_Bps: float
+
+
+def read_h200_table(path: str | Path) -> list[PublishedBusbw]:
+    """Read the 8 x H200 table (line 1: source, line 2: header).
+
+    Raises CalibrationError when the file is absent, not that table, or names a
+    collective this reader does not map.
+    """
+    try:
+        lines = Path(path).read_text().splitlines()[1:]
+        rows = list(csv.DictReader(lines))
+        out = []
+        for r in rows:
+            if r["collective"] not in _ROWS:
+                raise CalibrationError(f"{path}: unknown collective {r['collective']!r}")
+            op, algo = _ROWS[r["collective"]]
+            out.append(PublishedBusbw(op, algo, SIZE_BYTES, parse_bandwidth(r["busbw"], "busbw")))
+    except (OSError, KeyError, ConfigError) as e:
+        raise CalibrationError(f"{path}: not the 8 x H200 collectives table ({e})") from None
+    return out
+
+
+def predict_busbw(row: PublishedBusbw, network: str = "analytical") -> float:
+    """Bus bandwidth (bytes/s) the simulator gives for ``row`` on ``dgx-h100`` with
+    ``network`` (``analytical`` or ``flow``)."""
+    from sim.collectives.simulate import CollectiveSetup, simulate_collective
+    from sim.profile_select import resolve_profile
+    from sim.topology.presets import load_topology
+
+    topo = load_topology("dgx-h100")
+    setup = CollectiveSetup(topo, None, resolve_profile(None, topo).profile.collectives)
+    r = simulate_collective(setup, row.op, row.size_bytes, algorithm=row.algorithm,
+                            network=network)  # fmt: skip
+    return r.busbw_Bps

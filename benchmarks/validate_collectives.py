@@ -2,9 +2,9 @@
 
 Per row of ``h200-1node-collectives-16GiB.csv`` (nccl-tests at 16 GiB on one 8 x H200
 node; source and assumptions in :mod:`calibrate.published_collectives`): the published
-bus bandwidth and the simulated one on both networks, with the error. The all-reduce rows
-are near the data the shipped ``h100-nvlink`` profile was fitted on (a DGX H100 all-reduce
-log); all-gather and reduce-scatter are out of sample. Nothing is fitted here.
+bus bandwidth and the simulated one on both networks (the ``hgx-h200`` preset), with the
+error. Its selected profile has no collective fit: the shipped NVLink defaults answer, so
+every row is out of sample. Nothing is fitted here.
 
 Run: ``python benchmarks/validate_collectives.py`` (reads ../shared/data, or
 ``$CLUSTERSIM_DATA``).

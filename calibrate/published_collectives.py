@@ -5,13 +5,11 @@ github.com/stas00/ml-engineering network/README.md, nccl-tests on one 8 x H200 n
 bus bandwidth at 16 GiB of all-reduce with NVLS and with rings (``NCCL_NVLS_ENABLE=0``),
 all-gather and reduce-scatter.
 
-Assumptions (stated, not tuned): the H200's NVLink 4 and NVSwitch are the H100's (NVIDIA
-H200 datasheet: NVLink 900 GB/s, the H100 SXM's), so the node is simulated as
-``dgx-h100`` (8 GPUs on NVSwitch; no 8 x H200 preset exists) with the profile the
-simulator selects for it (``h100-nvlink``, fitted on a DGX H100 all-reduce log: the
-all-reduce rows are near its data, the all-gather and reduce-scatter rows are not).
-nccl-tests' float elements, the closed-form network. Run ``python
-benchmarks/validate_collectives.py``.
+Assumptions (stated, not tuned): the node is the ``hgx-h200`` preset (8 x H200 on
+NVSwitch, the DGX H100's layout: NVIDIA H200 datasheet, NVLink 900 GB/s), with the profile
+the simulator selects for it (``h200-ops``: its compute was measured on an H200, its
+collectives are the shipped NVLink defaults, fitted on no log of this table's kind), nccl-
+tests' float elements. Run ``python benchmarks/validate_collectives.py``.
 """
 
 from __future__ import annotations
@@ -69,13 +67,13 @@ def read_h200_table(path: str | Path) -> list[PublishedBusbw]:
 
 
 def predict_busbw(row: PublishedBusbw, network: str = "analytical") -> float:
-    """Bus bandwidth (bytes/s) the simulator gives for ``row`` on ``dgx-h100`` with
+    """Bus bandwidth (bytes/s) the simulator gives for ``row`` on ``hgx-h200`` with
     ``network`` (``analytical`` or ``flow``)."""
     from sim.collectives.simulate import CollectiveSetup, simulate_collective
     from sim.profile_select import resolve_profile
     from sim.topology.presets import load_topology
 
-    topo = load_topology("dgx-h100")
+    topo = load_topology("hgx-h200")
     setup = CollectiveSetup(topo, None, resolve_profile(None, topo).profile.collectives)
     r = simulate_collective(setup, row.op, row.size_bytes, algorithm=row.algorithm,
                             network=network)  # fmt: skip

@@ -16,9 +16,13 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
+from sim.collectives.simulate import CollectiveSetup, simulate_collective
 from sim.errors import CalibrationError, ConfigError
+from sim.profile_select import resolve_profile
+from sim.topology.presets import load_topology
 from sim.units import parse_bandwidth
 
 __all__ = ["H200_TABLE", "PublishedBusbw", "predict_busbw", "read_h200_table"]
@@ -66,15 +70,16 @@ def read_h200_table(path: str | Path) -> list[PublishedBusbw]:
     return out
 
 
+@cache
+def _node() -> CollectiveSetup:
+    """Every GPU of ``hgx-h200`` with the profile the simulator selects for it (built once)."""
+    topo = load_topology("hgx-h200")
+    return CollectiveSetup(topo, None, resolve_profile(None, topo).profile.collectives)
+
+
 def predict_busbw(row: PublishedBusbw, network: str = "analytical") -> float:
     """Bus bandwidth (bytes/s) the simulator gives for ``row`` on ``hgx-h200`` with
     ``network`` (``analytical`` or ``flow``)."""
-    from sim.collectives.simulate import CollectiveSetup, simulate_collective
-    from sim.profile_select import resolve_profile
-    from sim.topology.presets import load_topology
-
-    topo = load_topology("hgx-h200")
-    setup = CollectiveSetup(topo, None, resolve_profile(None, topo).profile.collectives)
-    r = simulate_collective(setup, row.op, row.size_bytes, algorithm=row.algorithm,
+    r = simulate_collective(_node(), row.op, row.size_bytes, algorithm=row.algorithm,
                             network=network)  # fmt: skip
     return r.busbw_Bps

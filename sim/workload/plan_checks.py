@@ -122,6 +122,12 @@ def _check_schedule(plan: ParallelPlan) -> None:
         )
     if v > 1 and plan.pp == 1:
         raise ConfigError(f"parallel.virtual_stages: {v} needs parallel.pp > 1 (got pp=1)")
+    _check_groups(plan, m)
+
+
+def _check_groups(plan: ParallelPlan, m: int) -> None:
+    """The interleaved schedule's micro-batch groups (``microbatch_group_size``, default
+    ``pp``) for ``m`` micro-batches, as :func:`group_error` allows them."""
     n = plan.microbatch_group_size
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise ConfigError(f"parallel.microbatch_group_size: {n!r}; allowed: an integer >= 1")

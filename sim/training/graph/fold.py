@@ -105,7 +105,8 @@ def fold_microbatches(setup: StepSetup) -> int | None:
     is not folded (another schedule, a simulated network, too few micro-batches to gain).
 
     >>> from types import SimpleNamespace as NS
-    >>> plan = NS(schedule="1f1b", pp=8, num_microbatches=96, virtual_stages=1)
+    >>> plan = NS(schedule="1f1b", pp=8, num_microbatches=96, virtual_stages=1,
+    ...           microbatch_group_size=None)
     >>> fold_microbatches(NS(plan=plan, network="analytical"))
     12
     """
@@ -114,7 +115,7 @@ def fold_microbatches(setup: StepSetup) -> int | None:
     if need is None or not backend(setup.network).closed_form:
         return None
     p, m, v = plan.pp, plan.num_microbatches, plan.virtual_stages
-    if getattr(plan, "microbatch_group_size", None) not in (None, p):
+    if plan.microbatch_group_size not in (None, p):
         return None  # groups of n != p micro-batches: the step of m1 is not m's, shortened
     unit = SteadyLayout.of(plan.schedule, p, m, v).microbatches
     m1 = m % unit or unit

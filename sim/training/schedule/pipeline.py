@@ -100,8 +100,8 @@ def interleaved_1f1b(p: int, m: int, v: int, n: int | None = None) -> Schedule:
     stage``, default ``p``): chunk 0 of micro-batches ``0..n-1``, then chunk 1 of the same,
     ...; backwards in the same order with the chunks reversed. Stage ``s`` warms up with
     ``2 (p - s - 1) + (v - 1) n`` chunk forwards (all of them if fewer), then alternates.
-    ``n`` must satisfy :func:`sim.workload.plan_checks.group_error` (with ``n = p``: ``m % p == 0``, the original
-    schedule's condition).
+    ``n`` must satisfy :func:`sim.workload.plan_checks.group_error` (with ``n = p``:
+    ``m % p == 0``, the original schedule's condition).
 
     >>> [f"{s.kind}{s.mb}.{s.chunk}" for s in interleaved_1f1b(2, 2, 2)[1]][:4]
     ['F0.0', 'F1.0', 'F0.1', 'B0.1']

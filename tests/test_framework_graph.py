@@ -147,6 +147,29 @@ def test_fsdp2_with_pipeline_parallelism_gathers_once_and_reduces_once() -> None
     assert count(titan, "dp_") * m == count(fsdp, "dp_")
 
 
+def test_gathering_once_shares_the_fabric_with_the_own_stage_only() -> None:
+    """ZeRO-3 gathering every micro-batch contends with every stage's groups (all stages
+    gather throughout the step); FSDP2 under PP gathers each chunk once, the stages one
+    after another as the pipeline fills, so a stage's gathers and its one reduction
+    contend with its own groups only."""
+    sets = ["cluster.nodes=8", "parallel.dp=2", "parallel.zero=3", "training.global_batch=32"]
+    setup, fsdp = _run(*sets)
+    _, titan = _run(*sets, "training.framework=torchtitan", "training.grad_dtype=fp32")
+
+    def comms(run, label_start):  # type: ignore[no-untyped-def]
+        g = run.graph
+        return [c for t in range(len(g)) if g.kind[t] == COLLECTIVE
+                and g.label[t].startswith(label_start) for c in g.comm[t]]  # fmt: skip
+
+    every = {grp for st in setup.stages for grp in st.group("shard")}
+    assert comms(fsdp, "zero_all_gather")
+    assert all(set(c.peers) == every for c in comms(fsdp, "zero_all_gather"))
+    for label in ("zero_all_gather", "dp_"):
+        got = comms(titan, label)
+        assert got and all(set(c.peers) == set(c.groups) for c in got)
+        assert all(len(c.peers) < len(every) for c in got)
+
+
 def test_prefetch_depth_follows_the_framework() -> None:
     """DeepSpeed keeps one gathered unit ahead (its prefetch), FSDP two."""
     sets = ["parallel.zero=3"]

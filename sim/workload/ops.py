@@ -77,7 +77,8 @@ class LayerOps:
 def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str = "bf16",
                 flash_attention: bool = True, grad_cast_bytes: float = 0.0,
                 cross_entropy: str = "fp32", fused_kernels: bool = False,
-                attention_kernel: str = "fitted", grad_accum_bytes: float = 0.0) -> OpContext:  # fmt: skip
+                attention_kernel: str = "fitted", grad_accum_bytes: float = 0.0,
+                tp_regather: bool = True) -> OpContext:  # fmt: skip
     """The :class:`OpContext` of ``plan`` (TP, SP, micro-batch, recompute, kernels).
 
     >>> from sim.workload.models import model_preset
@@ -86,7 +87,8 @@ def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str =
     """
     return OpContext(model, plan.micro_batch, seq, plan.tp, plan.sp, plan.recompute,
                      precision, flash_attention, grad_cast_bytes, cross_entropy,
-                     fused_kernels, plan.cp, attention_kernel, grad_accum_bytes)  # fmt: skip
+                     fused_kernels, plan.cp, attention_kernel, grad_accum_bytes,
+                     tp_regather)  # fmt: skip
 
 
 def _core(ctx: OpContext) -> list[Block]:
@@ -94,39 +96,45 @@ def _core(ctx: OpContext) -> list[Block]:
     return ring_attention_core(ctx) if ctx.cp > 1 else attention_core(ctx)
 
 
-def _tp_full(ctx: OpContext) -> float:
-    return ACT_BYTES * ctx.tokens * ctx.model.hidden
+def _tp_full(ctx: OpContext, fp8: bool = False) -> float:
+    """Bytes of one gathered activation: bf16, or fp8 where ``fp8`` (see
+    :attr:`OpContext.fp8_gathers`)."""
+    return (1 if fp8 else ACT_BYTES) * ctx.tokens * ctx.model.hidden
 
 
-def _tp_enter(ctx: OpContext, name: str) -> Block:
-    """Megatron's ``f`` before a column-parallel layer: SP all-gather / bwd all-reduce."""
+def _tp_enter(ctx: OpContext, name: str, fp8: bool = False) -> Block:
+    """Megatron's ``f`` before a column-parallel layer: SP all-gather (of fp8 values when
+    ``fp8``) / bwd all-reduce or reduce-scatter of the bf16 input gradient."""
     if ctx.tp == 1:
         return [], []
     full = _tp_full(ctx)
     if ctx.sp:
-        return [comm("tp_comm", "tp", f"{name}_ag", "all_gather", full)], [
+        return [comm("tp_comm", "tp", f"{name}_ag", "all_gather", _tp_full(ctx, fp8))], [
             comm("tp_comm", "tp", f"{name}_ag_bwd", "reduce_scatter", full)
         ]
     return [], [comm("tp_comm", "tp", f"{name}_ar_bwd", "all_reduce", full)]
 
 
-def _tp_exit(ctx: OpContext, name: str) -> Block:
-    """Megatron's ``g`` after a row-parallel layer: all-reduce, or SP reduce-scatter."""
+def _tp_exit(ctx: OpContext, name: str, fp8: bool = False) -> Block:
+    """Megatron's ``g`` after a row-parallel layer: all-reduce, or SP reduce-scatter (its
+    backward all-gathers the output gradient, in fp8 when ``fp8``)."""
     if ctx.tp == 1:
         return [], []
     full = _tp_full(ctx)
     if ctx.sp:
         return [comm("tp_comm", "tp", f"{name}_rs", "reduce_scatter", full)], [
-            comm("tp_comm", "tp", f"{name}_rs_bwd", "all_gather", full)
+            comm("tp_comm", "tp", f"{name}_rs_bwd", "all_gather", _tp_full(ctx, fp8))
         ]
     return [comm("tp_comm", "tp", f"{name}_ar", "all_reduce", full)], []
 
 
-def _regather(ctx: OpContext, name: str, block: Block) -> Block:
-    """Under SP the column-parallel input is re-gathered in backward for the weight grad."""
-    if not (ctx.sp and ctx.tp > 1):
+def _regather(ctx: OpContext, name: str, block: Block, fp8: bool = False) -> Block:
+    """Under SP the column-parallel input is re-gathered in backward for the weight grad
+    (the kept fp8 shard when ``fp8``), unless the framework keeps the gathered input
+    (``ctx.tp_regather`` False)."""
+    if not (ctx.sp and ctx.tp > 1 and ctx.tp_regather):
         return block
-    gather = comm("tp_comm", "tp", f"{name}_regather", "all_gather", _tp_full(ctx))
+    gather = comm("tp_comm", "tp", f"{name}_regather", "all_gather", _tp_full(ctx, fp8))
     return block[0], [gather, *block[1]]
 
 
@@ -143,12 +151,13 @@ def _residual(ctx: OpContext, name: str) -> Block:
 
 
 def _attention(ctx: OpContext) -> list[Block]:
-    m, t = ctx.model, ctx.tp
+    m, t, g = ctx.model, ctx.tp, ctx.fp8_gathers
     kv_rank = max(m.kv_heads // t, 1) * m.head_dim
+    qkv = linear(ctx, "qkv", m.hidden, m.hidden // t + 2 * kv_rank, gathered_x=g)
     blocks = [
         _norm(ctx, "attn_norm"),
-        _tp_enter(ctx, "attn"),
-        _regather(ctx, "qkv", linear(ctx, "qkv", m.hidden, m.hidden // t + 2 * kv_rank)),
+        _tp_enter(ctx, "attn", g),
+        _regather(ctx, "qkv", qkv, g),
     ]
     if m.position == "rope":
         rope = ctx.tokens * (m.hidden // t + kv_rank)
@@ -156,25 +165,30 @@ def _attention(ctx: OpContext) -> list[Block]:
     return [
         *blocks,
         *_core(ctx),
-        linear(ctx, "attn_out", m.hidden // t, m.hidden),
-        _tp_exit(ctx, "attn"),
+        linear(ctx, "attn_out", m.hidden // t, m.hidden, gathered_dy=g),
+        _tp_exit(ctx, "attn", g),
         _residual(ctx, "attn_residual"),
     ]
 
 
-def _mlp_body(ctx: OpContext, tokens: float, prefix: str = "mlp") -> list[Block]:
+def _mlp_body(
+    ctx: OpContext, tokens: float, prefix: str = "mlp", gathered: bool = False
+) -> list[Block]:
+    """Up projection, activation, down projection; ``gathered``: the input and the output
+    gradient arrive by fp8 sequence-parallel all-gathers."""
     m, t = ctx.model, ctx.tp
     f_rank = m.ffn_hidden // t
     up = 2 * f_rank if m.gated_mlp else f_rank
+    up_proj = linear(ctx, f"{prefix}_up", m.hidden, up, tokens=tokens, gathered_x=gathered)
     act = (
         elementwise(f"{prefix}_swiglu", tokens * f_rank, 6, 10, 8, ctx.fused_kernels)
         if m.gated_mlp
         else elementwise(f"{prefix}_gelu", tokens * f_rank, 4, 6, 8, ctx.fused_kernels)
     )
     return [
-        _regather(ctx, f"{prefix}_up", linear(ctx, f"{prefix}_up", m.hidden, up, tokens=tokens)),
+        _regather(ctx, f"{prefix}_up", up_proj, gathered),
         act,
-        linear(ctx, f"{prefix}_down", f_rank, m.hidden, tokens=tokens),
+        linear(ctx, f"{prefix}_down", f_rank, m.hidden, tokens=tokens, gathered_dy=gathered),
     ]
 
 
@@ -205,12 +219,14 @@ def _moe(ctx: OpContext) -> list[Block]:
 
 
 def _mlp(ctx: OpContext) -> list[Block]:
-    body = _moe(ctx) if ctx.model.moe else _mlp_body(ctx, ctx.tokens)
+    # a dense MLP's gathers feed fp8 GEMMs; a MoE layer's feed the bf16 router
+    g = ctx.fp8_gathers and not ctx.model.moe
+    body = _moe(ctx) if ctx.model.moe else _mlp_body(ctx, ctx.tokens, gathered=g)
     return [
         _norm(ctx, "mlp_norm"),
-        _tp_enter(ctx, "mlp"),
+        _tp_enter(ctx, "mlp", g),
         *body,
-        _tp_exit(ctx, "mlp"),
+        _tp_exit(ctx, "mlp", g),
         _residual(ctx, "mlp_residual"),
     ]
 

@@ -51,6 +51,11 @@ ATTENTION_KERNELS = ("fa2", "fa3", "cudnn", "triton", "fa_triton", "fitted")
 #: softmax, NLL and their backward) or one fused kernel over bf16 logits, in place.
 CE_BYTES = {"fp32": (14, 22), "fused": (2, 4)}
 FP8_CAST_BYTES = 4  # read bf16 (2), write fp8 row-major and transposed (1 + 1)
+#: A sequence-parallel fp8 operand is cast on this rank's shard before its all-gather
+#: (read bf16 2, write fp8 1) and transposed for the other GEMM once gathered (read fp8 1,
+#: write 1): Transformer Engine ``grad_output_preprocess`` ("cast, transpose for
+#: efficient gather"), torchao ``Float8ColwiseParallel``/``Float8RowwiseParallel``.
+FP8_SHARD_CAST_BYTES, FP8_TRANSPOSE_BYTES = 3, 2
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,10 @@ class OpContext:
     ``grad_accum_bytes`` > 0 adds, per layer backward, the separate pass that adds the
     fresh weight gradients into the gradient buffer, in bytes per parameter averaged over
     the step's micro-batches (:func:`sim.training.graph.costs.grad_accum_bytes`).
+    ``tp_regather``: under sequence parallelism a column-parallel layer's input is
+    gathered again in backward for its weight gradient (Megatron-LM, Transformer Engine
+    keep only the shard); False where the gathered input is kept instead (PyTorch
+    DTensor's ``ColwiseParallel``, torchtitan).
     """
 
     model: ModelSpec
@@ -141,12 +150,20 @@ class OpContext:
     cp: int = 1
     attention_kernel: str = "fitted"
     grad_accum_bytes: float = 0.0
+    tp_regather: bool = True
 
     @property
     def tokens(self) -> int:
         """Tokens of one micro-batch on this rank, ``b * s / cp`` (context parallelism
         splits every sequence)."""
         return self.micro_batch * (self.seq // self.cp)
+
+    @property
+    def fp8_gathers(self) -> bool:
+        """Sequence-parallel all-gathers feeding fp8 linear layers move fp8 (1 byte per
+        element), each operand cast on its shard first (Transformer Engine with
+        ``sequence_parallel``; torchao's float8 tensor-parallel styles)."""
+        return self.precision == "fp8" and self.sp and self.tp > 1
 
     @property
     def local_tokens(self) -> float:
@@ -170,25 +187,41 @@ def _gemm(name: str, m: float, n: float, k: float, dtype: str, batch: float = 1)
               cls="gemm", shape=(m, n, k, batch))  # fmt: skip
 
 
-def _cast(name: str, elements: float) -> Op:
-    return Op(name, flops=elements, bytes=FP8_CAST_BYTES * elements, cls="stream")
+def _cast(name: str, elements: float, nbytes: float = FP8_CAST_BYTES) -> Op:
+    return Op(name, flops=elements, bytes=nbytes * elements, cls="stream")
+
+
+def _operand_casts(ctx: OpContext, name: str, elements: float, gathered: bool) -> list[Op]:
+    """The fp8 cast (and transpose) of one GEMM operand of ``elements`` values: one fused
+    cast-transpose, or, for an operand that arrives by a sequence-parallel all-gather
+    (``gathered``), a cast of this rank's shard and a transpose of the gathered fp8."""
+    if not gathered:
+        return [_cast(name, elements)]
+    shard = elements / ctx.tp
+    return [_cast(name, shard, FP8_SHARD_CAST_BYTES),
+            _cast(f"{name}_transpose", elements, FP8_TRANSPOSE_BYTES)]  # fmt: skip
 
 
 def linear(ctx: OpContext, name: str, k: int | float, n: float, dtype: str | None = None,
-           tokens: float | None = None) -> Block:  # fmt: skip
+           tokens: float | None = None, gathered_x: bool = False,
+           gathered_dy: bool = False) -> Block:  # fmt: skip
     """A linear layer: ``tokens x k`` input times a ``k x n`` per-rank weight.
 
     Backward is two GEMMs of the forward's size: the input gradient ``(M, K, N)`` and
     the weight gradient ``(K, N, M)``. Under fp8 (Transformer Engine's recipe) the
-    input, the weight and the output gradient are cast (with transposes) first.
+    input, the weight and the output gradient are cast (with transposes) first; an input
+    (``gathered_x``) or output gradient (``gathered_dy``) that a sequence-parallel
+    all-gather brings is cast on the shard before the gather, in fp8 on the wire
+    (:data:`FP8_SHARD_CAST_BYTES`).
     """
     m = float(ctx.tokens if tokens is None else tokens)
     dt = dtype or ctx.precision
     fwd = [_gemm(name, m, n, k, dt)]
     bwd = [_gemm(f"{name}_dgrad", m, k, n, dt), _gemm(f"{name}_wgrad", k, n, m, dt)]
     if dt == "fp8":
-        fwd = [_cast(f"{name}_cast_x", m * k), _cast(f"{name}_cast_w", k * n), *fwd]
-        bwd = [_cast(f"{name}_cast_dy", m * n), *bwd]
+        x = _operand_casts(ctx, f"{name}_cast_x", m * k, gathered_x)
+        fwd = [*x, _cast(f"{name}_cast_w", k * n), *fwd]
+        bwd = [*_operand_casts(ctx, f"{name}_cast_dy", m * n, gathered_dy), *bwd]
     return fwd, bwd
 
 

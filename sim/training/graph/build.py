@@ -280,20 +280,33 @@ class _Builder:
         if parts is None:
             stage = self.setup.stages[s]
             parts = self._comms[key] = self._gather_parts(
-                stage.group("shard"), stage.group("edp"), unit
+                s, stage.group("shard"), stage.group("edp"), unit
             )
         label = AHEAD_LABEL if self.param_overlap else "zero_all_gather"
         return self.g.add(COLLECTIVE, gather, deps, comm=parts, label=label, stage=s,
                           pass_of=pid, nic=s if self.shared else -1)  # fmt: skip
 
+    def _peers(self, kind: str, s: int) -> tuple[tuple[str, ...], ...]:
+        """Groups running the same data-parallel collective as stage ``s``'s at once, whose
+        traffic shares the fabric with it: none unless :attr:`shared`; every stage's where
+        ZeRO-3 gathers and reduces throughout the step; the stage's own where each chunk
+        gathers once and reduces once (:attr:`gather_once`: the stages do so one after
+        another, as the pipeline fills and drains)."""
+        if not self.shared:
+            return ()
+        if self.gather_once:
+            return tuple(self.setup.stages[s].group(kind))
+        return self.all_groups[kind]
+
     def _gather_parts(
-        self, shard: Sequence[tuple[str, ...]], edp: Sequence[tuple[str, ...]], unit: Unit
-    ) -> tuple[Comm, ...]:
+        self, s: int, shard: Sequence[tuple[str, ...]], edp: Sequence[tuple[str, ...]],
+        unit: Unit,
+    ) -> tuple[Comm, ...]:  # fmt: skip
         out = []
         for kind, groups, nbytes in (("shard", shard, unit.gather_bytes),
                                      ("edp", edp, unit.expert_gather_bytes)):  # fmt: skip
             if nbytes > 0:
-                peers = self.all_groups[kind] if self.shared else ()
+                peers = self._peers(kind, s)
                 what = "param" if self.param_overlap else "zero3"
                 out.append(Comm("all_gather", nbytes, tuple(groups), peers,
                                 tag=f"{what} {kind} all_gather"))  # fmt: skip
@@ -355,7 +368,7 @@ class _Builder:
             for kind, op, nbytes in bucket.steps:
                 parts = self._comms.get(("dp", s, kind, op, nbytes))
                 if parts is None:
-                    peers = self.all_groups[kind] if self.shared else ()
+                    peers = self._peers(kind, s)
                     comm = Comm(op, nbytes, stage.group(kind), peers, tag=f"{kind} {op}",
                                 copies=self.sync_copies)  # fmt: skip
                     parts = self._comms[("dp", s, kind, op, nbytes)] = (comm,)

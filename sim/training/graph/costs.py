@@ -154,10 +154,12 @@ def op_context(setup: StepSetup) -> OpContext:
     cast = 2 + plan.grad_bytes if sem.reduce_every_microbatch and plan.grad_bytes > 2 else 0
     if plan.fsdp is not None and plan.zero >= 2 and plan.dp_cp > 1:
         cast += FSDP_FLAT_GRAD_BYTES
+    fw = sc.framework  # a framework that keeps the gathered input does not re-gather it
     return context_for(sc.model, plan, sc.training.seq_len, sc.training.precision,
                        sc.training.flash_attention, cast, sc.training.cross_entropy,
                        sc.training.fused_kernels, sc.training.attention_kernel,
-                       grad_accum_bytes(setup))  # fmt: skip
+                       grad_accum_bytes(setup),
+                       fw is None or not fw.tp_saves_gathered_input)  # fmt: skip
 
 
 #: (forward, backward) costs of a stage's units, kept across steps: key -> (the compute

@@ -20,11 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import yaml
-
-from sim.errors import CalibrationError
+from calibrate.sourced_table import sourced_rows
 from sim.training.memory.allocator import device_memory_bytes
 from sim.training.memory.report import MemoryReport, memory_per_gpu
 from sim.workload.framework_section import framework_semantics
@@ -87,16 +84,7 @@ class MemoryRow:
 
 def memory_rows(path: Path = MEMORY_TABLE) -> list[MemoryRow]:
     """Read the published peak-memory table. Raises CalibrationError on a bad file."""
-    try:
-        raw: Any = yaml.safe_load(path.read_text())
-        sources = raw["sources"]
-        rows = [MemoryRow(**r) for r in raw["rows"]]
-    except (OSError, KeyError, TypeError, yaml.YAMLError) as e:
-        raise CalibrationError(f"{path}: not a published-memory table ({e})") from None
-    for r in rows:
-        if r.source not in sources:
-            raise CalibrationError(f"{path}: row {r.label!r} names unknown source {r.source!r}")
-    return rows
+    return sourced_rows(path, "published-memory", lambda r: MemoryRow(**r))
 
 
 def predict_row(row: MemoryRow) -> MemoryReport:

@@ -136,6 +136,7 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
         training.setdefault("grad_dtype", framework.grad_reduce_dtype)
         training.setdefault("cross_entropy", _CROSS_ENTROPY[framework.cross_entropy])
         training.setdefault("grad_accum_fusion", framework.grad_accum_fusion)
+        training.setdefault("attention_kernel", framework.attention_kernel)
     _require(cluster, "cluster", "topology")
     _require(training, "training", "global_batch")
     _require(training, "training", "seq_len")

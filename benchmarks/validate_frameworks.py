@@ -1,0 +1,47 @@
+"""Framework benchmark tables against the framework presets, out of sample.
+
+Per row of ``calibrate/published_throughput.yaml`` (NeMo 24.07's and Megatron-Bridge's
+H100 FP8 summaries, torchtitan's H100 tables; sources in the file): the published
+tokens/s per GPU, the simulated one with everything the source does not print taken
+from the named framework's preset (ZeRO stage, overlaps, attention kernel,
+cross-entropy), the error, and the same with the parametric attention model (``fitted``)
+instead of the preset's kernel, for comparison. No fit reads these tables; torchtitan's
+70B bf16 pair set the async-TP slowdown (``sim/workload/frameworks.py``).
+
+Run: ``python benchmarks/validate_frameworks.py``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+
+from calibrate.published_throughput import ThroughputRow, throughput_rows
+from sim.training.step import simulate_step
+
+
+def _tokens(row: ThroughputRow, kernel: str | None) -> float:
+    sc = row.to_scenario()
+    if kernel is not None:
+        sc = replace(sc, training=replace(sc.training, attention_kernel=kernel))
+    return float(simulate_step(sc, network="analytical").tokens_per_s) / row.gpus
+
+
+def main() -> None:
+    """Print the table (see the module docstring)."""
+    print(f"{'source':<20}{'run':<33}{'published':>10}{'preset':>9}{'error':>8}"
+          f"{'fitted':>9}{'error':>8}   (tokens/s per GPU; attention kernel)")  # fmt: skip
+    errors: dict[str, list[float]] = defaultdict(list)
+    for r in throughput_rows():
+        preset, fitted = _tokens(r, None), _tokens(r, "fitted")
+        e = preset / r.measured - 1
+        errors[r.source].append(abs(e))
+        print(f"{r.source:<20}{r.label:<33}{r.measured:>10.1f}{preset:>9.1f}{e:>+8.1%}"
+              f"{fitted:>9.1f}{fitted / r.measured - 1:>+8.1%}")  # fmt: skip
+    for source, errs in errors.items():
+        print(f"{source}: {len(errs)} rows, mean |error| {sum(errs) / len(errs):.1%}, "
+              f"max {max(errs):.1%}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -2,10 +2,11 @@
 
 Per row of ``calibrate/published_throughput.yaml`` (NeMo 24.07's and Megatron-Bridge's
 H100 FP8 summaries, torchtitan's H100 tables; sources in the file): the published
-tokens/s per GPU, the simulated one with everything the source does not print taken
-from the named framework's preset (ZeRO stage, overlaps, attention kernel,
-cross-entropy), the error, and the same with the parametric attention model (``fitted``)
-instead of the preset's kernel, for comparison. No fit reads these tables; torchtitan's
+tokens/s per GPU, the simulated one as the row runs it (what the source does not print
+taken from the named framework's preset: ZeRO stage, overlaps, attention kernel,
+cross-entropy; NeMo 24.03's rows name the FlashAttention-2 its Transformer Engine ran),
+the error, and the same with the parametric attention model (``fitted``) instead, for
+comparison. No fit reads these tables; torchtitan's
 70B bf16 pair set the async-TP slowdown (``sim/workload/frameworks.py``).
 
 Run: ``python benchmarks/validate_frameworks.py``.
@@ -29,7 +30,7 @@ def _tokens(row: ThroughputRow, kernel: str | None) -> float:
 
 def main() -> None:
     """Print the table (see the module docstring)."""
-    print(f"{'source':<20}{'run':<33}{'published':>10}{'preset':>9}{'error':>8}"
+    print(f"{'source':<20}{'run':<33}{'published':>10}{'as run':>9}{'error':>8}"
           f"{'fitted':>9}{'error':>8}   (tokens/s per GPU; attention kernel)")  # fmt: skip
     errors: dict[str, list[float]] = defaultdict(list)
     for r in throughput_rows():

@@ -369,9 +369,10 @@ def _megatron_sources() -> dict[str, str]:
         "gradient_accumulation_fusion, on by default); megatron/core/extensions/"
         "transformer_engine.py: fuse_wgrad_accumulation=config.gradient_accumulation_fusion",
         "attention_kernel": "fitted: Transformer Engine chooses the backend at run time "
-        "(NVTE_FLASH_ATTN / NVTE_FUSED_ATTN; some releases prefer cuDNN fused attention on "
-        "Hopper, one disabled that preference) and the README's benchmark names neither; "
-        "its H100 table is validated with the fitted model (with cudnn: +13%, docs/frameworks.md)",
+        "(FlashAttention-2 where installed until mid-2024, cuDNN's fused attention on Hopper "
+        "since: NVIDIA/NeMo PR #9188) and the README's benchmark names neither its version "
+        "nor the backend; its H100 table is validated with the fitted model (with cudnn "
+        "+13%, with fa2 +10%: docs/frameworks.md)",
     }
 
 
@@ -399,7 +400,8 @@ def _nemo_sources() -> dict[str, str]:
         "expandable_segments": f"{_NEMO} scripts/performance/executors.py: "
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
         "attention_kernel": f"{_NEMO} scripts/performance/executors.py: NVTE_FUSED_ATTN=1 "
-        "('Enable cuDNN fused attention'; NVTE_FLASH_ATTN=0 in its 2024 versions), and "
+        "('Enable cuDNN fused attention'; NVTE_FLASH_ATTN=0 in its first version, PR #11702, "
+        "January 2025), and "
         "Transformer Engine prefers FusedAttention on Hopper when both are enabled",
     })  # fmt: skip
     return out

@@ -36,8 +36,10 @@ def test_gloo_run_fitted_to_cpu_host_reproduces_its_held_out_sizes(tmp_path: Pat
     once more (a noisy measurement, not the model, is what a second run changes), also when
     the fit's quality check refuses the first measurement. With the suite's other worker
     busy on the second core a measurement can be noisy twice in a row (seen 2026-12-02),
-    so up to three are taken; the last one's error is shown if its fit is refused."""
-    attempts = 3
+    and three times in a row in a full suite run later that day (medians 26.7%; the same
+    code passed twice in isolation minutes later), so up to five are taken; the last one's
+    error is shown if its fit is refused."""
+    attempts = 5
     for attempt in range(attempts):
         meas, prof = tmp_path / f"gloo{attempt}.json", tmp_path / f"gloo{attempt}.yaml"
         cmd = [sys.executable, "-m", "sim.cli", *GLOO, "--out", str(meas)]

@@ -15,17 +15,8 @@ Run: ``python benchmarks/validate_frameworks.py``.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import replace
 
-from calibrate.published_throughput import ThroughputRow, throughput_rows
-from sim.training.step import simulate_step
-
-
-def _tokens(row: ThroughputRow, kernel: str | None) -> float:
-    sc = row.to_scenario()
-    if kernel is not None:
-        sc = replace(sc, training=replace(sc.training, attention_kernel=kernel))
-    return float(simulate_step(sc, network="analytical").tokens_per_s) / row.gpus
+from calibrate.published_throughput import predicted_tokens_per_gpu, throughput_rows
 
 
 def main() -> None:
@@ -34,7 +25,8 @@ def main() -> None:
           f"{'fitted':>9}{'error':>8}   (tokens/s per GPU; attention kernel)")  # fmt: skip
     errors: dict[str, list[float]] = defaultdict(list)
     for r in throughput_rows():
-        preset, fitted = _tokens(r, None), _tokens(r, "fitted")
+        preset = predicted_tokens_per_gpu(r)
+        fitted = predicted_tokens_per_gpu(r, attention_kernel="fitted")
         e = preset / r.measured - 1
         errors[r.source].append(abs(e))
         print(f"{r.source:<20}{r.label:<33}{r.measured:>10.1f}{preset:>9.1f}{e:>+8.1%}"

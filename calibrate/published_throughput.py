@@ -16,7 +16,7 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,12 @@ def throughput_rows(path: Path = THROUGHPUT_TABLE) -> list[ThroughputRow]:
     return sourced_rows(path, "published-throughput", _row)
 
 
-def predicted_tokens_per_gpu(row: ThroughputRow, network: str = "analytical") -> float:
-    """Simulated tokens per second per GPU of ``row``'s run."""
-    result = simulate_step(row.to_scenario(network), network=network)
-    return float(result.tokens_per_s) / row.gpus
+def predicted_tokens_per_gpu(
+    row: ThroughputRow, network: str = "analytical", attention_kernel: str | None = None
+) -> float:
+    """Simulated tokens per second per GPU of ``row``'s run (with ``attention_kernel``
+    instead of the run's own where given)."""
+    sc = row.to_scenario(network)
+    if attention_kernel is not None:
+        sc = replace(sc, training=replace(sc.training, attention_kernel=attention_kernel))
+    return float(simulate_step(sc, network=network).tokens_per_s) / row.gpus

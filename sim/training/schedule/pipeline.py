@@ -85,10 +85,7 @@ def _group_table(m: int, v: int, n: int) -> list[tuple[int, int]]:
     last group takes every micro-batch left."""
     table: list[tuple[int, int]] = []
     for first in range(0, m, n):
-        stop = m if first + n >= m else first + n
-        table += [(mb, c) for c in range(v) for mb in range(first, stop)]
-        if stop == m:
-            break
+        table += [(mb, c) for c in range(v) for mb in range(first, min(first + n, m))]
     return table
 
 

@@ -80,6 +80,7 @@ __all__ = [
     "check_output_path",
     "decode_text",
     "dumps_json",
+    "file_stamp",
     "load_json",
     "load_shipped_yaml",
     "load_shipped_yaml_entry",
@@ -690,3 +691,21 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, option: str = 
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def file_stamp(name: str | None) -> tuple[int, int] | None:
+    """(modification time in ns, size in bytes) of ``name`` where it is a file, else None
+    (a preset or shipped name, ``none``, nothing): what a cache keyed on a topology or
+    profile named by path adds to its key, so a file edited between two calls in one
+    process (the Python API, a notebook) is read again rather than answered from the cache.
+
+    >>> file_stamp("h100-ib-ndr") is None and file_stamp(None) is None
+    True
+    """
+    if not name:
+        return None
+    try:
+        st = os.stat(name)
+    except (OSError, ValueError):  # not a path (or gone): the loader says what is wrong
+        return None
+    return (st.st_mtime_ns, st.st_size) if stat.S_ISREG(st.st_mode) else None

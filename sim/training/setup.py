@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from sim.catalog import GpuSpec
+from sim.files import file_stamp
 from sim.kept import Kept
 from sim.network import backend
 from sim.profile import Profile
@@ -92,9 +93,15 @@ class StepSetup:
         return self.stage_compute[s] if self.stage_compute else self.compute
 
 
-@cache
-def _topology(name: str, nodes: int | None, seed: int) -> Topology:
+@lru_cache(maxsize=16)  # a 16k-GPU topology is large: a few kept, not every one asked
+def _built(name: str, nodes: int | None, seed: int, stamp: tuple[int, int] | None) -> Topology:
     return load_topology(name, nodes=nodes, seed=seed)
+
+
+def _topology(name: str, nodes: int | None, seed: int) -> Topology:
+    """The built topology, once per (preset or file, servers, seed) and per version of the
+    file (:func:`sim.files.file_stamp`): an edited topology file is built again."""
+    return _built(name, nodes, seed, file_stamp(name))
 
 
 def cached_topology(name: str, nodes: int | None, seed: int) -> Topology:
@@ -202,14 +209,14 @@ _RESOLVED: Kept[tuple[Resolved, dict[str, Any]]] = Kept(limit=64)
 def _resolved(
     request: str | None, topology: Topology, force: bool
 ) -> tuple[Resolved, dict[str, Any]]:
-    """:func:`resolve_profile` and its facts, kept per (request, topology, force): a sweep or
-    a plan asks again for every point."""
+    """:func:`resolve_profile` and its facts, kept per (request, topology, force) and per
+    version of a profile file: a sweep or a plan asks again for every point."""
 
     def make() -> tuple[Resolved, dict[str, Any]]:
         resolved = resolve_profile(request, topology, force=force)
         return resolved, describe(resolved, topology)
 
-    return _RESOLVED.get((request, force), (topology,), make)
+    return _RESOLVED.get((request, force, file_stamp(request)), (topology,), make)
 
 
 def resolve_step_profile(

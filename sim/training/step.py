@@ -8,6 +8,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import replace
 
 from sim.collectives.engine import SCOPE_NAME
+from sim.files import file_stamp
 from sim.result import StepResult
 from sim.scenario.load import Scenario
 from sim.topology.model import Topology
@@ -114,9 +115,11 @@ def _result_key(
     scenario: Scenario, network: str | None, profile: str | None, force: bool
 ) -> Hashable | None:
     """What a step's result depends on: the scenario without the sections of the layers
-    over the step, the network and the profile choice (None when unhashable)."""
+    over the step, the network, the profile choice and the stamps of the topology and
+    profile files it names (None when unhashable)."""
     core = replace(scenario, variability=None, reliability=None, spot=None, energy=None)
-    key = (core, network or scenario.network, profile, force)
+    files = (scenario.cluster.topology, scenario.profile, profile)
+    key = (core, network or scenario.network, profile, force, tuple(map(file_stamp, files)))
     try:
         hash(key)
     except TypeError:

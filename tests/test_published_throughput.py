@@ -12,6 +12,7 @@ under PP, 13.0% / 23.6% on the NeMo rows and 21.4% on torchtitan's 405B rows).
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 import pytest
 
@@ -21,7 +22,10 @@ from calibrate.published_throughput import (
     throughput_rows,
 )
 
-ROWS = throughput_rows()
+ALL_ROWS = throughput_rows()
+#: The rows the bounds hold; the others are known gaps, each a strict expected failure.
+ROWS = [r for r in ALL_ROWS if not r.known_gap]
+GAPS = [r for r in ALL_ROWS if r.known_gap]
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +35,9 @@ def errors() -> dict[str, float]:
 
 
 def test_the_table_covers_three_frameworks_and_names_its_sources() -> None:
-    frameworks = {r.scenario["training"]["framework"] for r in ROWS}
-    assert frameworks == {"nemo", "torchtitan"} and len(ROWS) == 27
-    assert all(r.measured > 0 and r.gpus >= 8 for r in ROWS)
+    frameworks = {r.scenario["training"]["framework"] for r in ALL_ROWS}
+    assert frameworks == {"nemo", "torchtitan"} and len(ROWS) == 27 and len(GAPS) == 2
+    assert all(r.measured > 0 and r.gpus >= 8 for r in ALL_ROWS)
 
 
 def test_every_run_is_within_15_percent(errors: dict[str, float]) -> None:
@@ -77,3 +81,27 @@ def test_long_sequences_slow_down_as_the_attention_grows() -> None:
 def test_gpus_multiply_the_parallel_degrees() -> None:
     row = ThroughputRow("x", "s", 1.0, {"parallel": {"tp": 2, "pp": 3, "cp": 2, "dp": 4}})
     assert row.gpus == 48
+
+
+@pytest.mark.parametrize(
+    "row",
+    [pytest.param(r, marks=pytest.mark.xfail(reason=r.known_gap, strict=True), id=r.label)
+     for r in GAPS],
+)  # fmt: skip
+def test_a_known_gap_is_still_missed(row: ThroughputRow) -> None:
+    """torchtitan's two H200 runs (Llama 3.1 8B, fp8, 32 and 64 GPUs) through the profile
+    a user gets on H200 (auto-selected h200-ops): +38% and +40% (measured 2026-12-02).
+    Strict: a model that brings them within 15% turns this into a failure that says to
+    move them into the bounds."""
+    assert abs(predicted_tokens_per_gpu(row) / row.measured - 1) <= 0.15
+
+
+def test_the_h200_gap_is_the_op_level_profile_not_the_gpu() -> None:
+    """What the known gap's reason states: with the shipped defaults (profile none) the
+    H200 runs come out 15-25% slow, as torchtitan's H100 fp8 runs do without a model of
+    torch.compile; the op-level profile h200-ops is what makes them 35-45% fast."""
+    for row in GAPS:
+        auto = predicted_tokens_per_gpu(row) / row.measured - 1
+        sc = {**row.scenario, "profile": "none"}
+        defaults = predicted_tokens_per_gpu(replace(row, scenario=sc)) / row.measured - 1
+        assert 0.35 <= auto <= 0.45 and -0.25 <= defaults <= -0.15, (row.label, auto, defaults)

@@ -29,6 +29,7 @@ PRESETS = {  # name -> (GPUs, servers, GPUs per server) at the preset's default 
     "grand-teton-h100": (64, 8, 8),
     "dgx-h100": (8, 1, 8),
     "h100-ib-ndr": (256, 32, 8),
+    "h200-ib-ndr": (256, 32, 8),
     "h100-ib-ndr-3tier": (2048, 256, 8),
     "h100-roce-400g": (256, 32, 8),
     "h100-tcp-100g": (32, 4, 8),

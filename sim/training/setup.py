@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -93,7 +93,7 @@ class StepSetup:
         return self.stage_compute[s] if self.stage_compute else self.compute
 
 
-@lru_cache(maxsize=16)  # a 16k-GPU topology is large: a few kept, not every one asked
+@cache
 def _built(name: str, nodes: int | None, seed: int, stamp: tuple[int, int] | None) -> Topology:
     return load_topology(name, nodes=nodes, seed=seed)
 

@@ -162,7 +162,10 @@ def _add_compare(cal: argparse._SubParsersAction) -> None:
     )
     p.add_argument("step", metavar="STEP", help="calibrate step measurement file")
     p.add_argument("--trace", help="its profiler trace (default: the one the file names)")
-    p.add_argument("--profile", help="profile whose compute section to simulate with")
+    p.add_argument(
+        "--profile",
+        help="profile whose compute section to simulate with (shipped name, file or none)",
+    )
     p.add_argument("--topology", default="cpu-single", help="topology the job ran on")
     p.add_argument("--reader", default="json", help="trace reader: json (built in) or hta")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
@@ -173,17 +176,16 @@ def _compare(args: argparse.Namespace) -> int:
     from calibrate.compare import compare, format_comparison
     from calibrate.measurements import load_measurements
     from sim.errors import CalibrationError
-    from sim.files import dumps_json, load_yaml, read_text
+    from sim.files import dumps_json
+    from sim.profile import load_profile
     from sim.topology.presets import load_topology
 
     step = load_measurements(args.step)
     trace = args.trace or step.meta.details.get("trace")
     if not isinstance(trace, str) or not trace:
         raise CalibrationError(f"{args.step}: names no trace; give --trace FILE")
-    compute: dict[str, Any] = {}
-    if args.profile:
-        tree = load_yaml(read_text(args.profile, "profile"), args.profile)
-        compute = dict(tree.get("compute") or {}) if isinstance(tree, dict) else {}
+    # a shipped name, a file or none, as on every command that simulates
+    compute = dict(load_profile(args.profile).compute) if args.profile else {}
     c = compare(step, trace, load_topology(args.topology), compute, args.reader)
     print(dumps_json(c.to_dict(), indent=1, sort_keys=True) if args.json else format_comparison(c))
     return 0

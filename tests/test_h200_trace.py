@@ -9,7 +9,8 @@ import pytest
 
 from calibrate.trace_reader import kernel_table, read_trace, trace_measurements
 
-DATA = Path(__file__).resolve().parents[1] / "calibrate" / "measurements" / "h200-2026-11-26"
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "calibrate" / "measurements" / "h200-2026-11-26"
 TRACE = DATA / "step_trace.json.gz"
 
 
@@ -38,3 +39,23 @@ def test_the_shipped_h200_profile_names_its_hardware_and_error(shipped: str) -> 
     p = load_profile(shipped)
     assert p.hardware is not None and p.hardware.gpu == "H200"
     assert any(b.what == "step" for b in p.error_bars)
+
+
+def test_compare_takes_a_profile_by_shipped_name_file_or_none(capsys) -> None:
+    """``calibrate compare --profile`` reads profiles as every simulating command does: the
+    shipped name gives what the file gives, ``none`` the catalog's values (the H200 step job:
+    -13.7% with h200-ops, +13.3% with the catalog, docs/compute.md)."""
+    import json
+
+    from sim.cli import main
+
+    base = ["calibrate", "compare", str(DATA / "step.json"), "--trace",
+            str(DATA / "step_trace.json.gz"), "--topology", "single-h200", "--json"]  # fmt: skip
+    steps = {}
+    for profile in ("h200-ops", "calibrate/profiles/h200-ops.yaml", "none"):
+        assert main([*base, "--profile", str(REPO / profile) if "/" in profile else profile]) == 0
+        steps[profile] = json.loads(capsys.readouterr().out)
+    assert steps["h200-ops"] == steps["calibrate/profiles/h200-ops.yaml"]
+    assert steps["none"] != steps["h200-ops"]
+    assert main([*base, "--profile", "no-such-profile"]) == 2
+    assert "unknown profile 'no-such-profile'" in capsys.readouterr().err

@@ -59,3 +59,18 @@ def test_compare_takes_a_profile_by_shipped_name_file_or_none(capsys) -> None:
     assert steps["none"] != steps["h200-ops"]
     assert main([*base, "--profile", "no-such-profile"]) == 2
     assert "unknown profile 'no-such-profile'" in capsys.readouterr().err
+
+
+def test_the_h200_profile_carries_its_out_of_sample_error_and_it_is_current() -> None:
+    """h200-ops's ``training`` error bars are torchtitan's two H200 runs predicted through
+    it (calibrate/published_throughput.yaml): what `run` prints on H200 is what those runs
+    give today (within 0.5 points), so the bar cannot go stale when the model moves."""
+    from calibrate.published_throughput import predicted_tokens_per_gpu, throughput_rows
+    from sim.profile import load_profile
+
+    bars = {b.metric: b for b in load_profile("h200-ops").error_bars if b.what == "training"}
+    runs = [r for r in throughput_rows() if r.source == "titan-h200-2025"]
+    errors = [100 * abs(predicted_tokens_per_gpu(r) / r.measured - 1) for r in runs]
+    assert bars["mean_ape_pct"].cases == len(runs) == 2
+    assert abs(bars["mean_ape_pct"].value - sum(errors) / len(errors)) <= 0.5
+    assert abs(bars["max_ape_pct"].value - max(errors)) <= 0.5

@@ -184,7 +184,8 @@ def _compare(args: argparse.Namespace) -> int:
     trace = args.trace or step.meta.details.get("trace")
     if not isinstance(trace, str) or not trace:
         raise CalibrationError(f"{args.step}: names no trace; give --trace FILE")
-    # a shipped name, a file or none, as on every command that simulates
+    # a shipped name, a file or none, loaded as every command loads one; its hardware is
+    # not checked against --topology (only its compute section is used)
     compute = dict(load_profile(args.profile).compute) if args.profile else {}
     c = compare(step, trace, load_topology(args.topology), compute, args.reader)
     print(dumps_json(c.to_dict(), indent=1, sort_keys=True) if args.json else format_comparison(c))

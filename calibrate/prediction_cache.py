@@ -5,9 +5,10 @@ protocol (:mod:`calibrate.loto`) runs several fits; the same command run again a
 exactly the same predictions (the fits are deterministic). :class:`PredictionCache` keys a
 prediction by
 
-- the code: a SHA-256 over every ``.py`` and ``.yaml`` file of ``sim/`` and
-  ``topologies/`` (:func:`code_fingerprint`), so any change to the simulator or its
-  catalogs starts a new, empty cache;
+- the code: a SHA-256 over every ``.py`` and ``.yaml`` file of ``sim/``,
+  ``topologies/`` and ``calibrate/profiles/`` (:func:`code_fingerprint`), so any change
+  to the simulator, its catalogs or a shipped profile (a row without one picks the
+  profile measured on its hardware) starts a new, empty cache;
 - the row: a SHA-256 of the scenario's ``repr`` (every field of the validated scenario:
   what the row readers of ``calibrate/`` make of a published row) and the metric read
   from the result;
@@ -43,7 +44,7 @@ from sim.files import write_atomic
 __all__ = ["PredictionCache", "code_fingerprint", "default_folder", "row_key"]
 
 _ROOT = Path(__file__).resolve().parents[1]
-_CODE = ("sim", "topologies")
+_CODE = ("sim", "topologies", "calibrate/profiles")
 
 
 @cache

@@ -2,10 +2,11 @@
 
 ``calibrate/published_throughput.yaml`` holds runs of framework benchmark tables that no
 fit in this project reads (NeMo's and Megatron-Bridge's H100 FP8 summaries, torchtitan's
-H100 tables), each as a clustersim scenario with the tokens/s per GPU its source
-reports. They test the presets out of sample: the framework named in each scenario
-supplies every default the source does not print (ZeRO stage, overlap, attention kernel,
-cross-entropy), so a preset that stops matching its framework shows here.
+H100 tables and its H200 runs, the last a known miss: ``known_gap``), each as a
+clustersim scenario with the tokens/s per GPU its source reports. They test the presets
+out of sample: the framework named in each scenario supplies every default the source
+does not print (ZeRO stage, overlap, attention kernel, cross-entropy), so a preset that
+stops matching its framework shows here.
 
 >>> rows = throughput_rows()
 >>> rows[0].label, rows[0].measured

@@ -33,7 +33,13 @@ from typing import Any
 
 from sim.collectives.params import CollectiveParams, default_params
 from sim.errors import ConfigError
-from sim.files import load_shipped_yaml, load_shipped_yaml_entry, load_yaml, read_text
+from sim.files import (
+    file_stamp,
+    load_shipped_yaml,
+    load_shipped_yaml_entry,
+    load_yaml,
+    read_text,
+)
 from sim.profile_models import HardwareModel, ProfileModel
 from sim.validation import validate_model
 
@@ -195,18 +201,17 @@ def _hardware(hw: HardwareModel) -> Hardware:
 def load_profile(name_or_path: str | None) -> Profile:
     """Load a profile by shipped name or path; ``None`` or ``"none"`` gives the defaults.
 
-    Loaded profiles are cached (a file by path and modification time), so repeated
+    Loaded profiles are cached (a file by path, modification time and size:
+    :func:`sim.files.file_stamp`), so repeated
     simulations share one parameter object and the caches keyed on it.
     """
     if name_or_path is None or name_or_path == NO_PROFILE:
         return _load(None, None)
-    path = Path(name_or_path)
-    stamp = path.stat().st_mtime_ns if path.is_file() else None
-    return _load(name_or_path, stamp)
+    return _load(name_or_path, file_stamp(name_or_path))
 
 
 @functools.lru_cache(maxsize=64)
-def _load(name_or_path: str | None, _stamp: int | None) -> Profile:
+def _load(name_or_path: str | None, _stamp: tuple[int, int] | None) -> Profile:
     if name_or_path is None:
         return Profile("defaults", default_params())
     name, tree = _read(name_or_path)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cache
 from typing import Any
 
 import numpy as np
@@ -93,15 +92,19 @@ class StepSetup:
         return self.stage_compute[s] if self.stage_compute else self.compute
 
 
-@cache
-def _built(name: str, nodes: int | None, seed: int, stamp: tuple[int, int] | None) -> Topology:
-    return load_topology(name, nodes=nodes, seed=seed)
+#: Built topologies per (preset or file, servers, seed): the file's stamp and the topology.
+_BUILT: dict[tuple[str, int | None, int], tuple[tuple[int, int] | None, Topology]] = {}
 
 
 def _topology(name: str, nodes: int | None, seed: int) -> Topology:
     """The built topology, once per (preset or file, servers, seed) and per version of the
-    file (:func:`sim.files.file_stamp`): an edited topology file is built again."""
-    return _built(name, nodes, seed, file_stamp(name))
+    file (:func:`sim.files.file_stamp`): an edited topology file is built again and
+    replaces the version built before."""
+    key, stamp = (name, nodes, seed), file_stamp(name)
+    kept = _BUILT.get(key)
+    if kept is None or kept[0] != stamp:
+        kept = _BUILT[key] = (stamp, load_topology(name, nodes=nodes, seed=seed))
+    return kept[1]
 
 
 def cached_topology(name: str, nodes: int | None, seed: int) -> Topology:

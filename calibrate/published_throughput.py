@@ -70,11 +70,15 @@ def throughput_rows(path: Path = THROUGHPUT_TABLE) -> list[ThroughputRow]:
 
 
 def predicted_tokens_per_gpu(
-    row: ThroughputRow, network: str = "analytical", attention_kernel: str | None = None
+    row: ThroughputRow,
+    network: str = "analytical",
+    attention_kernel: str | None = None,
+    profile: str | None = None,
 ) -> float:
     """Simulated tokens per second per GPU of ``row``'s run (with ``attention_kernel``
-    instead of the run's own where given)."""
+    instead of the run's own, and ``profile`` (a name, file or ``none``) instead of the one
+    selected for its hardware, where given)."""
     sc = row.to_scenario(network)
     if attention_kernel is not None:
         sc = replace(sc, training=replace(sc.training, attention_kernel=attention_kernel))
-    return float(simulate_step(sc, network=network).tokens_per_s) / row.gpus
+    return float(simulate_step(sc, network=network, profile=profile).tokens_per_s) / row.gpus

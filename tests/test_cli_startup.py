@@ -91,6 +91,19 @@ def test_analytical_collective_loads_no_event_loop() -> None:
     _assert_not_imported(argv, NOT_FOR_CLOSED_FORM)
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["run", "llama3-8b-dgx", "--network", "analytical"],
+     ["plan", "llama3-8b-dgx", "--top", "2"]],
+)  # fmt: skip
+def test_analytical_steps_and_plans_load_no_event_loop(argv: list[str]) -> None:
+    """A training step on the analytical network is list-scheduled (pipeline sends by the
+    closed form of :mod:`sim.network.batch`), and a scenario's reliability section is
+    parsed without the failure simulator: SimPy stays unimported (~70 ms of every
+    analytical ``run``, ``sweep`` and ``plan``)."""
+    _assert_not_imported(argv, ("simpy", "sim.network.base", "sim.network.flow"))
+
+
 def _assert_not_imported(argv: list[str], modules: tuple[str, ...]) -> None:
     """Run ``clustersim ARGV`` in a fresh interpreter; none of ``modules`` may be imported."""
     code = (

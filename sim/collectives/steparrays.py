@@ -241,7 +241,7 @@ def step_loads(
     incast-reduced capacities: ``max over its links of step load / capacity``.
 
     Capacities are line rate less the incast loss of lossy links crossed by several of the
-    step's transfers (the analytical network's :func:`sim.network.analytical.batch_times_s`, on the touched links only).
+    step's transfers (the analytical network's :func:`sim.network.batch.batch_times_s`, on the touched links only).
     """
     topo = table.routes.topology
     flat, share, owner = gather(table, step)

@@ -29,13 +29,15 @@ import math
 from collections.abc import Generator, Sequence
 from dataclasses import asdict, dataclass
 from itertools import accumulate
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import simpy
 
 from sim.errors import ConfigError
 from sim.reliability.interruptions import Interruptions
+
+if TYPE_CHECKING:  # SimPy is imported when a run is simulated: every scenario load imports
+    import simpy  # this package (its config), and most never simulate a run
 
 __all__ = ["GoodputSimulation", "SimulatedRun", "simulate_goodput", "simulate_run"]
 
@@ -61,6 +63,8 @@ class _Ledger:
 def _restart(
     env: simpy.Environment, job: Interruptions, cause: int, book: _Ledger
 ) -> Generator[Any, Any, None]:
+    import simpy
+
     while True:
         began = env.now
         try:
@@ -79,6 +83,8 @@ def _trainer(
     job: Interruptions,
     book: _Ledger,
 ) -> Generator[Any, Any, None]:
+    import simpy
+
     for seconds in work:
         while True:
             began = env.now
@@ -130,6 +136,8 @@ def simulate_run(
     """
     if not work_s or any(not (math.isfinite(w) and w > 0) for w in work_s):
         raise ConfigError("event simulation: every segment needs a finite work time > 0 s")
+    import simpy
+
     env = simpy.Environment()
     book = _Ledger()
     trainer = env.process(_trainer(env, work_s, checkpoint_s, job, book))

@@ -6,6 +6,7 @@ import copy
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from sim.collectives.engine import SCOPE_NAME
 from sim.files import file_stamp
@@ -16,7 +17,6 @@ from sim.training.compute.passes import CollectiveTimer, timer_for
 from sim.training.graph.costs import chunk_costs
 from sim.training.graph.execute import StepRun, ideal_run, run_graph
 from sim.training.graph.fold import fold_run
-from sim.training.graph.simulate import Progress
 from sim.training.graph.task import COLLECTIVE, COMPUTE, Comm
 from sim.training.graph.timelines import StageTimeline
 from sim.training.hetero.replicas import mixed_path, mixed_step
@@ -27,6 +27,9 @@ from sim.training.setup import StepSetup, prepare_step
 from sim.training.techniques import apply_techniques, ps_link_bytes
 from sim.training.techniques_report import techniques_record
 from sim.workload.plan import placement_notes
+
+if TYPE_CHECKING:  # SimPy's executor is imported when a network is simulated
+    from sim.training.graph.simulate import Progress
 
 __all__ = ["collective_timer", "run_step", "simulate_step"]
 

@@ -25,7 +25,7 @@ from sim.collectives.schedule import Schedule
 from sim.collectives.simulate import CollectiveSetup, simulate_collective
 from sim.collectives.twins import Twin, twin_key
 from sim.kept import Kept
-from sim.network.analytical import batch_times_s
+from sim.network.batch import batch_times_s
 from sim.topology.model import Topology
 from sim.training.compute.kernels import op_time_s
 from sim.training.compute.params import ComputeParams
@@ -103,7 +103,7 @@ class CollectiveTimer:
     ) -> float:
         """Seconds until transfers of ``nbytes`` between every ``(src, dst)`` of ``pairs``,
         started together, have all landed on the analytical network (each capped at
-        ``rate_cap_Bps``; :func:`sim.network.analytical.batch_times_s`); 0 without bytes or
+        ``rate_cap_Bps``; :func:`sim.network.batch.batch_times_s`); 0 without bytes or
         pairs that cross a link. Cached: a step's pipeline sends repeat a few shapes."""
         key = (tuple(tuple(p) for p in pairs), float(nbytes), float(rate_cap_Bps))
         t = self._batches.get(key)

@@ -14,17 +14,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sim.network import backend
-from sim.network.base import Network
 from sim.training.compute.passes import CollectiveTimer, PassCost
 from sim.training.graph.build import AHEAD_LABEL, build_step_graph
 from sim.training.graph.costs import chunk_costs
 from sim.training.graph.listsched import list_schedule
-from sim.training.graph.simulate import Progress, simulate_graph
 from sim.training.graph.task import COMPUTE, StepGraph
 from sim.training.graph.timelines import PassRecord, StageTimeline
 from sim.training.setup import StepSetup
+
+if TYPE_CHECKING:  # SimPy's executor and backends are imported when a network is simulated
+    from sim.network.base import Network
+    from sim.training.graph.simulate import Progress
 
 __all__ = [
     "OPTIMIZER_LABELS",
@@ -92,6 +95,8 @@ def execute(
     if backend(network).closed_form:
         start, end = list_schedule(graph, timer, skip)
         return Execution(start, end, None)
+    from sim.training.graph.simulate import simulate_graph
+
     start, end, net = simulate_graph(graph, timer, network, record=record, progress=progress,
                                      skip=skip)  # fmt: skip
     return Execution(start, end, net)

@@ -10,7 +10,7 @@ its dependencies and the task before it on its stream have ended, and lasts
   slowest group alone plus the extra load of the most loaded link), over ``peers`` where
   the builder names them; parts one after the other;
 - ``TRANSFER``: the analytical network's time of its transfers started together
-  (:func:`sim.network.analytical.batch_times_s`), plus the software latency.
+  (:func:`sim.network.batch.batch_times_s`), plus the software latency.
 
 This runs in O(tasks + dependencies), which is what makes sweeps of thousands of
 configurations cheap. One contention rule beyond those closed forms (an approximation,

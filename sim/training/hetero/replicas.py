@@ -29,6 +29,7 @@ are counted from the slowest class as if every replica were like it; a profile's
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from sim.catalog import GpuSpec
 from sim.errors import ConfigError
@@ -37,12 +38,14 @@ from sim.training.compute.params import ComputeParams, compute_params
 from sim.training.compute.passes import CollectiveTimer
 from sim.training.graph.costs import chunk_costs, op_context
 from sim.training.graph.execute import StepRun, run_graph
-from sim.training.graph.simulate import Progress
 from sim.training.hetero.split import split_layers, split_microbatches
 from sim.training.setup import StageGroups, StepSetup, stage_groups
 from sim.workload.ops import layer_ops
 from sim.workload.plan_checks import validate_plan
 from sim.workload.stages import stage_layers
+
+if TYPE_CHECKING:  # SimPy's executor is imported when a network is simulated
+    from sim.training.graph.simulate import Progress
 
 __all__ = ["MixedStep", "ReplicaClass", "layer_compute_s", "mixed_path", "mixed_step"]
 

@@ -21,7 +21,10 @@ From ``compute`` measurement files (``calibrate.compute.run_compute``):
   (:func:`sim.training.compute.kernels.memory_time_s`: bytes at ``mem_eff`` of the HBM
   bandwidth or nominal FLOPs at ``vector_eff`` of the vector peak, whichever is slower):
   on a GPU every one is bandwidth-bound (``vector_eff`` keeps its catalog value unless a
-  record needs it), on a CPU thread GELU's erf and softmax's exp are compute-bound;
+  record needs it), on a CPU thread GELU's erf and softmax's exp are compute-bound.
+  The kernels are timed one by one, so this is the kernel-level ``mem_eff``
+  (``mem_training_factor`` 1); a training step applies the catalog's factor on top, as
+  it applies ``matmul_training_factor`` to the GEMM ceiling;
 - launch records → ``launch_overhead_s``: median time per tiny kernel (s).
 
 On a CPU, where one thread runs both the framework and the kernels, what eager training
@@ -155,13 +158,14 @@ def _fit_matmul(
 
 
 def _base(gpu: GpuSpec, threads: int | None, launch_s: float) -> ComputeParams:
-    """The GPU's catalog parameters (dataclass defaults without an entry) as the GEMM fit
-    sees a micro-benchmark: no training factor, the measured launch, ``threads`` SMs."""
+    """The GPU's catalog parameters (dataclass defaults without an entry) as the fits see
+    a micro-benchmark: no training factor (GEMMs' nor elementwise kernels'), the measured
+    launch, ``threads`` SMs."""
     try:
         p = compute_params(gpu.name)
     except ConfigError:
         p = ComputeParams(gpu=gpu.name)
-    p = replace(p, matmul_training_factor=1.0, launch_overhead_s=launch_s)
+    p = replace(p, matmul_training_factor=1.0, mem_training_factor=1.0, launch_overhead_s=launch_s)
     return replace(p, sm_count=threads) if threads else p
 
 

@@ -138,7 +138,9 @@ FITS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[ParamSpec, ...]]] 
         (
             ParamSpec("matmul_training_factor", 0.3, 1.0),
             ParamSpec("attn_eff_max", 0.1, 1.0),
-            ParamSpec("mem_eff", 0.1, 1.0),
+            # H100's mem_eff is the kernel-level value (measured on the same die): the fit
+            # sets what a training step keeps of it, as matmul_training_factor for GEMMs
+            ParamSpec("mem_training_factor", 0.1, 1.0),
             ParamSpec("comm_interference", 0.0, 1.0),
             ParamSpec("attn_odd_head_dim_eff", 0.1, 1.0),
         ),

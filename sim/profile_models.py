@@ -209,6 +209,7 @@ class ComputeSection(BaseModel):
     attn_eff_max: Fraction | None = None
     attn_bwd_ratio: Fraction | None = None
     mem_eff: Fraction | None = None
+    mem_training_factor: Fraction | None = None
     vector_eff: Fraction | None = None
     comm_interference: Fraction0 | None = None
     stream_eff: Fraction | None = None

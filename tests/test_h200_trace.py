@@ -44,7 +44,7 @@ def test_the_shipped_h200_profile_names_its_hardware_and_error(shipped: str) -> 
 def test_compare_takes_a_profile_by_shipped_name_file_or_none(capsys) -> None:
     """``calibrate compare --profile`` reads profiles as every simulating command does: the
     shipped name gives what the file gives, ``none`` the catalog's values (the H200 step job:
-    -13.7% with h200-ops, +13.3% with the catalog, docs/compute.md)."""
+    +5.1% with h200-ops, +13.3% with the catalog, docs/compute.md)."""
     import json
 
     from sim.cli import main

@@ -17,7 +17,7 @@ runs as (per pass; every kernel adds ``launch_overhead_s``):
 Batch norm, ReLU, pooling, residual adds and concatenation are the framework's
 elementwise kernels: as for a transformer (``training.fused_kernels``), eager framework
 kernels (PyTorch's NCHW batch norm and separate ReLU, its autograd copies) move their
-bytes at ``mem_eff``, fused bandwidth-tuned ones (TensorFlow's fused batch norm, cuDNN's
+bytes at ``mem_eff * mem_training_factor``, fused bandwidth-tuned ones (TensorFlow's fused batch norm, cuDNN's
 fused kernels) at ``stream_eff``.
 
 An implicit GEMM runs at the GEMM model's compute rate
@@ -38,7 +38,8 @@ multiplies (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", C
 channel tiles (``conv_tile``): it issues the multiply-adds of its output channels padded to
 whole tiles and, for each filter tap, of its input channels padded to whole K slabs
 (:func:`channel_padding`). Memory-bound kernels move their element accesses
-(2 bytes each in fp16/bf16, 4 in fp32) at ``hbm_Bps * mem_eff`` (or ``stream_eff``).
+(2 bytes each in fp16/bf16, 4 in fp32) at ``hbm_Bps * mem_eff * mem_training_factor``
+(or ``stream_eff``).
 
 Not modelled: NCHW/NHWC layout transposes, kernel fusion beyond cuDNN's (a framework
 that fuses batch norm, ReLU and the residual add moves fewer bytes), data loading.
@@ -57,7 +58,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sim.catalog import GpuSpec
-from sim.training.compute.kernels import gemm_compute_s
+from sim.training.compute.kernels import eager_mem_eff, gemm_compute_s
 from sim.training.compute.params import ComputeParams
 
 if TYPE_CHECKING:  # the layer-list package imports this module (no import loop at run time)
@@ -139,7 +140,7 @@ def conv_layer_s(c: ConvShape, b: int, dtype: str, gpu: GpuSpec, p: ComputeParam
     for a micro-batch of ``b`` samples in ``dtype`` (see the module docstring).
 
     ``first``: the network's first layer (no data gradient); ``fused``: its elementwise
-    kernels are fused, bandwidth-tuned ones (``stream_eff``), not eager (``mem_eff``).
+    kernels are fused, bandwidth-tuned ones (``stream_eff``), not eager (``mem_eff * mem_training_factor``).
     """
     el = 4 if dtype == "fp32" else 2
     spatial = c.kh * c.kw * c.h * c.w > 1
@@ -161,6 +162,6 @@ def conv_layer_s(c: ConvShape, b: int, dtype: str, gpu: GpuSpec, p: ComputeParam
     accesses = NORM_ACCESSES[c.norm][side] * c.out_elements + (
         c.after_bwd if backward else c.after_fwd
     )
-    memory = b * accesses * el / (gpu.hbm_Bps * (p.stream_eff if fused else p.mem_eff))
+    memory = b * accesses * el / (gpu.hbm_Bps * (p.stream_eff if fused else eager_mem_eff(p)))
     others = conv_kernels(c, backward, first) - _gemm_count(backward, first)  # GEMMs' are in t
     return t + memory + others * p.launch_overhead_s

@@ -27,14 +27,15 @@ fitted end to end where the clock was not measured): together the *sustain* fact
   sustain * s/(s+attn_seq_half) * d/(d+attn_head_dim_half)``, times ``attn_bwd_ratio``
   for the backward.
 - **Memory-bound** (norms, activations, dropout, residual adds, rotary, softmax,
-  cross-entropy): ``max(bytes / (hbm_Bps * mem_eff), flops / (peak[vector_dtype] *
-  vector_eff))``; fused bandwidth-tuned kernels (fp8 cast-transpose, the optimizer step,
-  class ``"stream"``) move bytes at ``stream_eff`` instead.
+  cross-entropy): ``max(bytes / (hbm_Bps * mem_eff * mem_training_factor),
+  flops / (peak[vector_dtype] * vector_eff))`` (:func:`eager_mem_eff`); fused
+  bandwidth-tuned kernels (fp8 cast-transpose, the optimizer step, class ``"stream"``)
+  move bytes at ``stream_eff`` instead.
 
 Every kernel adds ``launch_overhead_s``.
 
 Whole layers of layer-list models without a convolution shape use
-:func:`roofline_time_s` (FLOPs at the shape-free GEMM ceiling, bytes at ``mem_eff``);
+:func:`roofline_time_s` (FLOPs at the shape-free GEMM ceiling, bytes at :func:`eager_mem_eff`);
 convolutions with a shape are timed by :mod:`sim.training.compute.conv`.
 
 >>> from sim.catalog import gpu_spec
@@ -63,6 +64,7 @@ __all__ = [
     "SPLIT_K_MIN",
     "attention_executed_flops",
     "attention_time_s",
+    "eager_mem_eff",
     "gemm_compute_s",
     "gemm_io_bytes",
     "gemm_shape_eff",
@@ -88,6 +90,18 @@ def sustain(p: ComputeParams) -> float:
     """Fraction of the micro-benchmark rate tensor-core kernels sustain in training:
     ``sustained_clock * matmul_training_factor`` (no units)."""
     return p.sustained_clock * p.matmul_training_factor
+
+
+def eager_mem_eff(p: ComputeParams) -> float:
+    """Fraction of HBM bandwidth eager framework elementwise kernels reach in a training
+    step: ``mem_eff * mem_training_factor`` (no units).
+
+    >>> from sim.training.compute.params import compute_params
+    >>> p = compute_params("H100-SXM")
+    >>> eager_mem_eff(p) == p.mem_eff * p.mem_training_factor
+    True
+    """
+    return p.mem_eff * p.mem_training_factor
 
 
 def peak_flops(gpu: GpuSpec, dtype: str) -> float:
@@ -249,7 +263,7 @@ def memory_time_s(nbytes: float, flops: float, gpu: GpuSpec, p: ComputeParams,
     elementwise kernel (``mem_eff``).
     """
     vector = gpu.peak_flops.get(p.vector_dtype) or peak_flops(gpu, "bf16")
-    eff = p.stream_eff if fused else p.mem_eff
+    eff = p.stream_eff if fused else eager_mem_eff(p)
     return max(nbytes / (gpu.hbm_Bps * eff), flops / (vector * p.vector_eff)) + (
         p.launch_overhead_s
     )
@@ -291,4 +305,4 @@ def roofline_time_s(flops: float, nbytes: float, dtype: str, gpu: GpuSpec,
     if flops > 0:
         eff = eff_max * sustain(p) * flops / (flops + p.matmul_half_flops)
         compute_s = flops / (peak_flops(gpu, dtype) * eff)
-    return max(compute_s, nbytes / (gpu.hbm_Bps * p.mem_eff)) + p.launch_overhead_s
+    return max(compute_s, nbytes / (gpu.hbm_Bps * eager_mem_eff(p))) + p.launch_overhead_s

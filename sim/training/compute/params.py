@@ -36,8 +36,8 @@ __all__ = ["ComputeParams", "compute_entry_names", "compute_params", "tunable_ke
 
 _FRACTIONS = (
     "matmul_eff_max", "fp8_matmul_eff_max", "matmul_training_factor", "attn_eff_max",
-    "attn_bwd_ratio", "mem_eff", "vector_eff", "comm_interference", "stream_eff",
-    "attn_odd_head_dim_eff", "sustained_clock", "conv_eff",
+    "attn_bwd_ratio", "mem_eff", "mem_training_factor", "vector_eff", "comm_interference",
+    "stream_eff", "attn_odd_head_dim_eff", "sustained_clock", "conv_eff",
 )  # fmt: skip
 _MAY_BE_ZERO = ("fp8_matmul_eff_max", "comm_interference", "fp32_matmul_eff_max")
 _TIMES = ("launch_overhead_s", "optimizer_tensor_overhead_s", "host_dispatch_s")
@@ -118,7 +118,17 @@ class ComputeParams:
     mem_eff : float
         Fraction of HBM bandwidth that framework elementwise kernels reach (norms,
         activations, residual adds, rotary, softmax, cross-entropy, casts to the reduction
-        dtype), as run eagerly inside a training step.
+        dtype), as eager kernels timed one by one reach it (``calibrate compute``'s
+        elementwise records): the kernel-level value, where one was measured.
+    mem_training_factor : float
+        Residual fraction of ``mem_eff`` those kernels keep inside a training step
+        (fitted on end-to-end tables: the framework's copies and layout changes the op
+        list does not show, autograd's accumulations, small tensors); eager elementwise
+        kernels in a step move their bytes at ``mem_eff * mem_training_factor``
+        (:func:`sim.training.compute.kernels.eager_mem_eff`). The memory-side twin of
+        ``matmul_training_factor``: a profile measured kernel by kernel sets ``mem_eff``
+        and keeps the catalog's factor. 1 where no kernel-level value separates the two
+        (``mem_eff`` is then the fitted training-level value itself).
     stream_eff : float
         Fraction of HBM bandwidth that fused, bandwidth-tuned kernels reach (fp8
         cast-transpose, the multi-tensor optimizer step): a STREAM-style copy.
@@ -177,6 +187,7 @@ class ComputeParams:
     attn_head_dim_half: float = 32.0
     attn_odd_head_dim_eff: float = 1.0
     mem_eff: float = 0.866
+    mem_training_factor: float = 1.0
     stream_eff: float = 0.866
     vector_eff: float = 0.5
     vector_dtype: str = "fp32"
@@ -288,6 +299,7 @@ class _Entry(BaseModel):
     attn_head_dim_half: float
     attn_odd_head_dim_eff: float
     mem_eff: float
+    mem_training_factor: float | None = None
     stream_eff: float
     vector_eff: float
     vector_dtype: str
@@ -310,6 +322,8 @@ _OFF_SOURCES = {
     "sustained_clock": "not measured: 1, the micro-benchmark clock (matmul_training_factor "
     "carries the difference where it was fitted)",
     "conv_eff": "not measured: 1, convolutions at the GEMM ceiling",
+    "mem_training_factor": "not split: 1, mem_eff is the fitted training-level value (no "
+    "kernel-level measurement of this GPU's elementwise kernels separates them)",
 }
 _UNSOURCED = frozenset(
     {

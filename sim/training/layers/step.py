@@ -36,7 +36,7 @@ from sim.result import StepResult
 from sim.scenario.layer_list import LayerScenario
 from sim.training.compute.conv import conv_kernels, conv_layer_s
 from sim.training.compute.host import host_bound_s
-from sim.training.compute.kernels import roofline_time_s
+from sim.training.compute.kernels import eager_mem_eff, roofline_time_s
 from sim.training.compute.params import ComputeParams, compute_params
 from sim.training.compute.passes import timer_for
 from sim.training.graph.execute import execute
@@ -178,7 +178,9 @@ def simulate_layer_step(
     mb = sc.parallel.micro_batch
     m = sc.training.global_batch // (mb * dp)
     el = ELEMENT_BYTES[sc.training.precision]
-    optimizer = OPTIMIZER_ACCESSES * el * sc.model.params / (topo.gpu.hbm_Bps * params.mem_eff)
+    optimizer = (
+        OPTIMIZER_ACCESSES * el * sc.model.params / (topo.gpu.hbm_Bps * eager_mem_eff(params))
+    )
     graph = layer_graph(sc, topo.gpus, times, m, optimizer)
     timer = timer_for(topo, resolved.profile.collectives, net)
     done = execute(graph, timer, net)

@@ -71,6 +71,7 @@ class _Catalog:
     matmul_training_factor = 0.9
     attn_eff_max = 0.3
     mem_eff = 0.3
+    mem_training_factor = 0.4
     comm_interference = 0.1
     attn_odd_head_dim_eff = 0.9
     matmul_k_half = 128.0

@@ -89,6 +89,22 @@ def test_bandwidth_and_a_compute_bound_kernel_both_come_back() -> None:
     assert info["mem_mape_pct"] < 0.1
 
 
+def test_the_kernel_level_bandwidth_is_fitted_on_a_gpu_with_a_training_factor() -> None:
+    """Elementwise records timed at mem_eff 0.6 on an H100 (whose catalog keeps a
+    mem_training_factor of 0.39 for training steps) fit back to 0.6: the fit sees a
+    micro-benchmark (factor 1), not a training step (tests/test_mem_training_factor.py)."""
+    gpu = gpu_spec("H100-SXM")
+    p = replace(compute_params("H100-SXM"), mem_eff=0.6, mem_training_factor=1.0,
+                launch_overhead_s=0.0)  # fmt: skip
+    n = 2**24
+    cases = [("copy", 4.0 * n), ("add", 6.0 * n), ("gelu", 4.0 * n), ("layernorm", 4.0 * n)]
+    recs = [_rec(op, (4096, 4096), memory_time_s(b, 0.0, gpu, p), 0.0, b) for op, b in cases]
+    recs.append(_rec("launch", (1,), 1e-12))
+    tree, _ = _fit(recs, "H100-SXM")
+    assert math.isclose(tree["mem_eff"], 0.6, rel_tol=1e-3)
+    assert "mem_training_factor" not in tree
+
+
 def test_a_gpu_trace_s_kernel_gaps_set_the_launch_overhead() -> None:
     recs = [_rec("launch", (1,), 5e-6, dtype="float32"), _rec("kernel_gap", (900,), 12e-6)]
     tree, info = _fit(recs, "H100-SXM")

@@ -12,8 +12,6 @@ from dataclasses import replace
 
 import pytest
 
-from calibrate.fit_compute import fit_compute
-from calibrate.measurements import ComputeRecord, Measurements, Meta
 from sim.catalog import gpu_spec
 from sim.errors import ConfigError
 from sim.profile import load_profile
@@ -61,28 +59,3 @@ def test_a_kernel_level_profile_keeps_the_catalog_s_training_factor() -> None:
 def test_the_factor_is_a_fraction(bad: float) -> None:
     with pytest.raises(ConfigError, match="mem_training_factor"):
         ComputeParams(mem_training_factor=bad)
-
-
-def test_the_compute_fit_measures_the_kernel_level_value_on_a_split_gpu() -> None:
-    """Elementwise records timed at mem_eff 0.6 on an H100 (whose catalog factor is 0.39)
-    fit back to 0.6: the fit sees a micro-benchmark (factor 1), not a training step."""
-    gpu = gpu_spec("H100-SXM")
-    p = replace(compute_params("H100-SXM"), mem_eff=0.6, mem_training_factor=1.0,
-                launch_overhead_s=0.0)  # fmt: skip
-    n = 2**24
-    recs = [
-        ComputeRecord(op, (4096, 4096), "bfloat16", 0.0, b, t, None, 0.0, b / t, 10, "cuda")
-        for op, b in (
-            ("copy", 4.0 * n),
-            ("add", 6.0 * n),
-            ("gelu", 4.0 * n),
-            ("layernorm", 4.0 * n),
-        )
-        for t in (memory_time_s(b, 0.0, gpu, p),)
-    ]
-    recs.append(ComputeRecord("launch", (1,), "bfloat16", 0.0, 0.0, 1e-12, None, 0.0, 0.0, 10,
-                              "cuda"))  # fmt: skip
-    tree, _ = fit_compute([Measurements("compute", Meta("synthetic", "2025-01-01T00:00:00Z"),
-                                        tuple(recs))], gpu)  # fmt: skip
-    assert math.isclose(tree["mem_eff"], 0.6, rel_tol=1e-3)
-    assert "mem_training_factor" not in tree

@@ -17,8 +17,8 @@ runs as (per pass; every kernel adds ``launch_overhead_s``):
 Batch norm, ReLU, pooling, residual adds and concatenation are the framework's
 elementwise kernels: as for a transformer (``training.fused_kernels``), eager framework
 kernels (PyTorch's NCHW batch norm and separate ReLU, its autograd copies) move their
-bytes at ``mem_eff * mem_training_factor``, fused bandwidth-tuned ones (TensorFlow's fused batch norm, cuDNN's
-fused kernels) at ``stream_eff``.
+bytes at ``mem_eff * mem_training_factor``, fused bandwidth-tuned ones (TensorFlow's
+fused batch norm, cuDNN's fused kernels) at ``stream_eff``.
 
 An implicit GEMM runs at the GEMM model's compute rate
 (:func:`sim.training.compute.kernels.gemm_compute_s`: the GEMM ceiling, waves and
@@ -140,7 +140,8 @@ def conv_layer_s(c: ConvShape, b: int, dtype: str, gpu: GpuSpec, p: ComputeParam
     for a micro-batch of ``b`` samples in ``dtype`` (see the module docstring).
 
     ``first``: the network's first layer (no data gradient); ``fused``: its elementwise
-    kernels are fused, bandwidth-tuned ones (``stream_eff``), not eager (``mem_eff * mem_training_factor``).
+    kernels are fused, bandwidth-tuned ones (``stream_eff``), not eager
+    (``mem_eff * mem_training_factor``).
     """
     el = 4 if dtype == "fp32" else 2
     spatial = c.kh * c.kw * c.h * c.w > 1

@@ -16,7 +16,9 @@ from sim.scenario.load import load_scenario
 from sim.training.schedule.ideal import simulate_ideal
 from sim.training.schedule.pipeline import (
     SCHEDULES,
+    chunk_in_flight,
     gpipe,
+    held,
     in_flight,
     interleaved_1f1b,
     make_schedule,
@@ -81,6 +83,25 @@ def test_1f1b_holds_fewer_micro_batches_than_gpipe_with_the_same_bubble(p: int, 
     assert in_flight(gpipe(p, m)) == [m] * p
     b1 = simulate_ideal(one_f_one_b(p, m), T_F, T_B).bubble_fraction
     assert b1 == simulate_ideal(gpipe(p, m), T_F, T_B).bubble_fraction
+
+
+@settings(max_examples=60, deadline=None)
+@given(p=st.integers(1, 12), m=st.integers(1, 40), name=st.sampled_from(["gpipe", "1f1b"]))
+def test_held_closed_forms_are_the_schedules_counts(p: int, m: int, name: str) -> None:
+    """``held`` answers GPipe and 1F1B without building them: exactly what counting the
+    built schedule gives, per stage and per chunk."""
+    schedule = make_schedule(name, p, m)
+    assert held(name, p, m) == (
+        tuple(in_flight(schedule)),
+        tuple(tuple(c) for c in chunk_in_flight(schedule)),
+    )
+
+
+def test_held_refuses_what_the_schedules_refuse() -> None:
+    """The closed forms check their arguments as the schedule builders do."""
+    for name in ("gpipe", "1f1b"):
+        with pytest.raises(ValueError, match="must be >= 1"):
+            held(name, 4, 0)
 
 
 def test_interleaved_first_stage_holds_megatron_count() -> None:

@@ -194,8 +194,17 @@ def held(
     """:func:`in_flight` and :func:`chunk_in_flight` of schedule ``name``, cached: a memory
     estimate asks for them once per plan, a planner for hundreds of plans of few shapes.
 
+    GPipe and 1F1B in closed form (the schedule is never built: a search's new batch size
+    asks for a new ``m``): GPipe holds all ``m`` micro-batches on every stage; 1F1B's stage
+    ``s`` runs ``min(p - s - 1, m)`` warm-up forwards and one more forward before its first
+    backward, so it holds ``min(p - s, m)`` (tests check both against the schedules).
+
     >>> held("1f1b", 4, 8)[0]
     (4.0, 3.0, 2.0, 1.0)
     """
+    if name in ("gpipe", "1f1b"):
+        _check(p, m)
+        peaks = [m if name == "gpipe" else min(p - s, m) for s in range(p)]
+        return tuple(float(x) for x in peaks), tuple((x,) for x in peaks)
     schedule = make_schedule(name, p, m, v, n)
     return tuple(in_flight(schedule)), tuple(tuple(c) for c in chunk_in_flight(schedule))

@@ -18,9 +18,11 @@ import numpy as np
 
 __all__ = ["Path", "latencies", "merge"]
 
-#: Paths shorter than this many links have :meth:`Path.latency_s` summed in order, one
-#: product at a time: what the BLAS dot product does below its unrolled block of 16 (an
-#: OpenBLAS kernel's tail loop), so :func:`latencies` sums them without it, bit for bit.
+#: Paths shorter than this many links have their latency summed in order, one rounded
+#: product at a time, by :meth:`Path.latency_s` and :func:`latencies` alike; longer ones
+#: by the BLAS dot product in both. The sum is written out rather than left to the BLAS
+#: kernel: OpenBLAS picks its kernel by CPU at run time, and a fused multiply-add one
+#: (found on a 2026 host) rounds a two-link dot product differently from the plain loop.
 SEQUENTIAL_DOT = 16
 
 
@@ -61,10 +63,14 @@ class Path:
 
     def latency_s(self, latency: np.ndarray) -> float:
         """Route latency (s): the sum of per-hop latencies weighted by share (every equal-cost
-        path has the same hop count, so a single path's sum when latencies match)."""
-        if not len(self.links):
-            return 0.0
-        return float(np.dot(latency[self.links], self.shares))
+        path has the same hop count, so a single path's sum when latencies match); summed
+        in link order below :data:`SEQUENTIAL_DOT` links, as :func:`latencies` does."""
+        if len(self.links) >= SEQUENTIAL_DOT:
+            return float(np.dot(latency[self.links], self.shares))
+        total = 0.0
+        for term in (latency[self.links] * self.shares).tolist():
+            total += term
+        return total
 
 
 def merge(parts: list[tuple[tuple[int, ...] | list[int], float]]) -> Path:
@@ -100,8 +106,8 @@ def latencies(
     same bits.
 
     Paths under :data:`SEQUENTIAL_DOT` links are summed together, one link position at a
-    time (the dot product's order, in a handful of array operations instead of one call
-    per path); longer ones by the dot product each.
+    time (link order, in a handful of array operations instead of one call per path);
+    longer ones by the dot product each.
 
     >>> lat = np.array([1e-6, 2e-7, 3e-9])
     >>> latencies(np.array([0, 2, 2, 3]), np.array([0, 1, 2]), np.array([1.0, 0.5, 1.0]), lat)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from sim.catalog import gpu_spec
 from sim.profile import load_profile
+from sim.result import StepResult
 from sim.scenario.layer_list import LayerScenario, any_scenario_from_dict
 from sim.training.compute.attention import attention_fraction, attention_tables
 from sim.training.compute.kernels import gemm_time_s
@@ -43,6 +44,7 @@ __all__ = [
     "CnnRun",
     "GemmCheck",
     "attention_leave_one_out",
+    "cnn_result",
     "gemm_tflops",
     "mamf_rows",
     "predict_attention",
@@ -100,7 +102,8 @@ class CnnRun:
     NCHW ones (PyTorch's default layout); ``solves``: the row that sets ``conv_eff`` of
     ``gpu`` (not a prediction); ``host_dispatch_s``: host seconds per kernel of an eager
     framework, where measured on the run's host (0: not measured, or a graph-mode
-    framework whose host keeps ahead).
+    framework whose host keeps ahead); ``card_gb``: the memory of the card it ran on (GB)
+    where it is not the catalog GPU's (0: the catalog's).
     """
 
     gpu: str
@@ -113,6 +116,7 @@ class CnnRun:
     fused: bool = False
     solves: bool = False
     host_dispatch_s: float = 0.0
+    card_gb: float = 0.0
 
 
 _AZURE = (
@@ -250,7 +254,7 @@ CNN_RUNS: tuple[CnnRun, ...] = (
     _tf("V100-SXM2-32GB", _V100_LOG, "V100 SXM3 32GB", "resnet50", "resnet50", "fp16", 384, 1276.24),
     _tf("V100-SXM2-32GB", _V100_LOG, "V100 SXM3 32GB", "inception-v3", "inception3", "fp16", 384, 771.37),
     CnnRun("V100-SXM2-32GB", "resnet50-v1.5", "fp16", 256, 1200.0, "V100 SXM2 16GB (DGX-1)",
-           _DLE, True),
+           _DLE, True, card_gb=16),
     _tf("A100-PCIe-40GB", _A100P_LOG, "A100 PCIe 40GB", "vgg16", "vgg16", "fp16", 448, 1189.76, True),
     _tf("A100-PCIe-40GB", _A100P_LOG, "A100 PCIe 40GB", "resnet50", "resnet50", "fp16", 448, 2075.05),
     _tf("A100-PCIe-40GB", _A100P_LOG, "A100 PCIe 40GB", "inception-v3", "inception3", "fp16", 360, 1222.30),
@@ -259,7 +263,8 @@ CNN_RUNS: tuple[CnnRun, ...] = (
     CnnRun("A100-SXM-80GB", "resnet50-v1.5", "fp16", 256, 2470.0, "A100 SXM4 80GB (DGX A100)",
            _DLE, True),
     CnnRun("V100-SXM2-32GB", "resnet50-v1.5", "fp16", 256, 833.0, "V100 16GB (Lambda Cloud)",
-           _LAMBDA_PT.format(row="LambdaCloud V100 16GB") + "; batch 256 (pytorch-train-bs-fp16.csv)"),
+           _LAMBDA_PT.format(row="LambdaCloud V100 16GB") + "; batch 256 (pytorch-train-bs-fp16.csv)",
+           card_gb=16),
     CnnRun("A100-SXM-80GB", "resnet50-v1.5", "fp16", 1280, 1582.0, "A100 80GB SXM4 (Lambda)",
            _LAMBDA_PT.format(row="A100 80GB SXM4") + "; batch 1280 (pytorch-train-bs-fp16.csv)"),
     CnnRun("H100-SXM", "resnet50-v1.5", "fp16", 1280, 2616.0, "H100 80GB SXM5 (Lambda)",
@@ -347,6 +352,12 @@ _TOPOLOGIES = Path(tempfile.mkdtemp(prefix="clustersim-kernels-"))
 def predict_cnn(run: CnnRun, compute: Mapping[str, float] | None = None) -> float:
     """Images/s the simulator gives for ``run`` on one GPU (``compute`` laid over the
     catalog values, and the run's ``host_dispatch_s`` where measured: a profile)."""
+    return float(cnn_result(run, compute).tokens_per_s)
+
+
+def cnn_result(run: CnnRun, compute: Mapping[str, float] | None = None) -> StepResult:
+    """The simulated step of ``run`` on one GPU (see :func:`predict_cnn`): its throughput
+    and its memory per GPU."""
     raw = {
         "model": {"preset": run.model},
         "cluster": {"topology": str(_one_gpu_topology(run.gpu, _TOPOLOGIES))},
@@ -369,8 +380,7 @@ def predict_cnn(run: CnnRun, compute: Mapping[str, float] | None = None) -> floa
         raw["profile"] = str(folder / "profile.yaml")
     sc = any_scenario_from_dict(raw)
     assert isinstance(sc, LayerScenario)
-    r = simulate_layer_step(sc, "analytical")
-    return float(r.tokens_per_s)
+    return simulate_layer_step(sc, "analytical")
 
 
 def solve_conv_eff(run: CnnRun, tol: float = 1e-4) -> float:

@@ -56,9 +56,10 @@ def test_the_step_is_compute_then_exposed_reduction_then_optimizer() -> None:
     assert isinstance(sc, LayerScenario)
     r = simulate_layer_step(sc)
     assert sum(r.breakdown.values()) == pytest.approx(r.step_time_s, rel=1e-12)
-    el = ELEMENT_BYTES["bf16"]
-    assert r.memory_breakdown["weights"] == el * sc.model.params
-    opt = OPTIMIZER_ACCESSES * el * sc.model.params
+    # mixed precision: fp32 weights plus their bf16 copy, fp32 gradients and momentum
+    assert r.memory_breakdown["weights"] == (4 + ELEMENT_BYTES["bf16"]) * sc.model.params
+    assert r.memory_breakdown["grads"] == r.memory_breakdown["optimizer"] == 4 * sc.model.params
+    opt = OPTIMIZER_ACCESSES * 4 * sc.model.params
     assert r.breakdown["optimizer"] > 0 and opt > 0
     # 512 images, 16 GPUs, micro-batch 32: one micro-batch per GPU
     assert r.plan["micro_batches"] == 1 and r.gpus == 16

@@ -19,8 +19,23 @@
 Every convolution carries batch normalisation (2 parameters per channel) except in VGG-16,
 which has biases. A layer is one convolution (with its norm and ReLU) or one fully
 connected layer; pooling is folded into the next layer's input. FLOPs count a multiply-add
-as 2. ``activation_bytes`` is what a layer keeps for backward per sample in fp32 (4 bytes):
-its output, and the normalised output where there is batch norm (2 tensors).
+as 2. ``activation_bytes`` is what a layer keeps for backward per sample, counted at 4
+bytes an element (:attr:`~sim.workload.layer_model.LayerModel.activation_element_bytes`;
+the step scales it to the precision the activations are stored in), as PyTorch's autograd
+and TensorFlow's gradient ops hold it:
+
+- a convolution with batch norm and ReLU: the convolution's output (batch norm's backward
+  reads its input) and the ReLU's output (its backward reads it, and it is the next
+  convolution's input, which that convolution's weight gradient reads): 2 tensors; batch
+  norm's output is the ReLU's input, overwritten in place (PyTorch's ``inplace=True``) or
+  freed once the ReLU has run (TensorFlow's ``ReluGrad`` reads the ReLU's output);
+- a convolution with a bias and ReLU (VGG-16): the ReLU's output, 1 tensor;
+- a projection shortcut (convolution and batch norm, no ReLU): the convolution's output;
+  batch norm's output is added into the residual in place, 1 tensor;
+- a pooling's output and an Inception block's concatenation: a new tensor the next
+  convolutions read (and TensorFlow's ``MaxPoolGrad`` reads the pooled output), kept with
+  the layer before. Not counted: PyTorch's max-pooling indices (8 bytes per pooled element,
+  one pooling in ResNet), dropout masks and the loss's logits.
 
 Each layer also carries its shape (:class:`~sim.workload.layer_model.ConvShape`) for the
 op-level compute model, with the memory-bound kernels that follow it as element accesses
@@ -58,8 +73,9 @@ class _Net:
 
     def conv(self, cout: int, k: int | tuple[int, int], stride: int = 1, pad: int | tuple[int, int] = 0,
              name: str = "conv", bias: bool = False, cin: int | None = None,
-             hw: tuple[int, int] | None = None) -> tuple[int, int]:  # fmt: skip
-        """Add a convolution of the current (or given) input; return its output size."""
+             hw: tuple[int, int] | None = None, relu: bool = True) -> tuple[int, int]:  # fmt: skip
+        """Add a convolution of the current (or given) input; return its output size.
+        ``relu`` False: batch norm only (a projection shortcut), one tensor kept."""
         kh, kw = (k, k) if isinstance(k, int) else k
         ph, pw = (pad, pad) if isinstance(pad, int) else pad
         cin = self.c if cin is None else cin
@@ -67,7 +83,7 @@ class _Net:
         oh, ow = (h + 2 * ph - kh) // stride + 1, (w + 2 * pw - kw) // stride + 1
         params = kh * kw * cin * cout + (cout if bias else 2 * cout)
         macs = kh * kw * cin * cout * oh * ow
-        kept = (1 if bias else 2) * cout * oh * ow * ELEM
+        kept = (1 if bias or not relu else 2) * cout * oh * ow * ELEM
         shape = ConvShape(cin, cout, kh, kw, h, w, oh, ow, stride, "bias" if bias else "bn")
         self.layers.append(Layer(f"{name}_{len(self.layers)}", params, 2.0 * macs, float(kept),
                                  shape))  # fmt: skip
@@ -84,12 +100,19 @@ class _Net:
         shape = replace(shape, after_fwd=shape.after_fwd + fwd, after_bwd=shape.after_bwd + bwd)
         self.layers[-1] = replace(last, conv=shape)
 
+    def keep(self, elements: float) -> None:
+        """Count a tensor of ``elements`` per sample (a pooling's or concatenation's output)
+        as kept for backward by the last layer."""
+        last = self.layers[-1]
+        self.layers[-1] = replace(last, activation_bytes=last.activation_bytes + elements * ELEM)
+
     def pool(self, k: int, stride: int, pad: int = 0) -> None:
         inp = self.c * self.h * self.w
         self.h = (self.h + 2 * pad - k) // stride + 1
         self.w = (self.w + 2 * pad - k) // stride + 1
         out = self.c * self.h * self.w
         self.after(inp + out, 2 * (inp + out))
+        self.keep(out)
 
     def fc(self, cout: int, name: str = "fc", logits: bool = False) -> None:
         cin = self.c * self.h * self.w
@@ -102,6 +125,7 @@ class _Net:
         """Global average pooling: read the last feature map (its gradient: written)."""
         elements = self.c * self.h * self.w
         self.after(elements, elements)
+        self.keep(self.c)
         self.set(self.c, 1)
 
 
@@ -115,7 +139,7 @@ def _resnet(blocks: tuple[int, int, int, int], name: str, v15: bool = False) -> 
             stride = 2 if b == 0 and stage > 0 else 1
             cin, hw = n.c, (n.h, n.w)
             if b == 0:  # projection shortcut (1x1, stride) to 4 x width channels
-                n.conv(4 * width, 1, stride, 0, "shortcut", cin=cin, hw=hw)
+                n.conv(4 * width, 1, stride, 0, "shortcut", cin=cin, hw=hw, relu=False)
             first, middle = (1, stride) if v15 else (stride, 1)
             n.set(width, *n.conv(width, 1, first, 0, "reduce", cin=cin, hw=hw))
             n.set(width, *n.conv(width, 3, middle, 1, "conv3x3"))
@@ -125,7 +149,7 @@ def _resnet(blocks: tuple[int, int, int, int], name: str, v15: bool = False) -> 
     n.global_pool()
     n.fc(1000, logits=True)
     source = "He et al. 2016, Table 1" + (" (v1.5: stride in the 3x3, torchvision)" if v15 else "")
-    return LayerModel(name, tuple(n.layers), 3 * 224 * 224 * ELEM, source)
+    return LayerModel(name, tuple(n.layers), 3 * 224 * 224 * ELEM, source, ELEM)
 
 
 def _vgg16() -> LayerModel:
@@ -138,7 +162,7 @@ def _vgg16() -> LayerModel:
     n.fc(4096)
     n.fc(1000, logits=True)
     return LayerModel("vgg16", tuple(n.layers), 3 * 224 * 224 * ELEM,
-                      "Simonyan & Zisserman 2015, Table 1 (D)")  # fmt: skip
+                      "Simonyan & Zisserman 2015, Table 1 (D)", ELEM)  # fmt: skip
 
 
 def _fan_in_grad(consumers: int, elements: int) -> float:
@@ -152,7 +176,7 @@ def _branches(n: _Net, cin: int, hw: tuple[int, int], paths: list[list[tuple]]) 
     ``("pool", k, s, p)`` pools first (no layer; its accesses go to the block's last
     layer). Returns the concatenated channels; the concatenation copies them, and the
     input's gradient sums the branches' (:func:`_fan_in_grad`)."""
-    total, pooled = 0, 0.0
+    total, pooled, kept = 0, 0.0, 0.0
     for path in paths:
         c, size = cin, hw
         for step in path:
@@ -161,6 +185,7 @@ def _branches(n: _Net, cin: int, hw: tuple[int, int], paths: list[list[tuple]]) 
                 pooled += cin * size[0] * size[1]
                 size = ((size[0] + 2 * p - k) // s + 1, (size[1] + 2 * p - k) // s + 1)
                 pooled += cin * size[0] * size[1]
+                kept += cin * size[0] * size[1]
                 continue
             cout, k, s, p = step
             size = n.conv(cout, k, s, p, "mixed", cin=c, hw=size)
@@ -171,6 +196,7 @@ def _branches(n: _Net, cin: int, hw: tuple[int, int], paths: list[list[tuple]]) 
     concat = 2.0 * total * out[0] * out[1]
     summed = _fan_in_grad(len(paths), cin * hw[0] * hw[1])
     n.after(pooled + concat, 2 * pooled + concat + summed)
+    n.keep(kept + total * out[0] * out[1])
     return total
 
 
@@ -224,10 +250,11 @@ def _inception_v3() -> LayerModel:
         # the input feeds four branches; each 384-channel split feeds a 1x3 and a 3x1
         summed = _fan_in_grad(4, cin * hw[0] * hw[1]) + 2 * _fan_in_grad(2, 384 * hw[0] * hw[1])
         n.after(pooled + concat, 2 * pooled + concat + summed)
+        n.keep((cin + n.c) * hw[0] * hw[1])  # the pooled input of the 192 branch, the concatenation
     n.global_pool()
     n.fc(1000, logits=True)
     return LayerModel("inception-v3", tuple(n.layers), 3 * 299 * 299 * ELEM,
-                      "Szegedy et al. 2016, Table 1 (torchvision Inception3 widths)")  # fmt: skip
+                      "Szegedy et al. 2016, Table 1 (torchvision Inception3 widths)", ELEM)  # fmt: skip
 
 
 CNN_PRESETS: dict[str, Callable[[], LayerModel]] = {

@@ -112,12 +112,17 @@ class LayerModel:
         Bytes of one input sample as the first layer reads it.
     source : str
         Where the layer list comes from (paper, or the user's file).
+    activation_element_bytes : int
+        Bytes per element the layers' ``activation_bytes`` are counted at (the CNN presets:
+        4), so that a step stores them at its precision's element size instead; 0 (a
+        user's list): the bytes are taken as given, whatever the precision.
     """
 
     name: str
     layers: tuple[Layer, ...]
     input_bytes: float = 0.0
     source: str = ""
+    activation_element_bytes: int = 0
 
     @property
     def params(self) -> int:

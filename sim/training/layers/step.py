@@ -16,12 +16,21 @@ on (``overlap_dp``), or after it, one bucket after another. The step is a task g
 (:func:`layer_graph`: one replica stands for its peers, each bucket's all-reduce a
 collective task over every GPU) run by the executor its network calls for
 (:func:`sim.training.graph.execute.execute`), as a transformer's step is. Then a
-momentum-SGD update, memory-bound: 5 element-sized accesses per parameter.
+momentum-SGD update, memory-bound: 5 accesses per parameter to fp32 weights, gradients and
+momentum (4 bytes each, whatever the precision: see the memory below).
 
-Memory per GPU: weights, gradients and momentum (3 elements per parameter), the
-activations of one micro-batch, and a 2 GiB workspace margin (an assumption, as for
-transformers). Tensor, pipeline and expert parallelism and ZeRO are not modelled for layer
-lists: asking for them is a ConfigError.
+Memory per GPU, as PyTorch's automatic mixed precision and TensorFlow's mixed-precision
+training hold it: weights, gradients and momentum in fp32 (the parameters stay fp32; the
+gradients of fp32 parameters are fp32), and under fp16/bf16 the half-precision copy of the
+weights the forward casts (autocast's cast cache; TensorFlow's ``Cast`` outputs, which the
+backward reads); the activations of one micro-batch stored at the precision's element size
+(a CNN preset's ``activation_bytes`` are counted at 4 bytes an element,
+:attr:`~sim.workload.layer_model.LayerModel.activation_element_bytes`; a user's list is
+taken as given); the input batch as the data loader wrote it; and a 2 GiB workspace margin
+(an assumption, as for transformers). Gradients are all-reduced at the precision's element
+size (TensorFlow's ``tf_cnn_benchmarks`` sends fp16 gradients; PyTorch DDP under autocast
+would send fp32). Tensor, pipeline and expert parallelism and ZeRO are not modelled for
+layer lists: asking for them is a ConfigError.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from sim.training.compute.passes import timer_for
 from sim.training.graph.execute import execute
 from sim.training.graph.task import COLLECTIVE, COMPUTE, Comm, PassInfo, StepGraph
 from sim.training.setup import cached_topology, resolve_step_profile
+from sim.workload.layer_model import LayerModel
 from sim.workload.plan import DEFAULT_BUCKET_BYTES
 from sim.workload.techniques import techniques_of
 
@@ -49,8 +59,10 @@ __all__ = [
     "ELEMENT_BYTES",
     "OPTIMIZER_ACCESSES",
     "WORKSPACE_BYTES",
+    "activation_bytes",
     "layer_graph",
     "simulate_layer_step",
+    "state_bytes",
 ]
 
 ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -94,6 +106,29 @@ def _check_plan(sc: LayerScenario, gpus: int) -> int:
             f"parallel.dp = {par.micro_batch} x {dp} = {par.micro_batch * dp}"
         )
     return dp
+
+
+def state_bytes(params: int, precision: str) -> dict[str, float]:
+    """Bytes of the model's weights, gradients and momentum (``"optimizer"``) for
+    ``params`` parameters trained in ``precision`` (see the module docstring: fp32 master
+    weights, gradients and momentum, plus the half-precision weight copy under fp16/bf16).
+
+    >>> state_bytes(10, "bf16"), state_bytes(10, "fp32")["weights"]
+    ({'weights': 60.0, 'grads': 40.0, 'optimizer': 40.0}, 40.0)
+    """
+    half = ELEMENT_BYTES[precision] if precision != "fp32" else 0
+    return {"weights": float((4 + half) * params), "grads": 4.0 * params,
+            "optimizer": 4.0 * params}  # fmt: skip
+
+
+def activation_bytes(model: LayerModel, el: int, micro_batch: int) -> float:
+    """Bytes kept for backward by a micro-batch of ``micro_batch`` samples whose
+    activations are stored at ``el`` bytes an element, and the input batch (see the module
+    docstring)."""
+    per_sample = model.activation_bytes_per_sample
+    if model.activation_element_bytes:
+        per_sample *= el / model.activation_element_bytes
+    return (per_sample + model.input_bytes) * micro_batch
 
 
 def _layer_times(sc: LayerScenario, gpu: GpuSpec, params: ComputeParams) -> _Times:
@@ -177,9 +212,8 @@ def simulate_layer_step(
     times = _layer_times(sc, topo.gpu, params)
     mb = sc.parallel.micro_batch
     m = sc.training.global_batch // (mb * dp)
-    el = ELEMENT_BYTES[sc.training.precision]
-    optimizer = (
-        OPTIMIZER_ACCESSES * el * sc.model.params / (topo.gpu.hbm_Bps * eager_mem_eff(params))
+    optimizer = (  # on the fp32 weights, gradients and momentum (state_bytes)
+        OPTIMIZER_ACCESSES * 4 * sc.model.params / (topo.gpu.hbm_Bps * eager_mem_eff(params))
     )
     graph = layer_graph(sc, topo.gpus, times, m, optimizer)
     timer = timer_for(topo, resolved.profile.collectives, net)
@@ -244,11 +278,10 @@ def _result(sc: LayerScenario, topo, net: str, dp: int, m: int, step: float, com
         raise ConfigError(
             f"training.precision: {topo.gpu.name} has no {sc.training.precision} peak"
         )
-    states = 3 * el * model.params
-    acts = model.activation_bytes_per_sample * sc.parallel.micro_batch
-    memory = {"weights": el * model.params, "grads": el * model.params, "optimizer": el * model.params,
-              "activations": acts, "workspace": float(WORKSPACE_BYTES)}  # fmt: skip
-    total = states + acts + WORKSPACE_BYTES
+    memory = {**state_bytes(model.params, sc.training.precision),
+              "activations": activation_bytes(model, el, sc.parallel.micro_batch),
+              "workspace": float(WORKSPACE_BYTES)}  # fmt: skip
+    total = sum(memory.values())
     price = sc.price.usd_per_gpu_hour(topo.gpu.name)
     cost = price * topo.num_gpus * step / 3600.0 if price is not None else None
     rate = flops / step / topo.num_gpus

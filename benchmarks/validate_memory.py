@@ -14,6 +14,9 @@ Three tables:
    segments: the largest fraction of the allocator's memory that could be lost at the
    capacity with every one of them still fitting (their modelled loss is the room for
    the step's largest transient allocation, ``sim.training.memory.allocator``).
+4. CNN training (``calibrate/cnn_memory.py``): every published single-GPU CNN run and
+   NVIDIA DLE's ResNet-50 batch sizes per card, the memory the layer-list model gives and
+   whether it fits as the run did (or, for the one configuration DLE avoids, does not).
 
 Run: ``python benchmarks/validate_memory.py [--data ../shared/data/published]``.
 """
@@ -24,6 +27,7 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
+from calibrate.cnn_memory import cnn_fit_rows
 from calibrate.memory_fits import DATA, FitRow, fit_rows
 from calibrate.published_memory import memory_rows, predict_row
 from sim.training.memory.report import memory_per_gpu
@@ -92,8 +96,25 @@ def fits_table(rows: list[FitRow]) -> None:
         )
 
 
+def cnn_table() -> int:
+    """Print table 4; return the number of rows whose fit disagrees with the source."""
+    print("\n== CNN runs: memory per GPU (GB, 10^9 bytes) against the card, and the fit expected")
+    print(
+        f"{'run':<34} {'model':<14} {'prec':<5} {'batch':>5} {'model GB':>8} {'card':>5}  fits  expected"
+    )
+    wrong = 0
+    for row, used in cnn_fit_rows():
+        fits = used <= row.card_gb * 1e9
+        wrong += fits != row.fits
+        print(f"{row.label[:34]:<34} {row.model:<14} {row.precision:<5} {row.batch:>5} "
+              f"{used / 1e9:>8.1f} {row.card_gb:>5.0f}  {'yes' if fits else 'no':<4}  "
+              f"{'yes' if row.fits else 'no'}{'' if fits == row.fits else '  MISMATCH'}")  # fmt: skip
+    print(f"{wrong} of the rows disagree with their source")
+    return wrong
+
+
 def main() -> None:
-    """Print the three tables."""
+    """Print the four tables."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--data", type=Path, default=DATA, help="shared published tables")
     args = ap.parse_args()
@@ -103,6 +124,7 @@ def main() -> None:
         fits_table(rows)
     else:
         print(f"\n(no shared published tables under {args.data}: fit checks skipped)")
+    cnn_table()
 
 
 if __name__ == "__main__":

@@ -81,11 +81,11 @@ def test_independent_attention_measurements(check: AttentionCheck) -> None:
 #: model turns them into passes that must be promoted).
 KNOWN_MISSES = {
     ("A100-SXM-40GB", "inception-v3", 1175.2):
-        "+32.4%: under TensorFlow 2.3 this 400 W A100 SXM4 ran Inception V3 at 1175 images/s "
+        "+32.6%: under TensorFlow 2.3 this 400 W A100 SXM4 ran Inception V3 at 1175 images/s "
         "and ResNet-50 at 1990, below the 250 W A100 PCIe card's 1222 and 2075 under "
         "TensorFlow 1.15 (the same benchmark and die; its VGG-16 run, 70 images/s, is broken); "
         "the model has no framework-version term and cannot put the 400 W card below the "
-        "250 W one (the PCIe row: +20.4%)",
+        "250 W one (the PCIe row: +20.6%)",
 }  # fmt: skip
 
 

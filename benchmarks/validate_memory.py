@@ -96,8 +96,8 @@ def fits_table(rows: list[FitRow]) -> None:
         )
 
 
-def cnn_table() -> int:
-    """Print table 4; return the number of rows whose fit disagrees with the source."""
+def cnn_table() -> None:
+    """Print table 4, and how many rows' fit disagrees with their source."""
     print("\n== CNN runs: memory per GPU (GB, 10^9 bytes) against the card, and the fit expected")
     print(
         f"{'run':<34} {'model':<14} {'prec':<5} {'batch':>5} {'model GB':>8} {'card':>5}  fits  expected"
@@ -110,7 +110,6 @@ def cnn_table() -> int:
               f"{used / 1e9:>8.1f} {row.card_gb:>5.0f}  {'yes' if fits else 'no':<4}  "
               f"{'yes' if row.fits else 'no'}{'' if fits == row.fits else '  MISMATCH'}")  # fmt: skip
     print(f"{wrong} of the rows disagree with their source")
-    return wrong
 
 
 def main() -> None:

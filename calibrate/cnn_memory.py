@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calibrate.kernel_benchmarks import CNN_RUNS, CnnRun, cnn_result
+from sim.catalog import gpu_spec
 
 __all__ = ["DLE_CONFIGS", "DLE_FITS", "BatchFit", "cnn_fit_rows"]
 
@@ -66,20 +67,18 @@ DLE_FITS: tuple[BatchFit, ...] = (
 
 def _published(run: CnnRun) -> BatchFit:
     """A published run as a configuration that fits the card it ran on."""
-    from sim.catalog import gpu_spec
-
     card = run.card_gb or gpu_spec(run.gpu).hbm_bytes / 1e9
     return BatchFit(run.hardware, run.gpu, run.model, run.precision, run.batch, card, True,
                     run.source)  # fmt: skip
 
 
+def _run(fit: BatchFit) -> CnnRun:
+    """A DLE configuration as a run to simulate (no throughput to compare)."""
+    return CnnRun(fit.gpu, fit.model, fit.precision, fit.batch, 0.0, fit.label, fit.source)
+
+
 def cnn_fit_rows() -> list[tuple[BatchFit, float]]:
     """Every published CNN run and DLE configuration with the bytes per GPU the model
     gives it."""
-    rows = [_published(r) for r in CNN_RUNS] + list(DLE_FITS)
-    return [(row, _memory_bytes(row)) for row in rows]
-
-
-def _memory_bytes(row: BatchFit) -> float:
-    run = CnnRun(row.gpu, row.model, row.precision, row.batch, 0.0, row.label, row.source)
-    return cnn_result(run).memory_per_gpu_bytes
+    pairs = [(_published(r), r) for r in CNN_RUNS] + [(f, _run(f)) for f in DLE_FITS]
+    return [(fit, cnn_result(run).memory_per_gpu_bytes) for fit, run in pairs]

@@ -58,6 +58,7 @@ from sim.workload.techniques import techniques_of
 __all__ = [
     "ELEMENT_BYTES",
     "OPTIMIZER_ACCESSES",
+    "STATE_ELEMENT_BYTES",
     "WORKSPACE_BYTES",
     "activation_bytes",
     "layer_graph",
@@ -67,6 +68,8 @@ __all__ = [
 
 ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 OPTIMIZER_ACCESSES = 5  # momentum SGD: read weight, grad, momentum; write weight, momentum
+#: Bytes of an element of the weights, gradients and momentum (fp32 at any precision).
+STATE_ELEMENT_BYTES = 4
 WORKSPACE_BYTES = 2 * 2**30
 
 
@@ -117,8 +120,8 @@ def state_bytes(params: int, precision: str) -> dict[str, float]:
     ({'weights': 60.0, 'grads': 40.0, 'optimizer': 40.0}, 40.0)
     """
     half = ELEMENT_BYTES[precision] if precision != "fp32" else 0
-    return {"weights": float((4 + half) * params), "grads": 4.0 * params,
-            "optimizer": 4.0 * params}  # fmt: skip
+    state = float(STATE_ELEMENT_BYTES * params)
+    return {"weights": state + half * params, "grads": state, "optimizer": state}
 
 
 def activation_bytes(model: LayerModel, el: int, micro_batch: int) -> float:
@@ -213,7 +216,10 @@ def simulate_layer_step(
     mb = sc.parallel.micro_batch
     m = sc.training.global_batch // (mb * dp)
     optimizer = (  # on the fp32 weights, gradients and momentum (state_bytes)
-        OPTIMIZER_ACCESSES * 4 * sc.model.params / (topo.gpu.hbm_Bps * eager_mem_eff(params))
+        OPTIMIZER_ACCESSES
+        * STATE_ELEMENT_BYTES
+        * sc.model.params
+        / (topo.gpu.hbm_Bps * eager_mem_eff(params))
     )
     graph = layer_graph(sc, topo.gpus, times, m, optimizer)
     timer = timer_for(topo, resolved.profile.collectives, net)

@@ -3,7 +3,7 @@
 Rows: GPT-3 175B on 1024 H100 (TP 8, PP 8, DP 16, 1F1B, 96 micro-batches) with the flow
 and the analytical network: the first run, the same question again (a kept result) and a
 new configuration on the same cluster (the global batch one data-parallel batch larger per
-call, 97-101 micro-batches: what a search asks; the median of 5 calls); the Megatron 1.7B
+call, 97-117 micro-batches: what a search asks; the median of 21 calls); the Megatron 1.7B
 row (32 A100) per configuration, cold (first configuration on its cluster) and warm (a
 sweep over multiples of the row's batch sharing the cluster).
 Wall times on one core, seconds. Run: ``python benchmarks/bench_step.py``.
@@ -37,10 +37,10 @@ def timed(fn: object) -> tuple[float, object]:
 
 
 def new_configuration(sc: Scenario) -> None:
-    """Print the median wall time of 5 analytical steps, each a batch not asked before."""
+    """Print the median wall time of 21 analytical steps, each a batch not asked before."""
     step = sc.parallel.dp * sc.parallel.micro_batch
     walls = []
-    for k in range(1, 6):
+    for k in range(1, 22):
         batch = sc.training.global_batch + k * step
         changed = load_scenario("gpt3-175b-1024", [f"training.global_batch={batch}"])
         wall, r = timed(lambda changed=changed: simulate_step(changed, network="analytical"))

@@ -175,3 +175,42 @@ def test_every_entry_point_gives_the_folded_step_and_traces_get_the_whole_graph(
     assert a.to_dict() == b.to_dict() == traced.to_dict()
     assert run.weight is None
     assert len(run.graph.passes) == 2 * setup.plan.num_microbatches * setup.plan.pp
+
+
+INTERLEAVED = ["parallel.schedule=interleaved", "parallel.virtual_stages=4", "parallel.pp=2",
+               "parallel.dp=16"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "sets", "runs"),
+    [
+        ("gpt3-175b-1024", [], 1),  # one short step serves every batch
+        ("llama2-70b-256-ib", INTERLEAVED, 1),
+        # unfused accumulation: the pass costs change with the micro-batch count
+        ("llama2-70b-256-ib", ["training.grad_accum_fusion=false"], 3),
+    ],
+)
+def test_a_kept_short_step_gives_the_step_run_afresh(
+    monkeypatch: pytest.MonkeyPatch, name: str, sets: list[str], runs: int
+) -> None:
+    """Steps that differ only in their global batch share the short step (built and run
+    once, while the pass costs are equal) and give, byte for byte, what a fresh run
+    gives."""
+    calls: list[int] = []
+    real = fold._run_short
+    monkeypatch.setattr(fold, "_run_short", lambda *a: calls.append(1) or real(*a))
+    base = load_scenario(name, sets)
+    per_block = base.parallel.dp * base.parallel.micro_batch * base.parallel.pp
+    fold._SHORT.clear()
+    kept, fresh = [], []
+    batches = [
+        f"training.global_batch={base.training.global_batch + k * per_block}" for k in (1, 2, 3)
+    ]
+    for batch in batches:
+        kept.append(run_step(load_scenario(name, [*sets, batch]), "analytical", whole=False)[0])
+    assert len(calls) == runs
+    for batch in batches:
+        fold._SHORT.clear()
+        fresh.append(run_step(load_scenario(name, [*sets, batch]), "analytical", whole=False)[0])
+    assert [r.to_dict() for r in kept] == [r.to_dict() for r in fresh]
+    assert len({r.step_time_s for r in kept}) == 3  # the batches were different steps

@@ -42,13 +42,16 @@ shorter step is not the same step with fewer blocks).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, replace
 
+from sim.kept import Kept
 from sim.network import backend
 from sim.training.compute.passes import CollectiveTimer, PassCost
 from sim.training.graph.build import build_step_graph
 from sim.training.graph.execute import (
+    Execution,
+    PassSpan,
     StepRun,
     execute,
     ideal_skip,
@@ -200,36 +203,50 @@ def _period(
     return lam
 
 
+@dataclass(frozen=True)
+class _Timed:
+    """A short step's task times, its period ``lam`` (None: no two consecutive blocks from
+    the first regular one on are periodic) and its passes' spans."""
+
+    start: list[float]
+    end: list[float]
+    lam: float | None
+    spans: list[PassSpan]
+
+
+def _timed(blocks: _Blocks, first: int, graph: StepGraph, run: Execution) -> _Timed:
+    """``run``'s times with their period and pass spans (see :class:`_Timed`)."""
+    start, end = run.start, run.end
+    lam = next((x for j in range(first, blocks.count - 1)
+                if (x := _period(blocks, start, end, j)) is not None), None)  # fmt: skip
+    return _Timed(start, end, lam, pass_spans(graph, start, end) if lam is not None else [])
+
+
 def _expand(
     setup: StepSetup,
     graph: StepGraph,
     blocks: _Blocks,
-    first: int,
-    extra_blocks: int,
-    done: tuple[list[float], list[float]],
+    timed: _Timed,
+    extra: int,
     costs: dict[tuple[int, str], PassCost],
     timer: CollectiveTimer,
 ) -> StepRun | None:
-    """The whole step from the short one's ``(start, end)`` (see the module docstring), or
-    None where no two consecutive blocks from ``first`` on are periodic."""
-    start, end = done
-    lam = next((x for j in range(first, blocks.count - 1)
-                if (x := _period(blocks, start, end, j)) is not None), None)  # fmt: skip
+    """The whole step from the short one's times (see the module docstring), its last block
+    repeated ``extra`` more times; None where the short step is not periodic."""
+    lam = timed.lam
     if lam is None:
         return None
-    plan = setup.plan
-    extra, last = extra_blocks, blocks.count - 1
+    last = blocks.count - 1
     shift = [extra * lam if b >= last else 0.0 for b in blocks.block]
-    moved_start = [t + d for t, d in zip(start, shift, strict=True)]
-    moved_end = [t + d for t, d in zip(end, shift, strict=True)]
+    moved_start = [t + d for t, d in zip(timed.start, shift, strict=True)]
+    moved_end = [t + d for t, d in zip(timed.end, shift, strict=True)]
     times = [extra + 1 if b == last else 1 for b in blocks.pass_block]
     spans = [
         (PassRecord(r.stage, r.kind, r.mb, r.chunk, r.start_s + d, r.end_s + d), vstage, ahead)
-        for (r, vstage, ahead), b in zip(pass_spans(graph, start, end), blocks.pass_block,
-                                         strict=True)
+        for (r, vstage, ahead), b in zip(timed.spans, blocks.pass_block, strict=True)
         for d in (extra * lam if b >= last else 0.0,)
     ]  # fmt: skip
-    lines = stage_timelines(graph, moved_start, moved_end, costs, plan.pp, spans, times)
+    lines = stage_timelines(graph, moved_start, moved_end, costs, setup.plan.pp, spans, times)
     weight = [extra + 1 if b == last else 1 for b in blocks.block]
     return StepRun(graph, moved_start, moved_end, None, lines, costs, timer, weight)
 
@@ -262,20 +279,91 @@ def fold_run(
     plan = setup.plan
     layout = SteadyLayout.of(plan.schedule, plan.pp, m1, plan.virtual_stages)
     extra = (plan.num_microbatches - m1) // layout.microbatches
-    graph = build_step_graph(setup, timer, costs, microbatches=m1)
-    if any(graph.fill):
+    short = _short_step(setup, timer, costs, m1, layout)
+    if short.blocks is None or short.done is None:
         return None
+    run = _expand(setup, short.graph, short.blocks, short.done, extra, costs, timer)
+    if run is None:
+        return None
+    if short.free is None:  # one stage: the run is its own ideal pipeline
+        return run, run
+    ideal = _expand(setup, short.graph, short.blocks, short.free, extra, costs, timer)
+    return (run, ideal) if ideal is not None else None
+
+
+@dataclass
+class _Short:
+    """A short step run (see :func:`_short_step`): its graph, blocks and times (None: not
+    folded), and those of its ideal pipeline (None with one stage); ``costs`` are the pass
+    costs it was built with."""
+
+    costs: dict[tuple[int, str], PassCost]
+    graph: StepGraph
+    blocks: _Blocks | None = None
+    done: _Timed | None = None
+    free: _Timed | None = None
+
+
+#: Short steps run, kept across steps that differ only in their number of micro-batches:
+#: a search over the global batch asks for the same short step with another repeat count.
+_SHORT: Kept[list[_Short]] = Kept(limit=64)
+
+
+def _short_key(setup: StepSetup, m1: int) -> Hashable:
+    """What the short step of ``m1`` micro-batches depends on besides the pass costs and
+    the objects held by identity (topology, profile, compute parameters, timer): the
+    scenario and plan with the global batch of ``m1`` micro-batches, so that steps of
+    other lengths share it (nothing in the graph reads the global batch but through the
+    micro-batch count, which the short step sets)."""
+    plan = setup.plan
+    batch = m1 * plan.micro_batch * plan.dp
+    sc = setup.scenario
+    short_sc = replace(sc, training=replace(sc.training, global_batch=batch))
+    return (short_sc, replace(plan, global_batch=batch), setup.network, setup.stages,
+            setup.stage_gpus, setup.stage_compute, m1)  # fmt: skip
+
+
+def _short_step(
+    setup: StepSetup,
+    timer: CollectiveTimer,
+    costs: dict[tuple[int, str], PassCost],
+    m1: int,
+    layout: SteadyLayout,
+) -> _Short:
+    """The short step of ``m1`` micro-batches run on ``timer``, and its ideal pipeline:
+    kept (the last :data:`_SHORT` ``limit`` keys) and reused when asked again with equal
+    pass costs (they depend on the micro-batch count where gradient accumulation is not
+    fused, so those steps miss)."""
+    held = (setup.topology, setup.profile, setup.compute, timer)
+    kept = _SHORT.get(_short_key(setup, m1), held, list)  # unhashable: a list not kept
+    for short in kept:
+        if short.costs is costs or short.costs == costs:
+            return short
+    short = _run_short(setup, timer, costs, m1, layout)
+    kept[:] = [short]
+    return short
+
+
+def _run_short(
+    setup: StepSetup,
+    timer: CollectiveTimer,
+    costs: dict[tuple[int, str], PassCost],
+    m1: int,
+    layout: SteadyLayout,
+) -> _Short:
+    """The work of :func:`_short_step`."""
+    graph = build_step_graph(setup, timer, costs, microbatches=m1)
+    short = _Short(costs, graph)
+    if any(graph.fill):
+        return short
     blocks = _blocks(graph, layout)
     preds = graph.predecessors()
     first = next((j for j in range(blocks.count - 1) if _regular(graph, preds, blocks, j)), None)
     if first is None:
-        return None
-    done = execute(graph, timer, setup.network)
-    run = _expand(setup, graph, blocks, first, extra, (done.start, done.end), costs, timer)
-    if run is None:
-        return None
-    if plan.pp == 1:
-        return run, run
-    free = execute(graph, timer, setup.network, skip=ideal_skip(graph))
-    ideal = _expand(setup, graph, blocks, first, extra, (free.start, free.end), costs, timer)
-    return (run, ideal) if ideal is not None else None
+        return short
+    short.blocks = blocks
+    short.done = _timed(blocks, first, graph, execute(graph, timer, setup.network))
+    if setup.plan.pp > 1:
+        free = execute(graph, timer, setup.network, skip=ideal_skip(graph))
+        short.free = _timed(blocks, first, graph, free)
+    return short

@@ -216,12 +216,20 @@ def phase_step(
 
 def gather(table: RouteTable, step: StepArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every transfer's links one after the other: (links, shares, owning transfer)."""
+    flat, share, counts = _gather_counted(table, step)
+    return flat, share, np.repeat(np.arange(len(step)), counts)
+
+
+def _gather_counted(
+    table: RouteTable, step: StepArrays
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """As :func:`gather`, with each transfer's link count instead of each link's owner
+    (transfer ``i``'s links are the ``counts[i]`` after those of transfers ``< i``)."""
     table.freeze()
     counts = table.count[step.route]
-    owner = np.repeat(np.arange(len(step)), counts)
     first = np.cumsum(counts) - counts  # where each transfer's links start in the output
     pos = np.arange(int(counts.sum())) - np.repeat(first - table.ptr[step.route], counts)
-    return table.links[pos], table.shares[pos], owner
+    return table.links[pos], table.shares[pos], counts
 
 
 def sender_totals(step: StepArrays, chunk_bytes: float, n: int) -> np.ndarray:
@@ -244,12 +252,12 @@ def step_loads(
     step's transfers (the analytical network's :func:`sim.network.batch.batch_times_s`, on the touched links only).
     """
     topo = table.routes.topology
-    flat, share, owner = gather(table, step)
+    flat, share, counts = _gather_counted(table, step)
     drain = np.zeros(len(step))
     if not len(flat):
         return drain, flat
     size = step.chunks * chunk_bytes
-    weight = size[owner] * share
+    weight = np.repeat(size, counts) * share
     links = topo.capacity_Bps.size
     if len(flat) * DENSE_RATIO >= links:  # loads over every link: no sort
         load = np.bincount(flat, weights=weight, minlength=links)
@@ -265,7 +273,8 @@ def step_loads(
         if table.lossy:
             loss = topo.link_loss[uniq]
             cap = cap * (1.0 - loss * (1.0 - 1.0 / np.maximum(flows.astype(float), 1.0)))
-    np.maximum.at(drain, owner, load[idx] / cap[idx])
+    some = np.flatnonzero(counts)  # each transfer's links are one run: its max by reduceat
+    drain[some] = np.maximum.reduceat(load[idx] / cap[idx], (np.cumsum(counts) - counts)[some])
     return drain, flat
 
 

@@ -80,12 +80,18 @@ def _levels(parent: Sequence[int], rank_of: Sequence[int]) -> tuple[list[Edges],
     from its parent at step = its depth - 1.
     """
     m = len(parent)
-    depth = [0] * m
+    depth = [
+        -1
+    ] * m  # each rank's once, from its nearest ancestor's (a walk per rank was O(m depth))
     for i in range(m):
-        j = i
-        while parent[j] >= 0:
-            depth[i] += 1
+        walk, j = [], i
+        while j >= 0 and depth[j] < 0:
+            walk.append(j)
             j = parent[j]
+        d = depth[j] if j >= 0 else -1
+        for k in reversed(walk):
+            d += 1
+            depth[k] = d
     height = [0] * m
     for i in sorted(range(m), key=lambda i: -depth[i]):
         if parent[i] >= 0:

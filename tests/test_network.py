@@ -406,8 +406,8 @@ def test_make_network_builds_each_backend() -> None:
     for name, spec in BACKENDS.items():
         net = make_network(name, simpy.Environment(), topo)
         assert isinstance(net, kinds[name]) and spec.name == name
-        for attr in ("transfer", "transfer_routes", "add_link_bytes", "link_bytes",
-                     "link_bytes_by_tag", "samples", "busy"):  # fmt: skip
+        for attr in ("transfer", "transfer_routes", "expect_routes", "add_link_bytes",
+                     "link_bytes", "link_bytes_by_tag", "samples", "busy"):  # fmt: skip
             assert hasattr(net, attr), (name, attr)
     assert [n for n, s in BACKENDS.items() if s.closed_form] == ["analytical"]
 

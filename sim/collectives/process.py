@@ -17,7 +17,7 @@ import simpy
 from sim.collectives.channels import CAPPED, overlapped
 from sim.collectives.engine import SCOPE_NAME, RouteCache, wire_scale
 from sim.collectives.params import CollectiveParams
-from sim.collectives.schedule import Schedule
+from sim.collectives.schedule import Phase, Schedule
 from sim.collectives.steparrays import RouteTable, StepArrays, cached_step, sender_totals
 from sim.network.base import Network
 
@@ -70,25 +70,29 @@ def run_schedule(
     capped = sched.algorithm in CAPPED and nccl_channels > 0
     rate_cap_Bps = nccl_channels * params.channels.bandwidth_Bps[protocol] if capped else math.inf
     memo: dict[int, tuple[object, StepArrays]] = {}
+    table = routes.table
+    first = _steps_run(sched, endpoints, table, memo, exclusive, coalesce)
+    if first:
+        network.expect_routes(table, np.unique(np.concatenate([s.route for s in first.values()])))
     yield env.timeout(algo.base_latency_s[protocol])
     for i, phase in enumerate(sched.phases):
         k = 0
         uniform = phase.uniform and phase.repeat > 1
         skip = exclusive and uniform  # time the first step, then skip ahead
-        reps = phase.repeat if coalesce and uniform and not exclusive else 1  # steps per start
+        reps = _steps_per_start(phase, exclusive, coalesce)
         while k < phase.repeat:
             t0 = env.now
             # alone on the network, a step's bytes are the uniform phase's steps' bytes
             before = network.link_bytes.copy() if skip else None
-            step = cached_step(sched, i, k, endpoints, routes.table, memo)
+            step = first.pop((i, k), None) or cached_step(sched, i, k, endpoints, table, memo)
             sent = sender_totals(step, sched.chunk_bytes, sched.n)
             if len(step):
                 yield _start(network, step, sent * reps, sched.chunk_bytes * reps, scale,
-                             rate_cap_Bps, routes.table, tag)  # fmt: skip
+                             rate_cap_Bps, table, tag)  # fmt: skip
                 if reps > 1:  # the other steps' route latencies (each step lands once)
-                    yield env.timeout((reps - 1) * float(routes.table.latency_s[step.route].max()))
+                    yield env.timeout((reps - 1) * float(table.latency_s[step.route].max()))
                 if not phase.streamed:
-                    scope = SCOPE_NAME[int(routes.table.scope[step.route].max())]
+                    scope = SCOPE_NAME[int(table.scope[step.route].max())]
                     lat = algo.step_latency_s[scope][protocol] * reps
                     # overlapped steps: the handshake runs alongside the data (max, not sum)
                     both = phase.overlap and overlapped(
@@ -101,6 +105,44 @@ def run_schedule(
                 network.add_link_bytes((network.link_bytes - before) * rest, tag)
                 yield env.timeout((env.now - t0) * rest)
                 k = phase.repeat
+
+
+def _steps_per_start(phase: Phase, exclusive: bool, coalesce: bool) -> int:
+    """Steps of ``phase`` each start of :func:`run_schedule` runs: a uniform phase's
+    ``repeat`` as one on a shared network with ``coalesce``, else 1."""
+    uniform = phase.uniform and phase.repeat > 1
+    return phase.repeat if coalesce and uniform and not exclusive else 1
+
+
+def _steps_run(
+    sched: Schedule,
+    endpoints: Sequence[str],
+    table: RouteTable,
+    memo: dict[int, tuple[object, StepArrays]],
+    exclusive: bool,
+    coalesce: bool,
+) -> dict[tuple[int, int], StepArrays]:
+    """Every step :func:`run_schedule` starts, by (phase, step): alone on the network, a
+    uniform phase's first step only. Empty past :data:`EXPECTED_TRANSFERS` transfers (the
+    steps are then converted as they run, and their routes not announced)."""
+    out: dict[tuple[int, int], StepArrays] = {}
+    total = 0
+    for i, phase in enumerate(sched.phases):
+        if exclusive and phase.uniform and phase.repeat > 1:
+            ks = range(1)
+        else:
+            ks = range(0, phase.repeat, _steps_per_start(phase, exclusive, coalesce))
+        for k in ks:
+            step = out[(i, k)] = cached_step(sched, i, k, endpoints, table, memo)
+            total += len(step)
+            if total > EXPECTED_TRANSFERS:
+                return {}
+    return {key: step for key, step in out.items() if len(step)}
+
+
+#: Most transfers of a schedule whose routes :func:`run_schedule` announces to the network
+#: before its first step (:func:`_steps_run` holds them all meanwhile).
+EXPECTED_TRANSFERS = 1_000_000
 
 
 def _start(

@@ -116,6 +116,10 @@ class AnalyticalNetwork:
         ]
         return self.env.all_of(events)
 
+    def expect_routes(self, table: Routes, route: np.ndarray) -> None:
+        """Nothing to prepare (see :meth:`Network.expect_routes`): each transfer is timed
+        from its path alone."""
+
     def add_link_bytes(self, nbytes: np.ndarray, tag: str = "") -> None:
         """Count ``nbytes`` per link as carried (see :meth:`Network.add_link_bytes`)."""
         add_counted(self.link_bytes, self.link_bytes_by_tag, nbytes, tag)

@@ -137,6 +137,12 @@ class Network(Protocol):
         at the instant ``all_of`` of :meth:`transfer` would."""
         ...
 
+    def expect_routes(self, table: Routes, route: np.ndarray) -> None:
+        """Say that transfers on ``table``'s routes ``route`` (route numbers) will follow: a
+        backend that prepares each route before its first transfer may prepare them all at
+        once (the flow network refines its link classes once, not at every step)."""
+        ...
+
     def add_link_bytes(self, nbytes: np.ndarray, tag: str = "") -> None:
         """Count ``nbytes`` (one entry per link) as carried, under ``tag`` too: traffic
         timed without being sent transfer by transfer (a collective phase's identical steps

@@ -242,12 +242,8 @@ class FlowNetwork:
         done = self.env.event()
         if not len(route):
             return done.succeed()
-        rows = self._tables.get(id(table))
-        if rows is None:
-            rows = TableRows(self._classes, self._nlinks, self._bytes.numbers, self._route_id)
-            self._tables[id(table)] = rows
-            self._keep_alive.append(table)
-        rows.update(table)
+        rows = self._rows(table)
+        rows.update(table, route)
         count = Countdown(done, len(route))
         lat = table.latency_s[route]
         moving = (rows.links[route] > 0) & (nbytes > 0)
@@ -269,6 +265,25 @@ class FlowNetwork:
         if not self._solve_due:
             self._request_solve()
         return done
+
+    def expect_routes(self, table: RoutesLike, route: np.ndarray) -> None:
+        """Build the solver rows of ``table``'s routes ``route`` now (see
+        :meth:`Network.expect_routes`): their link classes refined once, before any flow
+        is admitted, instead of step by step (each refinement rebuilds the rows built
+        before it and the admitted flows' rows)."""
+        if len(route):
+            self._rows(table).update(table, route)
+            if not len(self._flows) and not self._pending:  # no flow's rows to go stale
+                self._class_version = self._classes.version
+
+    def _rows(self, table: RoutesLike) -> TableRows:
+        """The solver rows of ``table``'s routes on this network (made on first use)."""
+        rows = self._tables.get(id(table))
+        if rows is None:
+            rows = TableRows(self._classes, self._nlinks, self._bytes.numbers, self._route_id)
+            self._tables[id(table)] = rows
+            self._keep_alive.append(table)
+        return rows
 
     def _route(self, src: str, dst: str, rail: int) -> tuple[Path, float]:
         key = (src, dst, rail)

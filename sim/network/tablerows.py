@@ -35,12 +35,17 @@ class RoutesLike(Protocol):  # sim.collectives.steparrays.RouteTable
 
 
 class TableRows:
-    """Solver rows of every route of one table (see module docstring).
+    """Solver rows of the routes of one table that flows have used (see module docstring).
+
+    A route's row is built when a flow first uses it (:meth:`update`): a tuner numbers the
+    routes of every candidate schedule in the table, and only the chosen one's run. Its
+    path number is given to every route of the table in table order, as the routes are
+    numbered, so the byte counters sum routes in the same order whichever are used.
 
     Parameters
     ----------
     classes : LinkClasses
-        The topology's link classes (observes every route added).
+        The topology's link classes (observes every route used).
     pad : int
         Number of links: the pad value of the rows.
     path_no : callable
@@ -60,6 +65,7 @@ class TableRows:
         self._path_no, self._route_id = path_no, route_id
         self._paths: list[Path] = []
         self.version = classes.version
+        self.built = np.zeros(0, dtype=bool)  # whether each route's row is built
         self.hops = np.zeros((0, 0), dtype=np.intp)
         self.share = np.zeros((0, 0))
         self.width = np.zeros(0, dtype=np.intp)  # solver links per route
@@ -68,35 +74,49 @@ class TableRows:
         self.path = np.zeros(0, dtype=np.intp)
         self.route = np.zeros(0, dtype=np.intp)
 
-    def update(self, table: RoutesLike) -> None:
-        """Add the table's routes numbered since the last call; rebuild every row when a
-        class split since they were built."""
+    def update(self, table: RoutesLike, used: np.ndarray) -> None:
+        """Number the table's routes added since the last call; build the rows of routes
+        ``used`` (route numbers) not built yet, and rebuild every built row when a class
+        split since they were built."""
         table.freeze()
-        new = table.paths[len(self._paths) :]
-        if not new and self.version == self._classes.version:
+        self._extend(table.paths[len(self._paths) :])
+        todo = np.unique(used[~self.built[used]])
+        if not todo.size and self.version == self._classes.version:
             return
-        self._classes.observe_all(list(new))
+        new = [self._paths[i] for i in todo.tolist()]
+        self._classes.observe_all(new)
+        if self._route_id is not None:
+            self.route[todo] = [self._route_id(p) for p in new]
+        self.built[todo] = True
+        if self.version != self._classes.version:  # a class split: rebuild every built row
+            self.version = self._classes.version
+            todo = np.flatnonzero(self.built)
+            new = [self._paths[i] for i in todo.tolist()]
+        hops, share = self._classes.reduce(*path_rows(new, self._pad))
+        width = max(self.hops.shape[1], hops.shape[1])
+        self.hops, self.share = widen(self.hops, width, self._pad), widen(self.share, width, 0.0)
+        self.hops[todo], self.share[todo] = widen(hops, width, self._pad), widen(share, width, 0.0)
+        self.width[todo] = (hops < self._pad).sum(axis=1)
+
+    def _extend(self, new: Sequence[Path]) -> None:
+        """Number routes ``new`` (appended to the table): their path numbers, link counts
+        and whether they are weighted; their rows not built."""
+        if not new:
+            return
+        k = len(new)
         self._paths.extend(new)
         self.path = np.concatenate([self.path, self._path_no(new)])
-        rid = self._route_id
-        ids = [rid(p) for p in new] if rid else [-1] * len(new)
-        self.route = np.concatenate([self.route, np.array(ids, dtype=np.intp)])
+        self.route = np.concatenate([self.route, np.full(k, -1, dtype=np.intp)])
         self.links = np.concatenate([self.links, [len(p.links) for p in new]]).astype(np.intp)
         weighted = np.array([p.weights is not None for p in new], dtype=bool)
         self.weighted = np.concatenate([self.weighted, weighted])
-        if self.version != self._classes.version:  # a class split: rebuild every row
-            self.version = self._classes.version
-            self.hops, self.share = self._classes.reduce(*path_rows(self._paths, self._pad))
-        else:
-            hops, share = self._classes.reduce(*path_rows(new, self._pad))
-            width = max(self.hops.shape[1], hops.shape[1])
-            self.hops = np.vstack(
-                [widen(self.hops, width, self._pad), widen(hops, width, self._pad)]
-            )
-            self.share = np.vstack([widen(self.share, width, 0.0), widen(share, width, 0.0)])
-        self.width = (self.hops < self._pad).sum(axis=1)
+        self.built = np.concatenate([self.built, np.zeros(k, dtype=bool)])
+        self.width = np.concatenate([self.width, np.zeros(k, dtype=np.intp)])
+        self.hops = np.vstack([self.hops, np.full((k, self.hops.shape[1]), self._pad, np.intp)])
+        self.share = np.vstack([self.share, np.zeros((k, self.share.shape[1]))])
 
     def rows(self, route: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Solver rows and shares of flows on routes ``route``, trimmed to their width."""
+        """Solver rows and shares of flows on routes ``route`` (built by :meth:`update`),
+        trimmed to their width."""
         w = int(self.width[route].max()) if route.size else 0
         return self.hops[route, :w], self.share[route, :w]

@@ -25,6 +25,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 
+from sim.cli.runtime import settle
 from sim.errors import ClusterSimError
 
 __all__ = ["long_lived", "main"]
@@ -97,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``clustersim`` console script; returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser(argv).parse_args(argv)
+    settle()  # before the simulator's imports (NumPy's BLAS threads; they allocate too)
     handler: Handler = args.handler
     try:
         return handler(args)

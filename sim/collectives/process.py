@@ -73,7 +73,7 @@ def run_schedule(
     table = routes.table
     first = _steps_run(sched, endpoints, table, memo, exclusive, coalesce)
     if first:
-        network.expect_routes(table, np.unique(np.concatenate([s.route for s in first.values()])))
+        network.expect_routes(table, np.concatenate([s.route for s in first.values()]))
     yield env.timeout(algo.base_latency_s[protocol])
     for i, phase in enumerate(sched.phases):
         k = 0

@@ -72,7 +72,7 @@ class RouteBytes:
         self._pending.setdefault(ALL, []).append((routes, nbytes))
         if tags is None or not tags.any():
             return
-        for t in np.unique(tags[tags > 0]).tolist():
+        for t in np.flatnonzero(np.bincount(tags[tags > 0])).tolist():  # (np.unique: numpy.ma)
             sel = tags == t
             self._pending.setdefault(names[t], []).append((routes[sel], nbytes[sel]))
 

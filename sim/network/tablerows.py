@@ -80,7 +80,9 @@ class TableRows:
         split since they were built."""
         table.freeze()
         self._extend(table.paths[len(self._paths) :])
-        todo = np.unique(used[~self.built[used]])
+        want = np.zeros(len(self._paths), dtype=bool)  # a mask, not np.unique: that loads
+        want[used] = True  # numpy.ma on its first call (~20 ms of a command's start)
+        todo = np.flatnonzero(want & ~self.built)
         if not todo.size and self.version == self._classes.version:
             return
         new = [self._paths[i] for i in todo.tolist()]

@@ -31,6 +31,13 @@ short graph with the last block at its last repetition and everything after it m
 the stage timelines count the block's passes ``k + 1`` times (``repeats``) and the byte
 counters its tasks (``weight``).
 
+The short step (its graph, its run and its ideal pipeline's) is kept across steps that
+differ only in their number of micro-batches (:func:`_short_step`): a search over the
+global batch asks for the same short step with another repeat count. It is keyed by the
+scenario and plan at the short step's batch, the topology, profile, compute parameters and
+timer it ran with, and its pass costs (equal, by value: they change with the micro-batch
+count where gradient accumulation is not fused).
+
 Exact up to floating-point rounding: a repeated block's times are ``t + i lam`` rather
 than sums accumulated pass by pass (relative differences ~1e-15). Only the closed-form
 executor folds (the simulated network shares links between whatever runs at once; it runs

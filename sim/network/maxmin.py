@@ -34,6 +34,11 @@ __all__ = ["check_maxmin", "maxmin_rates", "pad_paths", "progressive_fill", "wit
 #: saturate together; it merges levels that are equal in exact arithmetic but differ
 #: by rounding, so a symmetric pattern takes one round, not one per link.
 SHARE_RTOL = 1e-10
+#: Rounds of a solve that find the flows on saturated links by a masked scan of every
+#: unfrozen flow's hops before a link -> flows index is built for the rounds after (most
+#: solves of a collective's steps end within two or three rounds, where the index's sort
+#: cost more than the scans; hashed ECMP routes give tens of rate levels, where it pays).
+SCAN_ROUNDS = 3
 
 Paths: TypeAlias = "Sequence[Sequence[int]] | sp.csr_matrix | sp.csr_array"
 
@@ -223,12 +228,14 @@ class _Fill:
 
     def rounds(self) -> None:
         """Raise every unfrozen flow's rate until a link (or a flow's cap) saturates;
-        freeze the flows there; repeat. The first round finds the flows on saturated
-        links by a masked scan of every flow's hops; later rounds (many rate levels, as
-        hashed ECMP routes give) through a link -> flows index of the flows left."""
+        freeze the flows there; repeat. The first :data:`SCAN_ROUNDS` rounds find the
+        flows on saturated links by a masked scan of every unfrozen flow's hops; later
+        rounds (many rate levels, as hashed ECMP routes give) through a link -> flows
+        index of the flows left. Both find the same flows, in the same order."""
         level = 0.0
         index: tuple[np.ndarray, np.ndarray] | None = None
         frozen = np.zeros(self.hops.shape[0], dtype=bool)
+        scans = 0
         while self.active.size:
             cut = self.cut()
             caps = None if self.caps is None else self.caps[self.active]
@@ -243,6 +250,7 @@ class _Fill:
                 if caps is not None:
                     hit |= caps <= bound
                 flows = self.active[hit]
+                scans += 1
             else:
                 hit = np.zeros(frozen.size, dtype=bool)  # a mask: no sort per round
                 hit[_gather(*index, np.flatnonzero(cut <= bound))] = True
@@ -254,7 +262,7 @@ class _Fill:
             self.rates[flows] = level
             if self.active.size:
                 self._freeze(flows, level)
-                if index is None:
+                if index is None and scans >= SCAN_ROUNDS:
                     index = _link_index(self.hops, self.active, self.size - 1)
 
     def _freeze(self, flows: np.ndarray, level: float) -> None:

@@ -54,10 +54,11 @@ def one_blas_thread() -> None:
 
 def keep_heap(pad_bytes: int = HEAP_PAD_BYTES) -> bool:
     """Set glibc's heap pad to ``pad_bytes`` (bytes) for this process; whether it was set
-    (False without glibc's ``mallopt``)."""
+    (False without glibc's ``mallopt``; Windows' ``CDLL`` refuses ``None`` with a
+    TypeError)."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int

@@ -42,6 +42,8 @@ from calibrate.published import (
     megatron_scenario,
     read_mcore_table,
     read_megatron_table,
+    read_selective_table,
+    selective_scenario,
 )
 from calibrate.solver import solve
 from sim.errors import CalibrationError
@@ -210,6 +212,10 @@ def table_rows(table: str, data: Path = DATA) -> list[TrainingRow]:
         return [TrainingRow(table, f"GPT {r.name} {r.gpus}gpu", r.name, mcore_scenario(r),
                             r.tflops_per_gpu, "model_tflops")
                 for r in read_mcore_table(path)]  # fmt: skip
+    if table.startswith("megatron-mfu-hfu"):
+        return [TrainingRow(table, f"GPT {r.name} {r.gpus}gpu selective", r.name,
+                            selective_scenario(r), r.model_tflops_per_gpu, "model_tflops")
+                for r in read_selective_table(path)]  # fmt: skip
     if table.startswith("megatron"):
         return [TrainingRow(table, f"GPT {r.name} {r.gpus}gpu", r.name, megatron_scenario(r),
                             r.tflops_per_gpu, "hw_tflops")

@@ -12,6 +12,9 @@ Runs that were run did fit, so the memory model must say ``fits`` for each of th
   gathers, sent pipeline outputs kept (Megatron-LM began deallocating them in January
   2022: commit c1e4526b renames 'free' to 'deallocate'). Scenario as
   :func:`calibrate.published.megatron_scenario` builds it.
+- Megatron-LM A100 with selective recompute (2022, DP 1): the same fp16 settings, with
+  sent pipeline outputs deallocated. Scenario as :func:`calibrate.published.selective_scenario`
+  builds it (sequence parallelism, selective recompute of the attention core).
 - Megatron-Core H100 weak scaling: ``megatron-core`` (the preset is that benchmark's
   configuration) with sequence parallelism under TP (``--tp-comm-overlap`` needs it),
   micro-batch 1, no recomputation (Megatron's default), flash attention, 1F1B without
@@ -41,7 +44,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from calibrate.llm_foundry import TABLES, foundry_scenario, read_foundry_table
-from calibrate.published import megatron_scenario, read_megatron_table
+from calibrate.published import (
+    megatron_scenario,
+    read_megatron_table,
+    read_selective_table,
+    selective_scenario,
+)
 from sim.scenario.load import Scenario, resolve_plan
 from sim.topology.presets import load_topology
 from sim.training.memory.allocator import device_memory_bytes
@@ -114,6 +122,24 @@ def _megatron_a100(data: Path) -> list[FitRow]:
     ]
 
 
+def _megatron_selective_a100(data: Path) -> list[FitRow]:
+    """The Megatron-LM 2022 runs with selective recompute: the 2021 rows' fp16 settings,
+    with pipeline outputs deallocated once sent (``deallocate_output_tensor`` in
+    ``megatron/schedules.py``, there since 2022-01)."""
+    path = data / "megatron-mfu-hfu-a100.csv"
+    if not path.exists():
+        return []
+    sem = framework_semantics("megatron-core", {
+        "main_grad_dtype": "fp16", "grad_reduce_dtype": "fp16", "fp32_grad_copy": True,
+        "default_zero": 0, "overlap_param_gather": False, "tp_comm_overlap": False,
+        "deallocate_pipeline_outputs": True,
+    })  # fmt: skip
+    return [
+        _from_scenario(path.name, f"{row.name} selective", selective_scenario(row), sem)
+        for row in read_selective_table(path)
+    ]
+
+
 def _megatron_core_h100(data: Path) -> list[FitRow]:
     path = data / "megatron-core-h100-weak-scaling.csv"
     sem = framework_semantics("megatron-core")
@@ -175,6 +201,7 @@ def _deepspeed(data: Path) -> list[FitRow]:
 #: table builders, in report order
 BUILDERS: tuple[Callable[[Path], list[FitRow]], ...] = (
     _megatron_a100,
+    _megatron_selective_a100,
     _megatron_core_h100,
     _foundry,
     _deepspeed,

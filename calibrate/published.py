@@ -1,5 +1,5 @@
-"""Published training tables as validation data: Megatron-LM's A100 weak-scaling runs and
-Megatron-Core's H100 weak-scaling runs.
+"""Published training tables as validation data: Megatron-LM's A100 weak-scaling runs, its
+A100 selective-recompute runs and Megatron-Core's H100 weak-scaling runs.
 
 Narayanan et al. (SC21) / the Megatron-LM README table: GPT models of 1.7B to 1T
 parameters on 32 to 3072 A100 80GB (Selene: DGX A100, 8 GPUs per node, HDR InfiniBand),
@@ -51,6 +51,30 @@ absolute positions (Megatron's defaults), untied embeddings and output weights; 
 fabric is not stated, assumed 8 x 400 Gb/s NDR InfiniBand per 8-GPU server
 (``h100-ib-ndr``; NVIDIA's EOS).
 
+Megatron-LM A100 with selective recompute (``megatron-mfu-hfu-a100.csv``: the Megatron-LM
+README's MFU/HFU table at commit 2e90a342, 2022-05-19, measured "using a data parallel
+size of one"; Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+Transformer Models", arXiv 2205.05198). The table names only the model; each model's
+shape and run (TP, PP, GPUs, batch, micro-batch, interleaving) are the paper's, as the
+analytical model Calculon encodes them for its own validation against the same runs
+(github.com/calculon-ai/calculon, ``validation/*_seqsel.json`` and ``examples/*.json``):
+:data:`SELECTIVE_RUNS`. The published MFU is model FLOP/s over the A100's 312 TFLOP/s
+fp16/bf16 peak, with the paper's model FLOPs ``72 B s l h^2 (1 + s / 6h + V / 12 l h)``,
+the same count as ``StepResult.model_tflops_per_gpu`` (attention scores in full, the
+logits included, no recompute), so the table is compared as model TFLOP/s per GPU
+(``MFU x 312``). Assumptions for every row (:func:`selective_scenario`; stated, not tuned
+per row): as the SC21 rows above (fp16 mixed precision run as bf16, no flash attention,
+dropout 0.1, Megatron's fused kernels, tied embeddings, gradients in fp16 without
+gradient-accumulation fusion: the 2022 code turns the fusion off unless gradients are
+accumulated in fp32, ``megatron/arguments.py`` at 2e90a342, and the runs' fp16 setup does
+not ask for that), with sequence parallelism and selective recompute (the attention core:
+scores, softmax, dropout, context), no data parallelism (nothing to reduce), and every TP
+collective on the critical path. Not modelled: the 2022 code's asynchronous collectives in
+a column-parallel linear's backward (the input-gradient all-reduce, or under sequence
+parallelism the input re-gather and the gradient reduce-scatter, each run beside the next
+GEMM; ``LinearWithGradAccumulationAndAsyncCommunication``): 4 of a layer's 10 TP
+collectives, which would take about 2% off the 1T step.
+
 The same file's header quotes the README's strong-scaling statement: GPT-3 175B (the
 table's 177B row) from 96 to 4608 H100 at a fixed batch of 1152 sequences, MFU falling
 from 47% to 42% (:func:`read_mcore_strong_scaling`). It names no schedule; its TP and PP
@@ -73,18 +97,25 @@ from sim.scenario.load import Scenario, scenario_from_dict
 from sim.training.step import simulate_step
 
 __all__ = [
+    "A100_PEAK_TFLOPS",
     "MCORE_SEQ",
     "MCORE_VOCAB",
     "SC21_RUNS",
+    "SELECTIVE_PAPER_SECONDS",
+    "SELECTIVE_RUNS",
     "McoreRow",
     "MegatronRow",
+    "SelectiveRow",
     "StrongScaling",
+    "full_recompute",
     "mcore_scenario",
     "megatron_scenario",
     "predict_rows",
     "read_mcore_strong_scaling",
     "read_mcore_table",
     "read_megatron_table",
+    "read_selective_table",
+    "selective_scenario",
     "strong_scaling_scenario",
 ]
 
@@ -337,3 +368,109 @@ def strong_scaling_scenario(
         return sc
     par = replace(sc.parallel, schedule="interleaved", virtual_stages=virtual_stages)
     return replace(sc, parallel=par)
+
+
+#: Megatron-LM selective-recompute runs (Korthikanti et al. 2022): model -> (heads, hidden,
+#: layers, TP, PP, GPUs, global batch, micro-batch, model chunks per pipeline stage), as
+#: Calculon's validation encodes the paper's runs (module docstring); sequence 2048, vocab
+#: 51200, DP 1.
+SELECTIVE_RUNS: dict[str, tuple[int, int, int, int, int, int, int, int, int]] = {
+    "22B": (64, 6144, 48, 8, 1, 8, 4, 4, 1),
+    "175B": (96, 12288, 96, 8, 8, 64, 64, 1, 3),
+    "530B": (128, 20480, 105, 8, 35, 280, 280, 1, 3),
+    "1T": (160, 25600, 128, 8, 64, 512, 512, 1, 1),
+}
+
+#: Iteration seconds of the same runs in Korthikanti et al. 2022 (full recompute without
+#: sequence parallelism, the paper's baseline; selective recompute with it), as Calculon's
+#: validation quotes them (github.com/calculon-ai/calculon, calculon/megatron/validation.py:
+#: "reported here: https://arxiv.org/pdf/2205.05198"). Not in ../shared/data; the
+#: selective times give the shared table's MFU within 0.2 point with the paper's FLOP count.
+SELECTIVE_PAPER_SECONDS: dict[str, tuple[float, float]] = {
+    "22B": (1.42, 1.10),
+    "175B": (18.13, 13.75),
+    "530B": (49.05, 37.83),
+    "1T": (94.42, 71.49),
+}
+
+#: A100's dense fp16/bf16 peak, TFLOP/s (NVIDIA A100 datasheet): the MFU denominator.
+A100_PEAK_TFLOPS = 312.0
+
+
+@dataclass(frozen=True)
+class SelectiveRow:
+    """One row of the selective-recompute table: the run and its published MFU and HFU
+    (fractions)."""
+
+    name: str
+    heads: int
+    hidden: int
+    layers: int
+    tp: int
+    pp: int
+    gpus: int
+    batch: int
+    micro_batch: int
+    virtual_stages: int
+    mfu: float
+    hfu: float
+
+    @property
+    def model_tflops_per_gpu(self) -> float:
+        """Published model TFLOP/s per GPU: MFU x the A100's 312 TFLOP/s."""
+        return self.mfu * A100_PEAK_TFLOPS
+
+
+def _fraction(cell: str) -> float:
+    return float(cell.strip().rstrip("%")) / 100
+
+
+def read_selective_table(path: str | Path) -> list[SelectiveRow]:
+    """Read ``megatron-mfu-hfu-a100.csv`` (line 1: source, line 2: header).
+
+    Raises CalibrationError when the file is not that table or names a model without a
+    known run (:data:`SELECTIVE_RUNS`).
+    """
+    try:
+        lines = Path(path).read_text().splitlines()[1:]
+        cells = [(r["model_size"], _fraction(r["model_flops_utilization"]),
+                  _fraction(r["hardware_flops_utilization"]))
+                 for r in csv.DictReader(lines)]  # fmt: skip
+    except (OSError, KeyError, ValueError, AttributeError) as e:
+        raise CalibrationError(f"{path}: not the Megatron MFU/HFU table ({e})") from None
+    unknown = [name for name, _, _ in cells if name not in SELECTIVE_RUNS]
+    if unknown:
+        known = ", ".join(SELECTIVE_RUNS)
+        raise CalibrationError(f"{path}: no known run for {', '.join(unknown)}; known: {known}")
+    return [SelectiveRow(name, *SELECTIVE_RUNS[name], mfu, hfu) for name, mfu, hfu in cells]
+
+
+def selective_scenario(row: SelectiveRow, network: str = "analytical") -> Scenario:
+    """The scenario of one selective-recompute row under the module's stated assumptions."""
+    parallel: dict[str, object] = {
+        "tp": row.tp, "pp": row.pp, "dp": 1, "sp": row.tp > 1, "micro_batch": row.micro_batch,
+        "schedule": "1f1b", "recompute": "selective", "overlap_tp": False,
+    }  # fmt: skip
+    if row.virtual_stages > 1:
+        parallel.update(schedule="interleaved", virtual_stages=row.virtual_stages)
+    raw = {
+        "model": {
+            "layers": row.layers, "hidden": row.hidden, "heads": row.heads, "vocab": 51200,
+            "tied_embeddings": True, "dropout": 0.1,
+        },
+        "cluster": {"topology": "a100-ib-hdr", "nodes": max(1, row.gpus // 8)},
+        "parallel": parallel,
+        "training": {
+            "global_batch": row.batch, "seq_len": 2048, "precision": "bf16",
+            "flash_attention": False, "fused_kernels": True, "grad_dtype": "fp16",
+            "grad_accum_fusion": False,
+        },
+        "network": network,
+    }  # fmt: skip
+    return scenario_from_dict(raw, f"megatron-selective-{row.name}")
+
+
+def full_recompute(sc: Scenario) -> Scenario:
+    """The paper's baseline of a selective-recompute run: full recompute, no sequence
+    parallelism (TP all-reduces), everything else the same."""
+    return replace(sc, parallel=replace(sc.parallel, recompute="full", sp=False))

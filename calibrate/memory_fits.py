@@ -109,13 +109,20 @@ def _from_scenario(table: str, label: str, sc: Scenario, sem: Semantics) -> FitR
     )  # fmt: skip
 
 
-def _megatron_a100(data: Path) -> list[FitRow]:
-    path = data / "megatron-lm-a100-weak-scaling.csv"
-    sem = framework_semantics("megatron-core", {
+def _megatron_lm(deallocate_outputs: bool) -> Semantics:
+    """Megatron-LM as it ran on A100 before Megatron-Core (fp16 parameters and gradients,
+    an fp32 gradient copy, no distributed optimizer, no TP or gather overlap); sent
+    pipeline outputs deallocated or kept."""
+    return framework_semantics("megatron-core", {
         "main_grad_dtype": "fp16", "grad_reduce_dtype": "fp16", "fp32_grad_copy": True,
         "default_zero": 0, "overlap_param_gather": False, "tp_comm_overlap": False,
-        "deallocate_pipeline_outputs": False,
+        "deallocate_pipeline_outputs": deallocate_outputs,
     })  # fmt: skip
+
+
+def _megatron_a100(data: Path) -> list[FitRow]:
+    path = data / "megatron-lm-a100-weak-scaling.csv"
+    sem = _megatron_lm(deallocate_outputs=False)
     return [
         _from_scenario(path.name, row.name, megatron_scenario(row), sem)
         for row in read_megatron_table(path)
@@ -129,11 +136,7 @@ def _megatron_selective_a100(data: Path) -> list[FitRow]:
     path = data / "megatron-mfu-hfu-a100.csv"
     if not path.exists():
         return []
-    sem = framework_semantics("megatron-core", {
-        "main_grad_dtype": "fp16", "grad_reduce_dtype": "fp16", "fp32_grad_copy": True,
-        "default_zero": 0, "overlap_param_gather": False, "tp_comm_overlap": False,
-        "deallocate_pipeline_outputs": True,
-    })  # fmt: skip
+    sem = _megatron_lm(deallocate_outputs=True)
     return [
         _from_scenario(path.name, f"{row.name} selective", selective_scenario(row), sem)
         for row in read_selective_table(path)

@@ -206,31 +206,32 @@ def megatron_scenario(
     if per_virtual is not None:
         parallel["schedule"] = "interleaved"
         parallel["virtual_stages"] = row.layers // row.pp // per_virtual
-    raw = {
-        "model": {
-            "layers": row.layers,
-            "hidden": row.hidden,
-            "heads": heads,
-            "vocab": 51200,
-            "tied_embeddings": True,
-            "dropout": 0.1,
-        },
-        "cluster": {"topology": "a100-ib-hdr", "nodes": row.gpus // 8},
-        "parallel": parallel,
-        "training": {
-            "global_batch": row.batch,
-            "seq_len": 2048,
-            "precision": "bf16",
-            "flash_attention": False,
-            "fused_kernels": True,
-            "grad_dtype": "fp16",
-            "grad_accum_fusion": False,
-        },
-        "network": network,
-    }
+    raw = _megatron_lm_run(row.layers, row.hidden, heads, row.gpus, row.batch, parallel, network)
     if profile:
         raw["profile"] = profile
     return scenario_from_dict(raw, f"megatron-{row.name}")
+
+
+def _megatron_lm_run(layers: int, hidden: int, heads: int, gpus: int, batch: int,
+                     parallel: dict[str, object], network: str) -> dict[str, object]:  # fmt: skip
+    """The scenario tree of a Megatron-LM A100 run under the assumptions the SC21 and the
+    2022 selective-recompute rows share (module docstring): GPT of vocab 51200 with tied
+    embeddings and dropout 0.1 at sequence 2048 on Selene, fp16 as bf16, no flash
+    attention, fused kernels, fp16 gradients without gradient-accumulation fusion."""
+    return {
+        "model": {
+            "layers": layers, "hidden": hidden, "heads": heads, "vocab": 51200,
+            "tied_embeddings": True, "dropout": 0.1,
+        },
+        "cluster": {"topology": "a100-ib-hdr", "nodes": max(1, gpus // 8)},
+        "parallel": parallel,
+        "training": {
+            "global_batch": batch, "seq_len": 2048, "precision": "bf16",
+            "flash_attention": False, "fused_kernels": True, "grad_dtype": "fp16",
+            "grad_accum_fusion": False,
+        },
+        "network": network,
+    }  # fmt: skip
 
 
 def predict_rows(
@@ -453,20 +454,8 @@ def selective_scenario(row: SelectiveRow, network: str = "analytical") -> Scenar
     }  # fmt: skip
     if row.virtual_stages > 1:
         parallel.update(schedule="interleaved", virtual_stages=row.virtual_stages)
-    raw = {
-        "model": {
-            "layers": row.layers, "hidden": row.hidden, "heads": row.heads, "vocab": 51200,
-            "tied_embeddings": True, "dropout": 0.1,
-        },
-        "cluster": {"topology": "a100-ib-hdr", "nodes": max(1, row.gpus // 8)},
-        "parallel": parallel,
-        "training": {
-            "global_batch": row.batch, "seq_len": 2048, "precision": "bf16",
-            "flash_attention": False, "fused_kernels": True, "grad_dtype": "fp16",
-            "grad_accum_fusion": False,
-        },
-        "network": network,
-    }  # fmt: skip
+    raw = _megatron_lm_run(row.layers, row.hidden, row.heads, row.gpus, row.batch, parallel,
+                           network)  # fmt: skip
     return scenario_from_dict(raw, f"megatron-selective-{row.name}")
 
 

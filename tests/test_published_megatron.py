@@ -83,12 +83,17 @@ def test_the_a100_fit_frees_stream_eff_and_the_h100_fit_does_not() -> None:
 # --- Megatron-LM 2022, selective recompute (megatron-mfu-hfu-a100.csv) ----------------
 
 
+def _selective(name: str) -> SelectiveRow:
+    """The paper's run of ``name`` (its published MFU and HFU do not matter here)."""
+    return SelectiveRow(name, *SELECTIVE_RUNS[name], 0.5, 0.5)
+
+
 @pytest.mark.parametrize("name", list(SELECTIVE_RUNS))
 def test_each_selective_run_is_a_valid_plan_without_data_parallelism(name: str) -> None:
     """The paper's runs (Calculon's validation files): TP x PP = GPUs (the README: "a data
     parallel size of one"), whole layers per model chunk, and interleaved micro-batches
     that divide by the stages (Megatron-LM requires it)."""
-    row = SelectiveRow(name, *SELECTIVE_RUNS[name], 0.5, 0.5)
+    row = _selective(name)
     sc = selective_scenario(row)
     plan = resolve_plan(sc, row.gpus, 8)
     assert (plan.tp, plan.pp, plan.dp) == (row.tp, row.pp, 1) and plan.sp
@@ -103,7 +108,7 @@ def test_the_compared_flops_are_the_papers_model_flops(name: str) -> None:
     """The table's MFU counts 72 B s l h^2 (1 + s/6h + V/12lh) FLOPs per step (Korthikanti
     et al. 2022); the simulator's model TFLOP/s must count exactly that, or the comparison
     is off by the convention, not by the physics."""
-    row = SelectiveRow(name, *SELECTIVE_RUNS[name], 0.5, 0.5)
+    row = _selective(name)
     r = simulate_step(selective_scenario(row))
     h, layers, b, s, v = row.hidden, row.layers, row.batch, 2048, 51200
     paper = 72 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (12 * layers * h))
@@ -133,7 +138,7 @@ def test_selective_recompute_saves_what_the_paper_measured(name: str) -> None:
     (SELECTIVE_PAPER_SECONDS); the simulator 1.308 and 1.311 (measured 2026-12-03).
     Within 3%: a check of what recomputation and sequence parallelism cost, apart from the
     absolute speed the A100 parameters set."""
-    sc = selective_scenario(SelectiveRow(name, *SELECTIVE_RUNS[name], 0.5, 0.5))
+    sc = selective_scenario(_selective(name))
     ratio = simulate_step(full_recompute(sc)).step_time_s / simulate_step(sc).step_time_s
     full, sel = SELECTIVE_PAPER_SECONDS[name]
     assert ratio == pytest.approx(full / sel, rel=0.03)

@@ -1,18 +1,27 @@
-"""Megatron-Core's strong-scaling statement against the simulator, by pipeline schedule.
+"""Megatron-Core's strong-scaling curve against the simulator, by pipeline schedule.
 
 The Megatron-LM README (quoted in the header of ``megatron-core-h100-weak-scaling.csv``)
 strong-scales GPT-3 175B (the table's 177B row: TP 8, PP 6) from 96 to 4608 H100 at a
-fixed batch of 1152 sequences; MFU falls from 47% to 42%. The statement names no
-schedule, so each row here is one: the non-interleaved 1F1B the weak-scaling table is
-predicted with (:func:`calibrate.published.mcore_scenario`), and the interleaved schedule
-with each ``v`` that divides the 16 layers of a stage. Per end: the published and
-predicted MFU, and the predicted step's compute-only MFU (model FLOPs over the compute
-time alone) and pipeline-bubble share; last, the ratio of the two ends' MFU (published
-0.89).
+fixed batch of 1152 sequences; MFU falls from 47% to 42%. The table's own 177B row is a
+third point of the same curve: 2304 GPUs at 1152 sequences, 432.8 TFLOP/s a GPU (43.7%)
+(:func:`calibrate.published.strong_scaling_curve`). The statement names no schedule, so
+each row here is one: the non-interleaved 1F1B the weak-scaling table is predicted with
+(:func:`calibrate.published.mcore_scenario`), and the interleaved schedule with each
+``v`` that divides the 16 layers of a stage.
 
-At 96 GPUs (DP 2, 576 micro-batches per replica) the bubble is ~1% whatever the
-schedule, so that end measures the compute model alone; at 4608 (DP 96, 12
-micro-batches) the schedule decides the bubble. Nothing here is fitted.
+First table, per point: the predicted MFU, its error, and the predicted pipeline-bubble
+share; then the curve's shape, each point's MFU over the first one's, predicted against
+published (the worst of the two ratios' errors).
+
+Second table, per point: the compute-only MFU the published run implies under that
+schedule, the published MFU with the predicted step's non-compute share taken out
+(published MFU x predicted step / predicted compute). Every point runs the same
+micro-batches through the same layers, so under the schedule the runs used this figure is
+the same at every point; the simulator's own compute-only MFU is printed beside it.
+
+At 96 GPUs (DP 2, 576 micro-batches per replica) the bubble is ~1% whatever the schedule,
+so that end measures the compute model alone; at 4608 (DP 96, 12 micro-batches) the
+schedule decides the bubble. Nothing here is fitted.
 
 Run: ``python benchmarks/validate_strong_scaling.py`` (reads ../shared/data, or
 ``$CLUSTERSIM_DATA``).
@@ -21,44 +30,56 @@ Run: ``python benchmarks/validate_strong_scaling.py`` (reads ../shared/data, or
 from __future__ import annotations
 
 from calibrate.fit_training import DATA
-from calibrate.published import (
-    read_mcore_strong_scaling,
-    read_mcore_table,
-    strong_scaling_scenario,
-)
+from calibrate.published import StrongScalingPoint, strong_scaling_curve, strong_scaling_scenario
 from sim.result import StepResult
 from sim.training.step import simulate_step
 
 TABLE = DATA / "megatron-core-h100-weak-scaling.csv"
 
 
-def _cells(r: StepResult, published: float) -> str:
-    compute_only = r.mfu * r.step_time_s / r.breakdown["compute"]
-    bubble = r.breakdown["pipeline_bubble"] / r.step_time_s
-    return (f"{published:>6.1%} {r.mfu:>6.1%} {r.mfu / published - 1:>+7.1%} "
-            f"{compute_only:>8.1%} {bubble:>7.1%}")  # fmt: skip
+def compute_only_mfu(r: StepResult) -> float:
+    """Model FLOPs over the compute time alone (fraction of peak)."""
+    return r.mfu * r.step_time_s / r.breakdown["compute"]
+
+
+def shape_error(results: list[StepResult], points: list[StrongScalingPoint]) -> float:
+    """Worst error of each later point's MFU over the first's, predicted against
+    published (fraction)."""
+    first, pub = results[0].mfu, points[0].mfu
+    return max(abs((r.mfu / first) / (p.mfu / pub) - 1) for r, p in zip(results[1:], points[1:],
+                                                                        strict=True))  # fmt: skip
 
 
 def main() -> None:
-    """Print the table (see the module docstring)."""
-    claim = read_mcore_strong_scaling(TABLE)
-    row = next(r for r in read_mcore_table(TABLE) if r.name == claim.row)
+    """Print both tables (see the module docstring)."""
+    row, points = strong_scaling_curve(TABLE)
     per_stage = row.layers // row.pp
     schedules = [1] + [v for v in range(2, per_stage + 1) if per_stage % v == 0]
-    low, high = claim.gpus
-    print(f"GPT-3 {row.name} (TP {row.tp}, PP {row.pp}), batch {claim.batch}: "
-          f"{low} -> {high} H100 (DP {low // (row.tp * row.pp)} -> "
-          f"{high // (row.tp * row.pp)})")  # fmt: skip
-    end = f"{'pub':>6} {'pred':>6} {'error':>7} {'compute':>8} {'bubble':>7}"
-    print(f"{'schedule':<16} | {low} GPUs: {end} | {high} GPUs: {end} | ratio")
-    for v in schedules:
-        a, b = (simulate_step(strong_scaling_scenario(row, g, claim.batch, v), "analytical")
-                for g in claim.gpus)  # fmt: skip
+    batch = row.batch
+    mp = row.tp * row.pp
+    print(f"GPT-3 {row.name} (TP {row.tp}, PP {row.pp}), batch {batch} sequences: "
+          + ", ".join(f"{p.gpus} GPUs (DP {p.gpus // mp}, {p.source}) {p.mfu:.1%}"
+                      for p in points))  # fmt: skip
+    runs = {v: [simulate_step(strong_scaling_scenario(row, p.gpus, batch, v), "analytical")
+                for p in points] for v in schedules}  # fmt: skip
+    head = " | ".join(f"{p.gpus:>5}: {'pred':>6} {'error':>7} {'bubble':>6}" for p in points)
+    print(f"{'schedule':<16} | {head} | shape error")
+    for v, results in runs.items():
+        cells = " | ".join(f"{'':>6} {r.mfu:>6.1%} {r.mfu / p.mfu - 1:>+7.1%} "
+                           f"{r.breakdown['pipeline_bubble'] / r.step_time_s:>6.1%}"
+                           for r, p in zip(results, points, strict=True))  # fmt: skip
         name = "1f1b" if v == 1 else f"interleaved v={v}"
-        print(f"{name:<16} | {'':>9} {_cells(a, claim.mfu[0])} | {'':>10} "
-              f"{_cells(b, claim.mfu[1])} | {b.mfu / a.mfu:.3f}")  # fmt: skip
-    print(f"{'published':<16} | {'':>9} {claim.mfu[0]:>6.1%} {'':>31} | {'':>10} "
-          f"{claim.mfu[1]:>6.1%} {'':>31} | {claim.mfu[1] / claim.mfu[0]:.3f}")  # fmt: skip
+        print(f"{name:<16} | {cells} | {shape_error(results, points):>11.1%}")
+    print()
+    print("compute-only MFU implied by the published points (simulator's own beside)")
+    print(f"{'schedule':<16} | " + " | ".join(f"{p.gpus:>5} GPUs" for p in points)
+          + " | simulator")  # fmt: skip
+    for v, results in runs.items():
+        implied = [p.mfu * r.step_time_s / r.breakdown["compute"]
+                   for r, p in zip(results, points, strict=True)]  # fmt: skip
+        name = "1f1b" if v == 1 else f"interleaved v={v}"
+        print(f"{name:<16} | " + " | ".join(f"{x:>10.1%}" for x in implied)
+              + f" | {compute_only_mfu(results[0]):>9.1%}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -79,7 +79,9 @@ The same file's header quotes the README's strong-scaling statement: GPT-3 175B 
 table's 177B row) from 96 to 4608 H100 at a fixed batch of 1152 sequences, MFU falling
 from 47% to 42% (:func:`read_mcore_strong_scaling`). It names no schedule; its TP and PP
 are taken from the 177B row, DP = GPUs / (TP x PP). :func:`strong_scaling_scenario` builds
-either end under the table's assumptions, or interleaved with ``v`` chunks per stage.
+any point under the table's assumptions, or interleaved with ``v`` chunks per stage;
+:func:`strong_scaling_curve` gives the published points, the table's 177B row (2304 GPUs at
+the same batch) between the statement's two ends.
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ __all__ = [
     "MegatronRow",
     "SelectiveRow",
     "StrongScaling",
+    "StrongScalingPoint",
     "full_recompute",
     "mcore_scenario",
     "megatron_scenario",
@@ -116,6 +119,7 @@ __all__ = [
     "read_megatron_table",
     "read_selective_table",
     "selective_scenario",
+    "strong_scaling_curve",
     "strong_scaling_scenario",
 ]
 
@@ -351,6 +355,43 @@ def read_mcore_strong_scaling(path: str | Path) -> StrongScaling:
     size, low, high, batch, mfu_low, mfu_high = m.groups()
     return StrongScaling(f"{size}B", (int(low), int(high)), int(batch),
                          (int(mfu_low) / 100, int(mfu_high) / 100))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StrongScalingPoint:
+    """One published point of the strong-scaling curve: ``gpus`` H100 at the statement's
+    batch, published MFU (fraction), and where it comes from."""
+
+    gpus: int
+    mfu: float
+    source: str
+
+
+def strong_scaling_curve(path: str | Path) -> tuple[McoreRow, list[StrongScalingPoint]]:
+    """The strong-scaling statement's row and its published points, fewest GPUs first:
+    the statement's two ends, and between them the table's own row where it is a point of
+    the same curve (same TP, PP and batch: the 177B row runs 2304 GPUs at 1152 sequences),
+    at its per-GPU TFLOP/s over H100 SXM's dense bf16 peak (the simulator's MFU
+    denominator, ``topologies/catalog/gpus.yaml``).
+
+    Raises CalibrationError when the header quotes no statement or the table has no row
+    of that name.
+    """
+    from sim.catalog import gpu_spec
+
+    claim = read_mcore_strong_scaling(path)
+    row = next((r for r in read_mcore_table(path) if r.name == claim.row), None)
+    if row is None:
+        raise CalibrationError(f"{path}: no row {claim.row!r} for the strong-scaling statement")
+    low, high = claim.gpus
+    points = [StrongScalingPoint(low, claim.mfu[0], "statement"),
+              StrongScalingPoint(high, claim.mfu[1], "statement")]  # fmt: skip
+    if row.batch == claim.batch and low < row.gpus < high:
+        peak = gpu_spec("H100-SXM").peak_flops["bf16"]
+        points.insert(
+            1, StrongScalingPoint(row.gpus, row.tflops_per_gpu * 1e12 / peak, "table row")
+        )
+    return row, points
 
 
 def strong_scaling_scenario(

@@ -45,6 +45,7 @@ from pathlib import Path
 
 from calibrate.llm_foundry import TABLES, foundry_scenario, read_foundry_table
 from calibrate.published import (
+    MEGATRON_LM_FP16,
     megatron_scenario,
     read_megatron_table,
     read_selective_table,
@@ -109,20 +110,13 @@ def _from_scenario(table: str, label: str, sc: Scenario, sem: Semantics) -> FitR
     )  # fmt: skip
 
 
-def _megatron_lm(deallocate_outputs: bool) -> Semantics:
-    """Megatron-LM as it ran on A100 before Megatron-Core (fp16 parameters and gradients,
-    an fp32 gradient copy, no distributed optimizer, no TP or gather overlap); sent
-    pipeline outputs deallocated or kept."""
-    return framework_semantics("megatron-core", {
-        "main_grad_dtype": "fp16", "grad_reduce_dtype": "fp16", "fp32_grad_copy": True,
-        "default_zero": 0, "overlap_param_gather": False, "tp_comm_overlap": False,
-        "deallocate_pipeline_outputs": deallocate_outputs,
-    })  # fmt: skip
-
-
 def _megatron_a100(data: Path) -> list[FitRow]:
+    """The SC21 runs: Megatron-LM's 2021 fp16 settings (:data:`MEGATRON_LM_FP16`), sent
+    pipeline outputs kept and no asynchronous TP backward (the 2021 code has neither)."""
     path = data / "megatron-lm-a100-weak-scaling.csv"
-    sem = _megatron_lm(deallocate_outputs=False)
+    sem = framework_semantics("megatron-core", {
+        **MEGATRON_LM_FP16, "deallocate_pipeline_outputs": False, "tp_async_backward": False,
+    })  # fmt: skip
     return [
         _from_scenario(path.name, row.name, megatron_scenario(row), sem)
         for row in read_megatron_table(path)
@@ -130,17 +124,18 @@ def _megatron_a100(data: Path) -> list[FitRow]:
 
 
 def _megatron_selective_a100(data: Path) -> list[FitRow]:
-    """The Megatron-LM 2022 runs with selective recompute: the 2021 rows' fp16 settings,
-    with pipeline outputs deallocated once sent (``deallocate_output_tensor`` in
-    ``megatron/schedules.py``, there since 2022-01)."""
+    """The Megatron-LM 2022 runs with selective recompute, under the framework their
+    scenarios name (:data:`MEGATRON_LM_2022`: the 2021 rows' fp16 settings, with pipeline
+    outputs deallocated once sent)."""
     path = data / "megatron-mfu-hfu-a100.csv"
     if not path.exists():
         return []
-    sem = _megatron_lm(deallocate_outputs=True)
-    return [
-        _from_scenario(path.name, f"{row.name} selective", selective_scenario(row), sem)
-        for row in read_selective_table(path)
-    ]
+    rows = []
+    for row in read_selective_table(path):
+        sc = selective_scenario(row)
+        assert sc.framework is not None  # the scenario names megatron-core
+        rows.append(_from_scenario(path.name, f"{row.name} selective", sc, sc.framework))
+    return rows
 
 
 def _megatron_core_h100(data: Path) -> list[FitRow]:

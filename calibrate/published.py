@@ -68,12 +68,14 @@ dropout 0.1, Megatron's fused kernels, tied embeddings, gradients in fp16 withou
 gradient-accumulation fusion: the 2022 code turns the fusion off unless gradients are
 accumulated in fp32, ``megatron/arguments.py`` at 2e90a342, and the runs' fp16 setup does
 not ask for that), with sequence parallelism and selective recompute (the attention core:
-scores, softmax, dropout, context), no data parallelism (nothing to reduce), and every TP
-collective on the critical path. Not modelled: the 2022 code's asynchronous collectives in
-a column-parallel linear's backward (the input-gradient all-reduce, or under sequence
-parallelism the input re-gather and the gradient reduce-scatter, each run beside the next
-GEMM; ``LinearWithGradAccumulationAndAsyncCommunication``): 4 of a layer's 10 TP
-collectives, which would take about 2% off the 1T step.
+scores, softmax, dropout, context), no data parallelism (nothing to reduce), and the 2022
+code's behaviour as behaviour keys over the ``megatron-core`` preset
+(:data:`MEGATRON_LM_2022`): its column-parallel backward launches 4 of a layer's 10 TP
+collectives asynchronously beside the layer's own GEMMs (the input re-gather beside the
+input-gradient GEMM, the gradient reduce-scatter beside the weight-gradient GEMM;
+``tp_async_backward``), and every other TP collective is on the critical path. The SC21
+rows' 2021 code had no such overlap (NVIDIA/Megatron-LM@aed2f75e; the asynchronous
+all-reduce arrived in 2021-08), so they name no framework.
 
 The same file's header quotes the README's strong-scaling statement: GPT-3 175B (the
 table's 177B row) from 96 to 4608 H100 at a fixed batch of 1152 sequences, MFU falling
@@ -102,6 +104,8 @@ __all__ = [
     "A100_PEAK_TFLOPS",
     "MCORE_SEQ",
     "MCORE_VOCAB",
+    "MEGATRON_LM_2022",
+    "MEGATRON_LM_FP16",
     "SC21_RUNS",
     "SELECTIVE_PAPER_SECONDS",
     "SELECTIVE_RUNS",
@@ -435,6 +439,26 @@ SELECTIVE_PAPER_SECONDS: dict[str, tuple[float, float]] = {
     "1T": (94.42, 71.49),
 }
 
+#: Megatron-LM before Megatron-Core, as the A100 tables ran it, in behaviour keys over the
+#: ``megatron-core`` preset (:mod:`sim.workload.frameworks`): fp16 gradients reduced in
+#: fp16 with an fp32 copy for the optimizer, no distributed optimizer, no TP or parameter
+#: gather overlap (``megatron/arguments.py`` and ``megatron/optimizer`` at 2e90a342).
+MEGATRON_LM_FP16: dict[str, object] = {
+    "main_grad_dtype": "fp16", "grad_reduce_dtype": "fp16", "fp32_grad_copy": True,
+    "default_zero": 0, "overlap_param_gather": False, "tp_comm_overlap": False,
+}  # fmt: skip
+
+#: The 2022 selective-recompute runs' Megatron-LM (the sequence-parallel branch, merged
+#: 2022-05-20 as NVIDIA/Megatron-LM@9aad9203): :data:`MEGATRON_LM_FP16`, sent pipeline
+#: outputs deallocated (``deallocate_output_tensor``, ``megatron/schedules.py``, since
+#: 2022-01) and the column-parallel backward's collectives run asynchronously beside its
+#: GEMMs (``LinearWithGradAccumulationAndAsyncCommunication`` in ``megatron/mpu/layers.py``:
+#: the re-gather beside the input-gradient GEMM, the reduce-scatter, or without sequence
+#: parallelism the all-reduce, beside the weight-gradient GEMM).
+MEGATRON_LM_2022: dict[str, object] = {
+    **MEGATRON_LM_FP16, "deallocate_pipeline_outputs": True, "tp_async_backward": True,
+}  # fmt: skip
+
 #: A100's dense fp16/bf16 peak, TFLOP/s (NVIDIA A100 datasheet): the MFU denominator.
 A100_PEAK_TFLOPS = 312.0
 
@@ -488,7 +512,8 @@ def read_selective_table(path: str | Path) -> list[SelectiveRow]:
 
 
 def selective_scenario(row: SelectiveRow, network: str = "analytical") -> Scenario:
-    """The scenario of one selective-recompute row under the module's stated assumptions."""
+    """The scenario of one selective-recompute row under the module's stated assumptions,
+    run by :data:`MEGATRON_LM_2022`."""
     parallel: dict[str, object] = {
         "tp": row.tp, "pp": row.pp, "dp": 1, "sp": row.tp > 1, "micro_batch": row.micro_batch,
         "schedule": "1f1b", "recompute": "selective", "overlap_tp": False,
@@ -497,6 +522,8 @@ def selective_scenario(row: SelectiveRow, network: str = "analytical") -> Scenar
         parallel.update(schedule="interleaved", virtual_stages=row.virtual_stages)
     raw = _megatron_lm_run(row.layers, row.hidden, row.heads, row.gpus, row.batch, parallel,
                            network)  # fmt: skip
+    raw["training"]["framework"] = "megatron-core"  # type: ignore[index]
+    raw["framework"] = dict(MEGATRON_LM_2022)
     return scenario_from_dict(raw, f"megatron-selective-{row.name}")
 
 

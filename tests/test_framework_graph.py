@@ -8,15 +8,21 @@ import pytest
 
 from sim.errors import ConfigError
 from sim.scenario.load import load_scenario
-from sim.training.compute.passes import OpsCost, TPOverlap
+from sim.training.compute.passes import (
+    ASYNC_COMM_SLOWDOWN,
+    OpsCost,
+    TPOverlap,
+    async_exposed_s,
+)
 from sim.training.graph.build import AHEAD_LABEL
-from sim.training.graph.costs import chunk_costs, param_units, tp_overlap
+from sim.training.graph.costs import chunk_costs, op_context, param_units, tp_overlap
 from sim.training.graph.execute import run_graph
 from sim.training.graph.task import COLLECTIVE, COMPUTE
 from sim.training.memory.allocator import device_memory_bytes
 from sim.training.setup import prepare_step
 from sim.training.step import _timer, simulate_step
 from sim.workload.frameworks import PRESETS, grad_bucket_bytes
+from sim.workload.ops import layer_ops
 
 SMALL = ["cluster.nodes=4", "parallel.dp=1", "training.global_batch=32"]  # llama2-70b: TP8 PP4 DP1
 #: The shipped scenarios name their frameworks; this takes it away (the framework-neutral step).
@@ -77,6 +83,45 @@ def test_overlap_tp_is_no_longer_free() -> None:
                        "analytical")  # fmt: skip
     assert on.step_time_s < off.step_time_s
     assert on.breakdown["compute"] > off.breakdown["compute"]  # GEMMs slowed beside TP
+
+
+def _bwd_marks(*sets: str) -> dict[str, int]:
+    """``Op.beside`` of every TP collective of one layer's backward."""
+    setup = prepare_step(load_scenario("llama2-70b-256-ib", [*SMALL, *sets]), "analytical")
+    return {o.name: o.beside for o in layer_ops(op_context(setup)).bwd if o.kind == "tp_comm"}
+
+
+def test_megatron_runs_the_column_parallel_backward_collectives_beside_their_gemms() -> None:
+    """Megatron's async column-parallel backward (``tp_async_backward``), where nothing else
+    overlaps TP: under sequence parallelism the two re-gathers run beside the next GEMM
+    (the input gradient's), the two input-gradient reduce-scatters beside the one before
+    (the weight gradient's); the row-parallel layers' gathers stay on the critical path.
+    Without sequence parallelism the two all-reduces run beside the weight gradient."""
+    marks = _bwd_marks("parallel.overlap_tp=false")
+    assert marks == {"attn_rs_bwd": 0, "qkv_regather": 1, "attn_ag_bwd": -1,
+                     "mlp_rs_bwd": 0, "mlp_up_regather": 1, "mlp_ag_bwd": -1}  # fmt: skip
+    plain = _bwd_marks("parallel.overlap_tp=false", "parallel.sp=false")
+    assert plain == {"attn_ar_bwd": -1, "mlp_ar_bwd": -1}
+    for off in (["parallel.overlap_tp=true"], ["parallel.overlap_tp=false", NONE],
+                ["parallel.overlap_tp=false", "framework.tp_async_backward=false"]):  # fmt: skip
+        assert set(_bwd_marks(*off).values()) == {0}, off
+
+
+def test_an_async_collective_costs_what_outlasts_its_gemm_and_the_gemm_s_slowdown() -> None:
+    """Exposed: ``max(0, comm - gemm) + 0.189 min(comm, gemm)`` (Lee et al.'s overlapped
+    compute slowdown); the step loses that much of its exposed TP time and nothing else;
+    the wire bytes do not change."""
+    assert async_exposed_s(1.0, 4.0) == pytest.approx(ASYNC_COMM_SLOWDOWN)
+    assert async_exposed_s(3.0, 2.0) == pytest.approx(1.0 + 2 * ASYNC_COMM_SLOWDOWN)
+    assert async_exposed_s(0.0, 2.0) == 0.0
+    base = [*SMALL, "parallel.overlap_tp=false"]
+    on = simulate_step(load_scenario("llama2-70b-256-ib", base), "analytical")
+    off = simulate_step(load_scenario("llama2-70b-256-ib",
+                                      [*base, "framework.tp_async_backward=false"]), "analytical")  # fmt: skip
+    assert on.breakdown["compute"] == off.breakdown["compute"]
+    assert 0 < on.breakdown["tp_comm_exposed"] < off.breakdown["tp_comm_exposed"]
+    assert on.step_time_s < off.step_time_s
+    assert on.link_bytes_by_scope == off.link_bytes_by_scope
 
 
 def test_megatron_overlaps_the_parameter_gather_with_the_next_forward() -> None:

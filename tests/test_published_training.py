@@ -120,10 +120,12 @@ def test_a100_selective_recompute_table_never_fitted_is_guarded() -> None:
     """Megatron-LM 2022 (Korthikanti et al., arXiv 2205.05198; the README's MFU table):
     22B-1T on 8-512 A100 with sequence parallelism, selective recompute and no data
     parallelism, model TFLOP/s (MFU x 312). No fit has seen these rows. With the shipped
-    catalog (measured 2026-12-03): 22B -2.5% (no pipeline), 175B -9.9%, 530B -9.4%, 1T
-    -14.1%: too slow, the more so the larger the pipeline bubble's share; mean 9.0%. A
-    guard (0.5 point of mean, 0.5 of max), tightened as the A100 physics improves."""
+    catalog (measured 2026-12-04, with the 2022 code's asynchronous column-parallel
+    backward: tp_async_backward): 22B +2.8% (no pipeline), 175B -6.4%, 530B -6.9%, 1T
+    -12.3%: too slow, the more so the larger the pipeline bubble's share; mean 7.1%
+    (9.0% with every TP collective exposed). A guard (0.5 point of mean, 0.5 of max),
+    tightened as the A100 physics improves."""
     rows = table_rows("megatron-mfu-hfu-a100.csv")
     err = predict(rows) / np.array([r.measured for r in rows]) - 1
     assert len(rows) == 4
-    assert np.abs(err).mean() <= 0.095 and np.abs(err).max() <= 0.146, err
+    assert np.abs(err).mean() <= 0.076 and np.abs(err).max() <= 0.128, err

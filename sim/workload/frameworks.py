@@ -120,6 +120,14 @@ class Semantics:
         Fraction of the overlapped TP communication time hidden (0-1).
     tp_overlap_slowdown : float
         Relative slowdown of GEMMs that run while TP communication shares the GPU.
+    tp_async_backward : bool
+        Without ``tp_comm_overlap``, a column-parallel linear's backward launches its TP
+        collectives asynchronously beside its own GEMMs (Megatron's
+        ``LinearWithGradAccumulationAndAsyncCommunication``): the sequence-parallel
+        re-gather of the input beside the input-gradient GEMM, and the input gradient's
+        all-reduce (or, under sequence parallelism, reduce-scatter) beside the
+        weight-gradient GEMM; each costs only what exceeds that GEMM and the compute its
+        NCCL kernels take from it (:data:`sim.training.compute.passes.ASYNC_COMM_SLOWDOWN`).
     selective_recompute : str
         What ``parallel.recompute: selective`` keeps: ``attention`` (Megatron: recompute
         core attention, Korthikanti et al. 2022) or ``op`` (torchtitan per-op SAC: save
@@ -180,6 +188,7 @@ class Semantics:
     tp_comm_overlap: bool
     tp_overlap_hidden: float
     tp_overlap_slowdown: float
+    tp_async_backward: bool
     selective_recompute: str
     tp_saves_gathered_input: bool
     cpu_checkpointing: bool
@@ -265,7 +274,7 @@ _BASE: dict[str, Any] = dict(
     allgather_bucket_elements=None, gathered_units=2, prefetch_elements=None,
     max_live_elements=None, max_reuse_elements=None, reshard_after_forward="default",
     pp_gather_once=False, tp_comm_overlap=False, tp_overlap_hidden=0.0,
-    tp_overlap_slowdown=0.0, selective_recompute="attention",
+    tp_overlap_slowdown=0.0, tp_async_backward=False, selective_recompute="attention",
     tp_saves_gathered_input=False, cpu_checkpointing=False,
     deallocate_pipeline_outputs=True, recv_buffers_per_microbatch=False,
     cross_entropy="fp32", expandable_segments=False, grad_accum_fusion=False,
@@ -276,7 +285,8 @@ _MEGATRON_DIFF: dict[str, Any] = dict(
     model_params="bf16", default_zero=1, grad_bucket_elements=40e6,
     grad_bucket_per_dp_rank=1e6, grad_bucket_first_chunk_only=True,
     reduce_per_model_chunk=True, overlap_param_gather=True, tp_comm_overlap=True,
-    tp_overlap_hidden=_UB_HIDDEN, tp_overlap_slowdown=_UB_SLOWDOWN, grad_accum_fusion=True,
+    tp_overlap_hidden=_UB_HIDDEN, tp_overlap_slowdown=_UB_SLOWDOWN, tp_async_backward=True,
+    grad_accum_fusion=True,
 )  # fmt: skip
 
 _DIFFS: dict[str, dict[str, Any]] = {
@@ -351,6 +361,12 @@ def _megatron_sources() -> dict[str, str]:
         f"{_NEMO} nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py",
         "tp_overlap_slowdown": "SM share given to communication in "
         f"{_NEMO} nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py",
+        "tp_async_backward": f"{_MEGATRON} megatron/core/tensor_parallel/layers.py "
+        "LinearWithGradAccumulationAndAsyncCommunication.backward: all-gather (async_op=True) "
+        "before grad_output.matmul(weight); all-reduce or reduce-scatter of grad_input "
+        "(async_op=True) before the weight-gradient GEMM (in Megatron-LM since "
+        "NVIDIA/Megatron-LM@cf7efd4f, 2021-08, with sequence parallelism since the merge "
+        "of 2022-05-20, 9aad9203)",
         "selective_recompute": f"{args}: --recompute-granularity selective recomputes "
         "core attention (--recompute-modules core_attn); Korthikanti et al. 2022",
         "tp_saves_gathered_input": f"{_MEGATRON} megatron/core/tensor_parallel/layers.py "
@@ -440,6 +456,8 @@ def _titan_sources() -> dict[str, str]:
         "tp_overlap_hidden": "(tp-1)/tp of the micro-pipelined matmuls at TP 8",
         "tp_overlap_slowdown": f"fitted to {_TITAN} benchmarks/asyncTP_llama3_h100_2025-06"
         "_torchtitan.md (70B bf16 1.09x); Lee et al. arXiv:2507.03114 bound it",
+        "tp_async_backward": "PyTorch DTensor's ColwiseParallel backward runs its "
+        "collectives in order on the default stream (async TP is tp_comm_overlap)",
         "selective_recompute": f"{_TITAN} torchtitan/distributed/activation_checkpoint.py "
         "SelectiveAC (the trainer's default, torchtitan/trainer.py)",
         "tp_saves_gathered_input": "PyTorch DTensor ColwiseParallel(input_layouts=Shard(1)) all-gathers the input "
@@ -491,6 +509,7 @@ def _deepspeed_sources() -> dict[str, str]:
         "tp_comm_overlap": f"{_DEEPSPEED} docs/_pages/config-json.md: tp_overlap_comm false",
         "tp_overlap_hidden": "no TP overlap: tp_overlap_comm is false",
         "tp_overlap_slowdown": "no TP overlap: tp_overlap_comm is false",
+        "tp_async_backward": "no TP overlap: tp_overlap_comm is false",
         "selective_recompute": _NA + "DeepSpeed checkpoints whole layers",
         "tp_saves_gathered_input": _NA + "no sequence parallelism",
         "cpu_checkpointing": f"{_DEEPSPEED} docs/_pages/config-json.md: "
@@ -536,6 +555,7 @@ def _fsdp_sources() -> dict[str, str]:
         "tp_comm_overlap": _NA + "no tensor parallelism",
         "tp_overlap_hidden": "no TP overlap: no tensor parallelism",
         "tp_overlap_slowdown": "no TP overlap: no tensor parallelism",
+        "tp_async_backward": _NA + "no tensor parallelism",
         "selective_recompute": f"{par}: activation_checkpointing wraps whole blocks",
         "tp_saves_gathered_input": _NA + "no tensor parallelism",
         "cpu_checkpointing": f"{_COMPOSER} composer/utils/parallelism.py: activation_cpu_offload = False",
@@ -577,6 +597,7 @@ def _ddp_sources() -> dict[str, str]:
         "tp_comm_overlap": _NA + "no tensor parallelism",
         "tp_overlap_hidden": "no TP overlap: no tensor parallelism",
         "tp_overlap_slowdown": "no TP overlap: no tensor parallelism",
+        "tp_async_backward": _NA + "no tensor parallelism",
         "selective_recompute": _NA + "torch.utils.checkpoint wraps what the user chooses",
         "tp_saves_gathered_input": _NA + "no tensor parallelism",
         "cpu_checkpointing": _NA + "checkpoints stay on the GPU",

@@ -78,7 +78,7 @@ def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str =
                 flash_attention: bool = True, grad_cast_bytes: float = 0.0,
                 cross_entropy: str = "fp32", fused_kernels: bool = False,
                 attention_kernel: str = "fitted", grad_accum_bytes: float = 0.0,
-                tp_regather: bool = True) -> OpContext:  # fmt: skip
+                tp_regather: bool = True, tp_async_backward: bool = False) -> OpContext:  # fmt: skip
     """The :class:`OpContext` of ``plan`` (TP, SP, micro-batch, recompute, kernels).
 
     >>> from sim.workload.models import model_preset
@@ -88,7 +88,7 @@ def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str =
     return OpContext(model, plan.micro_batch, seq, plan.tp, plan.sp, plan.recompute,
                      precision, flash_attention, grad_cast_bytes, cross_entropy,
                      fused_kernels, plan.cp, attention_kernel, grad_accum_bytes,
-                     tp_regather)  # fmt: skip
+                     tp_regather, tp_async_backward)  # fmt: skip
 
 
 def _core(ctx: OpContext) -> list[Block]:
@@ -102,17 +102,21 @@ def _tp_full(ctx: OpContext, fp8: bool = False) -> float:
     return (1 if fp8 else ACT_BYTES) * ctx.tokens * ctx.model.hidden
 
 
-def _tp_enter(ctx: OpContext, name: str, fp8: bool = False) -> Block:
+def _tp_enter(ctx: OpContext, name: str, fp8: bool = False, column: bool = True) -> Block:
     """Megatron's ``f`` before a column-parallel layer: SP all-gather (of fp8 values when
-    ``fp8``) / bwd all-reduce or reduce-scatter of the bf16 input gradient."""
+    ``fp8``) / bwd all-reduce or reduce-scatter of the bf16 input gradient, which runs
+    beside the layer's weight-gradient GEMM (the GEMM before it in the backward list)
+    under ``ctx.tp_async_backward``; ``column``: the next block is that layer (not a MoE
+    router)."""
     if ctx.tp == 1:
         return [], []
     full = _tp_full(ctx)
+    beside = -1 if ctx.tp_async_backward and column else 0
     if ctx.sp:
         return [comm("tp_comm", "tp", f"{name}_ag", "all_gather", _tp_full(ctx, fp8))], [
-            comm("tp_comm", "tp", f"{name}_ag_bwd", "reduce_scatter", full)
+            replace(comm("tp_comm", "tp", f"{name}_ag_bwd", "reduce_scatter", full), beside=beside)
         ]
-    return [], [comm("tp_comm", "tp", f"{name}_ar_bwd", "all_reduce", full)]
+    return [], [replace(comm("tp_comm", "tp", f"{name}_ar_bwd", "all_reduce", full), beside=beside)]
 
 
 def _tp_exit(ctx: OpContext, name: str, fp8: bool = False) -> Block:
@@ -131,10 +135,12 @@ def _tp_exit(ctx: OpContext, name: str, fp8: bool = False) -> Block:
 def _regather(ctx: OpContext, name: str, block: Block, fp8: bool = False) -> Block:
     """Under SP the column-parallel input is re-gathered in backward for the weight grad
     (the kept fp8 shard when ``fp8``), unless the framework keeps the gathered input
-    (``ctx.tp_regather`` False)."""
+    (``ctx.tp_regather`` False); under ``ctx.tp_async_backward`` it runs beside the
+    input-gradient GEMM (the GEMM after it in the backward list)."""
     if not (ctx.sp and ctx.tp > 1 and ctx.tp_regather):
         return block
     gather = comm("tp_comm", "tp", f"{name}_regather", "all_gather", _tp_full(ctx, fp8))
+    gather = replace(gather, beside=1 if ctx.tp_async_backward else 0)
     return block[0], [gather, *block[1]]
 
 
@@ -224,7 +230,7 @@ def _mlp(ctx: OpContext) -> list[Block]:
     body = _moe(ctx) if ctx.model.moe else _mlp_body(ctx, ctx.tokens, gathered=g)
     return [
         _norm(ctx, "mlp_norm"),
-        _tp_enter(ctx, "mlp", g),
+        _tp_enter(ctx, "mlp", g, column=not ctx.model.moe),
         *body,
         _tp_exit(ctx, "mlp", g),
         _residual(ctx, "mlp_residual"),

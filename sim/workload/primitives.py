@@ -94,6 +94,10 @@ class Op:
     kernel : str
         Fused attention: the kernel family that runs it (``training.attention_kernel``);
         empty for every other op.
+    beside : int
+        A collective launched asynchronously beside a GEMM of the same unit: ``-1`` the
+        nearest GEMM before it in the op list, ``1`` the nearest after it; 0 (every other
+        op): on the critical path (:func:`sim.training.compute.passes.unit_cost`).
     """
 
     name: str
@@ -109,6 +113,7 @@ class Op:
     cls: str = "memory"
     shape: tuple[float, ...] = ()
     kernel: str = ""
+    beside: int = 0
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,9 @@ class OpContext:
     gathered again in backward for its weight gradient (Megatron-LM, Transformer Engine
     keep only the shard); False where the gathered input is kept instead (PyTorch
     DTensor's ``ColwiseParallel``, torchtitan).
+    ``tp_async_backward``: a column-parallel layer's backward collectives run beside its
+    GEMMs (the framework's ``tp_async_backward`` where TP communication is not otherwise
+    overlapped): they are marked with :attr:`Op.beside`.
     """
 
     model: ModelSpec
@@ -151,6 +159,7 @@ class OpContext:
     attention_kernel: str = "fitted"
     grad_accum_bytes: float = 0.0
     tp_regather: bool = True
+    tp_async_backward: bool = False
 
     @property
     def tokens(self) -> int:

@@ -155,11 +155,13 @@ def op_context(setup: StepSetup) -> OpContext:
     if plan.fsdp is not None and plan.zero >= 2 and plan.dp_cp > 1:
         cast += FSDP_FLAT_GRAD_BYTES
     fw = sc.framework  # a framework that keeps the gathered input does not re-gather it
+    # Megatron's async column-parallel backward, where nothing else overlaps TP traffic
+    async_bwd = fw is not None and fw.tp_async_backward and not plan.overlap_tp
     return context_for(sc.model, plan, sc.training.seq_len, sc.training.precision,
                        sc.training.flash_attention, cast, sc.training.cross_entropy,
                        sc.training.fused_kernels, sc.training.attention_kernel,
                        grad_accum_bytes(setup),
-                       fw is None or not fw.tp_saves_gathered_input)  # fmt: skip
+                       fw is None or not fw.tp_saves_gathered_input, async_bwd)  # fmt: skip
 
 
 #: (forward, backward) costs of a stage's units, kept across steps: key -> (the compute

@@ -28,6 +28,7 @@ from calibrate.fit_training import DATA
 from calibrate.published import (
     SELECTIVE_PAPER_SECONDS,
     full_recompute,
+    implied_compute_only_mfu,
     read_selective_table,
     selective_scenario,
 )
@@ -38,7 +39,7 @@ TABLE = DATA / "megatron-mfu-hfu-a100.csv"
 
 
 def _shares(r: StepResult) -> str:
-    compute_only = r.mfu * r.step_time_s / r.breakdown["compute"]
+    compute_only = implied_compute_only_mfu(r.mfu, r)
     tp = r.breakdown["tp_comm_exposed"] / r.step_time_s
     bubble = r.breakdown["pipeline_bubble"] / r.step_time_s
     return f"{compute_only:>8.1%} {tp:>6.1%} {bubble:>7.1%}"

@@ -30,16 +30,16 @@ Run: ``python benchmarks/validate_strong_scaling.py`` (reads ../shared/data, or
 from __future__ import annotations
 
 from calibrate.fit_training import DATA
-from calibrate.published import StrongScalingPoint, strong_scaling_curve, strong_scaling_scenario
+from calibrate.published import (
+    StrongScalingPoint,
+    implied_compute_only_mfu,
+    strong_scaling_curve,
+    strong_scaling_scenario,
+)
 from sim.result import StepResult
 from sim.training.step import simulate_step
 
 TABLE = DATA / "megatron-core-h100-weak-scaling.csv"
-
-
-def compute_only_mfu(r: StepResult) -> float:
-    """Model FLOPs over the compute time alone (fraction of peak)."""
-    return r.mfu * r.step_time_s / r.breakdown["compute"]
 
 
 def shape_error(results: list[StepResult], points: list[StrongScalingPoint]) -> float:
@@ -75,11 +75,11 @@ def main() -> None:
     print(f"{'schedule':<16} | " + " | ".join(f"{p.gpus:>5} GPUs" for p in points)
           + " | simulator")  # fmt: skip
     for v, results in runs.items():
-        implied = [p.mfu * r.step_time_s / r.breakdown["compute"]
+        implied = [implied_compute_only_mfu(p.mfu, r)
                    for r, p in zip(results, points, strict=True)]  # fmt: skip
         name = "1f1b" if v == 1 else f"interleaved v={v}"
         print(f"{name:<16} | " + " | ".join(f"{x:>10.1%}" for x in implied)
-              + f" | {compute_only_mfu(results[0]):>9.1%}")  # fmt: skip
+              + f" | {implied_compute_only_mfu(results[0].mfu, results[0]):>9.1%}")  # fmt: skip
 
 
 if __name__ == "__main__":

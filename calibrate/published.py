@@ -97,6 +97,7 @@ from pathlib import Path
 import numpy as np
 
 from sim.errors import CalibrationError
+from sim.result import StepResult
 from sim.scenario.load import Scenario, scenario_from_dict
 from sim.training.step import simulate_step
 
@@ -115,6 +116,7 @@ __all__ = [
     "StrongScaling",
     "StrongScalingPoint",
     "full_recompute",
+    "implied_compute_only_mfu",
     "mcore_scenario",
     "megatron_scenario",
     "predict_rows",
@@ -221,25 +223,32 @@ def megatron_scenario(
 
 
 def _megatron_lm_run(layers: int, hidden: int, heads: int, gpus: int, batch: int,
-                     parallel: dict[str, object], network: str) -> dict[str, object]:  # fmt: skip
+                     parallel: dict[str, object], network: str,
+                     framework: dict[str, object] | None = None) -> dict[str, object]:  # fmt: skip
     """The scenario tree of a Megatron-LM A100 run under the assumptions the SC21 and the
     2022 selective-recompute rows share (module docstring): GPT of vocab 51200 with tied
     embeddings and dropout 0.1 at sequence 2048 on Selene, fp16 as bf16, no flash
-    attention, fused kernels, fp16 gradients without gradient-accumulation fusion."""
-    return {
+    attention, fused kernels, fp16 gradients without gradient-accumulation fusion;
+    ``framework``: behaviour keys over the ``megatron-core`` preset (None: no framework)."""
+    training: dict[str, object] = {
+        "global_batch": batch, "seq_len": 2048, "precision": "bf16",
+        "flash_attention": False, "fused_kernels": True, "grad_dtype": "fp16",
+        "grad_accum_fusion": False,
+    }  # fmt: skip
+    raw: dict[str, object] = {
         "model": {
             "layers": layers, "hidden": hidden, "heads": heads, "vocab": 51200,
             "tied_embeddings": True, "dropout": 0.1,
         },
         "cluster": {"topology": "a100-ib-hdr", "nodes": max(1, gpus // 8)},
         "parallel": parallel,
-        "training": {
-            "global_batch": batch, "seq_len": 2048, "precision": "bf16",
-            "flash_attention": False, "fused_kernels": True, "grad_dtype": "fp16",
-            "grad_accum_fusion": False,
-        },
+        "training": training,
         "network": network,
     }  # fmt: skip
+    if framework is not None:
+        training["framework"] = "megatron-core"
+        raw["framework"] = dict(framework)
+    return raw
 
 
 def predict_rows(
@@ -398,6 +407,13 @@ def strong_scaling_curve(path: str | Path) -> tuple[McoreRow, list[StrongScaling
     return row, points
 
 
+def implied_compute_only_mfu(mfu: float, r: StepResult) -> float:
+    """Compute-only MFU (fraction of peak) that a run of ``mfu`` implies where ``r`` is
+    its predicted step: the non-compute share of ``r`` taken out, ``mfu x step /
+    compute``. With ``r.mfu``, the simulator's own (model FLOPs over the compute time)."""
+    return mfu * r.step_time_s / r.breakdown["compute"]
+
+
 def strong_scaling_scenario(
     row: McoreRow, gpus: int, batch: int, virtual_stages: int = 1
 ) -> Scenario:
@@ -521,9 +537,7 @@ def selective_scenario(row: SelectiveRow, network: str = "analytical") -> Scenar
     if row.virtual_stages > 1:
         parallel.update(schedule="interleaved", virtual_stages=row.virtual_stages)
     raw = _megatron_lm_run(row.layers, row.hidden, row.heads, row.gpus, row.batch, parallel,
-                           network)  # fmt: skip
-    raw["training"]["framework"] = "megatron-core"  # type: ignore[index]
-    raw["framework"] = dict(MEGATRON_LM_2022)
+                           network, MEGATRON_LM_2022)  # fmt: skip
     return scenario_from_dict(raw, f"megatron-selective-{row.name}")
 
 

@@ -16,6 +16,7 @@ import pytest
 from calibrate.fit_training import DATA
 from calibrate.published import (
     McoreRow,
+    implied_compute_only_mfu,
     read_mcore_strong_scaling,
     read_mcore_table,
     strong_scaling_curve,
@@ -103,7 +104,7 @@ def _implied_compute_only(v: int) -> list[float]:
     out = []
     for p in points:
         r = simulate_step(strong_scaling_scenario(row, p.gpus, row.batch, v), "analytical")
-        out.append(p.mfu * r.step_time_s / r.breakdown["compute"])
+        out.append(implied_compute_only_mfu(p.mfu, r))
     return out
 
 

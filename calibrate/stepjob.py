@@ -270,7 +270,15 @@ def run_step_job(
             f"step job: need steps >= 1, warmup >= 0 and trace steps >= 1, got {steps}, "
             f"{warmup}, {trace_steps}"
         )
-    times, n_params = _time_steps(torch, c, device, steps, warmup, timer, trace, trace_steps)
+    try:
+        times, n_params = _time_steps(torch, c, device, steps, warmup, timer, trace, trace_steps)
+    except RuntimeError as e:  # torch's allocators raise RuntimeError (CUDA: its OOM subclass)
+        if not _out_of_memory(e):
+            raise
+        raise CalibrationError(
+            f"step job: the model ({c.layers} layers, hidden {c.hidden}, batch {c.batch} x "
+            f"seq {c.seq}) does not fit the {device} memory; give a smaller --config"
+        ) from None
     median, spread = summarize_times(times)
     flops = model_flops_per_step(c)
     record = StepRecord(
@@ -292,3 +300,9 @@ def run_step_job(
                  **({"trace": trace, "trace_steps": trace_steps} if trace else {})},
     )  # fmt: skip
     return Measurements(kind="step", meta=meta, records=(record,))
+
+
+def _out_of_memory(e: RuntimeError) -> bool:
+    """Whether ``e`` is torch saying an allocation failed (CPU or CUDA)."""
+    text = str(e).lower()
+    return "out of memory" in text or "can't allocate memory" in text

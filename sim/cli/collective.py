@@ -11,7 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from sim.cli import long_lived
-from sim.cli.outputs import Heartbeat, count
+from sim.cli.outputs import Heartbeat, check_plot_path, count
 from sim.collectives.schedule import OPS
 from sim.errors import ConfigError
 from sim.units import parse_bytes
@@ -114,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--gpus {args.gpus}: {op} needs at least {2 if op == 'send_recv' else 1}"
         )
+    if args.plot:
+        check_plot_path(args.plot)
     gpus, tiers = cluster_shape(args.topology, args.nodes)
     network = backend(args.network, "--network").name
     check_estimate(estimate_collective(args.gpus or gpus, tiers, len(sizes), network, op))

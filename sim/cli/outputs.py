@@ -144,6 +144,16 @@ def plot(records: Sequence[Mapping[str, Any]], kind: str | None, path: str) -> N
     print(f"figure written to {written}", file=sys.stderr)
 
 
+def check_plot_path(path: str) -> None:
+    """Refuse ``--plot FILE`` before any simulation: an image type other than .png and
+    .svg, or a file that cannot be written (:func:`sim.files.check_output_path`)."""
+    from sim.files import check_output_path
+    from sim.report.backend import plot_format
+
+    plot_format(path)
+    check_output_path(path, "--plot")
+
+
 def add_set_option(p: argparse.ArgumentParser, what: str = "override a scenario field") -> None:
     """The repeatable ``--set KEY=VALUE`` option of the commands that take a scenario."""
     p.add_argument(

@@ -11,7 +11,13 @@ import time
 from typing import Any
 
 from sim.cli import long_lived, variability
-from sim.cli.outputs import Heartbeat, add_profile_options, add_set_option, count
+from sim.cli.outputs import (
+    Heartbeat,
+    add_profile_options,
+    add_set_option,
+    check_plot_path,
+    count,
+)
 from sim.errors import ConfigError
 
 
@@ -66,9 +72,10 @@ def run(args: argparse.Namespace) -> int:
         backend(args.network, "--network")
     if args.links < 0:
         raise ConfigError(f"--links {args.links}: must be a number of links >= 1")
-    for option, path in (("--trace", args.trace), ("--plot", args.plot)):
-        if path is not None:
-            check_output_path(path, option)  # before the simulation, not after it
+    if args.trace is not None:  # before the simulation, not after it
+        check_output_path(args.trace, "--trace")
+    if args.plot is not None:
+        check_plot_path(args.plot)
     scenario = load_any_scenario(args.scenario, variability.seed_override(args))
     guard_step(scenario, args.network)  # before anything is built: refused with an estimate
     variability.check(args, scenario)

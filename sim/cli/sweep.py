@@ -12,7 +12,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sim.cli.outputs import add_profile_options, add_set_option, count, scenario_sets
+from sim.cli.outputs import (
+    add_profile_options,
+    add_set_option,
+    check_plot_path,
+    count,
+    scenario_sets,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
         from sim.network import backend
 
         backend(args.network, "--network")
+    if args.plot:
+        check_plot_path(args.plot)
     spec = sweep_spec(args.scenario, args.grid, scenario_sets(args))
     if args.jobs >= 1 and usable_jobs(args.jobs, args.backend) < args.jobs:
         cpus = usable_jobs(args.jobs, args.backend)

@@ -122,7 +122,10 @@ def job_plan(
     else:
         k = min(policy, max_steps)
     tau = k * step_time_s
-    steady = tau / expected_wall_s(tau + checkpoint_s, job)
+    segment = expected_wall_s(tau + checkpoint_s, job)
+    if not math.isfinite(segment):
+        raise ConfigError(_never_done(job, tau + checkpoint_s))
+    steady = tau / segment
     if steps is None:
         return JobPlan(None, step_time_s, checkpoint_s, k, tau, steady, None, None, None, None)
     parts = _segments(steps, k, step_time_s)
@@ -143,4 +146,14 @@ def job_plan(
             c * expected_interruptions(w + checkpoint_s, job) for w, c in parts
         ),
         breakdown_s=breakdown,
+    )
+
+
+def _never_done(job: Interruptions, segment_s: float) -> str:
+    """Why a job whose expected wall time overflows never completes (one line)."""
+    restarts = max((c.restart_s for c in job.causes), default=0.0)
+    return (
+        f"reliability: the job never completes: interruptions every {job.mtbi_s:.3g} s on "
+        f"average against a {segment_s:.3g} s checkpoint segment and restarts of up to "
+        f"{restarts:.3g} s; raise the MTBFs (*_mtbf_h), lower restart_s or the spot preemption rate"
     )

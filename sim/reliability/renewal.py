@@ -53,7 +53,10 @@ def expected_wall_s(length_s: float, job: Interruptions) -> float:
     rate = job.rate_per_s
     if rate == 0:
         return length_s
-    return _grown(rate, length_s) / (rate * job.restart_survival())
+    q = job.restart_survival()
+    if q == 0.0:  # every restart is interrupted (exp(-lambda R) underflows): never done
+        return math.inf
+    return _grown(rate, length_s) / (rate * q)
 
 
 def segment_breakdown(work_s: float, checkpoint_s: float, job: Interruptions) -> dict[str, float]:
@@ -75,7 +78,7 @@ def segment_breakdown(work_s: float, checkpoint_s: float, job: Interruptions) ->
         "useful": work_s,
         "checkpoint": checkpoint_s,
         "lost": grown / rate - length,
-        "restart": 0.0 if q == 1.0 else grown * (1.0 - q) / (rate * q),
+        "restart": 0.0 if q == 1.0 else math.inf if q == 0.0 else grown * (1.0 - q) / (rate * q),
     }
 
 
@@ -84,7 +87,8 @@ def expected_interruptions(length_s: float, job: Interruptions) -> float:
     rate = job.rate_per_s
     if rate == 0:
         return 0.0
-    return _grown(rate, length_s) / job.restart_survival()
+    q = job.restart_survival()
+    return math.inf if q == 0.0 else _grown(rate, length_s) / q
 
 
 def goodput(work_s: float, checkpoint_s: float, job: Interruptions) -> float:

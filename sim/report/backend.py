@@ -13,12 +13,16 @@ import io
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import PurePath
 from types import ModuleType
 from typing import Any
 
-from sim.errors import MissingExtraError
+from sim.errors import ConfigError, MissingExtraError
 
-__all__ = ["RC", "MissingExtraError", "figure_bytes", "figure_svg", "import_matplotlib", "styled"]
+__all__ = [
+    "PLOT_FORMATS", "RC", "MissingExtraError", "figure_bytes", "figure_svg", "import_matplotlib",
+    "plot_format", "styled",
+]  # fmt: skip
 
 RC: dict[str, Any] = {
     "svg.hashsalt": "clustersim",  # clip-path and marker ids from content, not from a random salt
@@ -97,3 +101,15 @@ def figure_bytes(fig: Any, fmt: str) -> bytes:
     with import_matplotlib().rc_context(RC):
         fig.savefig(buf, format=fmt, metadata=metadata, dpi=_PNG_DPI)
     return buf.getvalue()
+
+
+#: Image formats a figure is written in, by file suffix.
+PLOT_FORMATS = ("png", "svg")
+
+
+def plot_format(path: str) -> str:
+    """The image format ``path``'s suffix names (``png`` or ``svg``); ConfigError otherwise."""
+    fmt = PurePath(path).suffix.lower().lstrip(".")
+    if fmt not in PLOT_FORMATS:
+        raise ConfigError(f"--plot {path!r}: unknown image type {fmt!r}; allowed: .png, .svg")
+    return fmt

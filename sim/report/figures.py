@@ -12,7 +12,7 @@ from typing import Any
 
 from sim.errors import ConfigError
 from sim.files import write_atomic
-from sim.report.backend import figure_bytes, import_matplotlib
+from sim.report.backend import figure_bytes, import_matplotlib, plot_format
 from sim.report.loaders import ResultSet
 from sim.report.plots import (
     breakdown_figure,
@@ -141,9 +141,7 @@ def plot_for(
     MissingExtraError
         matplotlib is not installed (``pip install 'clustersim[plot]'``).
     """
-    fmt = Path(path).suffix.lower().lstrip(".")
-    if fmt not in ("png", "svg"):
-        raise ConfigError(f"--plot {str(path)!r}: unknown image type {fmt!r}; allowed: .png, .svg")
+    fmt = plot_format(str(path))
     sets = _as_sets(results)
     fig = figure_for(sets, kind or DEFAULT_FIGURE[sets[0].kind])
     return write_atomic(path, figure_bytes(fig, fmt))

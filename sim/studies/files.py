@@ -88,6 +88,25 @@ def _columns_differ(path: Path, found: Sequence[str], columns: Sequence[str]) ->
     )
 
 
+def _read_parquet(path: Path) -> Any:
+    """``path`` as a pandas frame; a file that is not Parquet is one clear error."""
+    pandas = _pandas()
+    try:
+        import pyarrow  # with pandas in the [data] extra
+    except ImportError:
+        raise MissingExtraError(
+            "Parquet files need pyarrow: pip install 'clustersim[data]'"
+        ) from None
+    try:
+        return pandas.read_parquet(path)
+    except (pyarrow.ArrowException, OSError, ValueError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ConfigError(
+            f"--out {str(path)!r} is not a readable Parquet file ({first}); resume only the "
+            "sweep that wrote it, or give another --out"
+        ) from None
+
+
 def read_rows(path: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
     """Rows of a (partial) sweep file, each with exactly ``columns``.
 
@@ -98,7 +117,7 @@ def read_rows(path: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
         the header (CSV) or other keys (JSON lines), or a line is not JSON.
     """
     if path.suffix == ".parquet":
-        frame = _pandas().read_parquet(path)
+        frame = _read_parquet(path)
         if list(frame.columns) != list(columns):
             raise _columns_differ(path, list(frame.columns), columns)
         rows: list[dict[str, Any]] = (

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import math
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sim.collectives.engine import SCOPE_NAME
+from sim.errors import ConfigError
 from sim.files import file_stamp
 from sim.result import StepResult
 from sim.scenario.load import Scenario
@@ -349,6 +351,7 @@ def _result(
         *tech_notes,
     ]
     breakdown = _breakdown(run.lines[crit], ideal.lines[crit])
+    _check_finite(step, breakdown)
     assert abs(sum(breakdown.values()) - step) <= 1e-9 * max(step, 1e-12), (breakdown, step)
     tech = apply_techniques(setup, timer, run, crit, breakdown, mem.stage)
     if tech.block:  # amortised step (local SGD, stale PS) and the techniques' memory
@@ -414,3 +417,16 @@ def _cp_bytes(run: StepRun) -> float:
                      for r, n in zip(line.passes, line.repeats, strict=True))
                  for line in run.lines]  # fmt: skip
     return float(max(per_stage, default=0.0))
+
+
+def _check_finite(step_s: float, breakdown: dict[str, float]) -> None:
+    """A step time past the float range (a rate or bandwidth near zero) is refused with
+    the part of the step that overflowed, instead of NaN in the breakdown."""
+    if math.isfinite(step_s):
+        return
+    bad = [k for k, v in breakdown.items() if not math.isfinite(v)]
+    raise ConfigError(
+        f"the step time overflows ({step_s} s) in {', '.join(bad) or 'the step'}: a rate or "
+        "bandwidth of the scenario is too small (e.g. training.nvme_bandwidth, "
+        "training.cpu_adam_rate)"
+    )

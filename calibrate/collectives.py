@@ -204,7 +204,22 @@ def run_collectives(
     if local < 1 or (backend == "nccl" and local > torch.cuda.device_count()):
         gpus = torch.cuda.device_count() if backend == "nccl" else "any"
         raise CalibrationError(f"local={local}: need 1 <= local <= GPUs available ({gpus})")
+    if backend == "gloo" and local > max_gloo_ranks():
+        raise CalibrationError(
+            f"local={local}: at most {max_gloo_ranks()} gloo ranks on this host's "
+            f"{os.cpu_count() or 1} CPUs ({GLOO_RANKS_PER_CPU} per CPU); more would time the "
+            "scheduler, not the collective"
+        )
     return _spawn_local(torch, plan, local)
+
+
+#: Local gloo ranks per CPU a run may spawn (beyond it the ranks wait on the scheduler).
+GLOO_RANKS_PER_CPU = 4
+
+
+def max_gloo_ranks() -> int:
+    """Most local gloo ranks :func:`run_collectives` spawns on this host (at least 2)."""
+    return max(2, GLOO_RANKS_PER_CPU * (os.cpu_count() or 1))
 
 
 def _world(local: int | None) -> int | None:

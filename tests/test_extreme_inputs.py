@@ -115,3 +115,12 @@ def test_a_step_job_too_large_for_memory_is_a_calibration_error(
     monkeypatch.setattr(stepjob, "_time_steps", other)
     with pytest.raises(RuntimeError, match="shape mismatch"):
         stepjob.run_step_job("cpu", quick=True)
+
+
+def test_local_gloo_ranks_are_capped_by_the_host_s_cpus() -> None:
+    """100,000 local gloo ranks would fork until the host gives out: refused up front."""
+    pytest.importorskip("torch")
+    from calibrate.collectives import max_gloo_ranks, run_collectives
+
+    with pytest.raises(CalibrationError, match=rf"at most {max_gloo_ranks()} gloo ranks"):
+        run_collectives("gloo", ["all_reduce"], local=100_000)

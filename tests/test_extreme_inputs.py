@@ -124,3 +124,109 @@ def test_local_gloo_ranks_are_capped_by_the_host_s_cpus() -> None:
 
     with pytest.raises(CalibrationError, match=rf"at most {max_gloo_ranks()} gloo ranks"):
         run_collectives("gloo", ["all_reduce"], local=100_000)
+
+
+def test_an_event_simulation_of_a_billion_interruptions_is_refused_up_front(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """GPU MTBF 300 h on 16,384 GPUs: ~1e9 interruptions per simulated run. The budget
+    counts interruptions, not only checkpoint segments, so the run is refused with its
+    estimate instead of running for days."""
+    argv = ["run", "llama3-405b-16k", "--network", "analytical",
+            "--set", "reliability.gpu_mtbf_h=300"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "interruptions per run would take about" in err and "CLUSTERSIM_TIME_LIMIT" in err
+
+
+def test_the_event_estimate_grows_with_the_interruptions() -> None:
+    from sim.budget import EVENT_S_PER_INTERRUPTION, estimate_events
+
+    quiet, busy = estimate_events(1000, 20), estimate_events(1000, 20, 1e6)
+    assert busy.time_s - quiet.time_s == pytest.approx(20 * 1e6 * EVENT_S_PER_INTERRUPTION)
+
+
+@pytest.mark.parametrize(
+    ("content", "name"),
+    [("a,b\n1,2", "d1.csv"), ('{"important": 1}\n{"more": "data"', "d2.jsonl"),
+     ("hello world", "d3.jsonl")],
+)  # fmt: skip
+def test_resuming_onto_a_file_that_is_not_this_sweep_s_leaves_it_whole(
+    content: str, name: str, tmp_path: Path
+) -> None:
+    """Its last line has no newline, as a row cut by a kill has; but the file is not this
+    sweep's (other columns, or no row of ours at all), so nothing of it is cut."""
+    out = tmp_path / name
+    out.write_text(content)
+    spec = sweep_spec("gpt2-1gpu", ["parallel.micro_batch=1,2"])
+    with pytest.raises(ConfigError, match=r"not this sweep's|does not hold this sweep's rows"):
+        run_sweep(spec, out, resume=True, progress=False)
+    assert out.read_text() == content
+
+
+def test_a_sweep_none_of_whose_points_runs_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "s.csv"
+    argv = ["sweep", "gpt2-1gpu", "--grid", "parallel.micro_batch=1,2", "--set",
+            "parallel.tp=0", "--no-progress", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 2
+    assert "no point of the sweep could be simulated: parallel.tp" in capsys.readouterr().err
+    assert out.read_text().count("parallel.tp: expected") == 2  # the rows are kept
+
+
+def test_a_failed_run_leaves_an_existing_trace_file_alone(tmp_path: Path) -> None:
+    trace = tmp_path / "t.json"
+    trace.write_text("precious")
+    argv = ["run", "gpt2-1gpu", "--trace", str(trace), "--set", "reliability.gpu_mtbf_h=1e-5",
+            "--set", "training.tokens=1e12"]  # fmt: skip
+    assert main(argv) == 2
+    assert trace.read_text() == "precious"
+
+
+def test_report_refuses_to_write_over_one_of_its_inputs(tmp_path: Path) -> None:
+    run = tmp_path / "run.json"
+    run.write_text('{"kind": "run"}')
+    link = tmp_path / "link.html"
+    link.symlink_to(run)
+    for out in (run, link):
+        assert main(["report", "--out", str(out), str(run)]) == 2
+    assert run.read_text() == '{"kind": "run"}'
+
+
+@pytest.mark.parametrize("profile", ["nosuch", "l40s-tcp"])
+def test_plan_refuses_a_bad_profile_like_run(
+    profile: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", "gpt2-1gpu", "--profile", profile]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_a_closed_standard_output_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    monkeypatch.setattr("sys.stdout", None)
+    assert main(["schema", "scenario"]) == 2
+    assert "standard output is closed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["run", "gpt2-1gpu", "--set", "variability.compute_cv=1e300", "--samples", "5"],
+         "variability.compute_cv: Input should be less than or equal to 10"),
+        (["run", "gpt2-1gpu", "--set", "variability.straggler_probability=1", "--set",
+          "variability.straggler_slowdown=1e308", "--samples", "5"],
+         "variability.straggler_slowdown: Input should be less than or equal to 1000"),
+        (["run", "gpt2-1gpu", "--set", "training.tokens=1e300"],
+         "training.tokens: expected a number of tokens in (0, 1e+18]"),
+        (["topologies", "--show", "h100-ib-ndr", "--lifetime-years", "1e-300"],
+         "--lifetime-years: must be between 0.00274 (a day) and 100"),
+    ],
+)  # fmt: skip
+def test_numbers_past_any_physical_meaning_are_refused(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """They used to print 300-digit times and costs (or overflow warnings) with status 0."""
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert says in err and out == ""

@@ -167,7 +167,8 @@ def _simulate(est: GoodputEstimate, rel: ReliabilityConfig, step_s: float, gpn: 
     plan = job_plan(job, step_time_s=step_s, checkpoint_s=est.checkpoint_write_s,
                     steps=est.steps, policy=rel.interval)  # fmt: skip
     segments = -(-est.steps // plan.interval_steps)  # before the segments are listed
-    check_estimate(estimate_events(segments, rel.simulate_runs))
+    expected = plan.expected_interruptions  # the closed form's, before any is simulated
+    check_estimate(estimate_events(segments, rel.simulate_runs, expected or 0.0))
     return simulate_goodput(plan.segment_work_s(), est.checkpoint_write_s, job,
                             runs=rel.simulate_runs, seed=seed)  # fmt: skip
 

@@ -97,6 +97,8 @@ def _register_plugins(sub: argparse._SubParsersAction) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``clustersim`` console script; returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    if sys.stdout is None:  # started with standard output closed (``>&-``)
+        return _fail("standard output is closed; redirect it to a file or /dev/null")
     args = _parser(argv).parse_args(argv)
     settle()  # before the simulator's imports (NumPy's BLAS threads; they allocate too)
     handler: Handler = args.handler

@@ -134,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
             f"plan: {scenario.model.name} is a layer-list model, which runs data-parallel only: "
             "sweep parallel.micro_batch or the cluster instead"
         )
+    _check_profile(scenario)
     cps = _cp_sizes(args.cp)
     recipes = _recipes(args, scenario)
     results = [
@@ -152,6 +153,17 @@ def run(args: argparse.Namespace) -> int:
 
         print(render_explanation(explain(scenario, result.ranked[0]), scenario.name))
     return 0
+
+
+def _check_profile(scenario: Any) -> None:
+    """Resolve the scenario's profile (``--profile``, its ``profile`` key or the automatic
+    choice) on its cluster before the search: an unknown or unreadable profile, or one
+    measured on other hardware, is one error, as ``run`` gives it, instead of a reason
+    repeated on every rejected layout."""
+    from sim.training.setup import cached_topology, resolve_step_profile
+
+    topology = cached_topology(scenario.cluster.topology, scenario.cluster.nodes, scenario.seed)
+    resolve_step_profile(scenario, topology)
 
 
 def render(name: str, result: PlanResult, single_gpu: bool = False) -> str:

@@ -30,7 +30,25 @@ def run(args: argparse.Namespace) -> int:
     """Load every file (each refused in one line if bad), render, say where it went."""
     from sim.report import load_results, render_report
 
+    _refuse_input_as_output(args.out, args.results)
     sets = [load_results(path) for path in args.results]
     path = render_report(sets, args.out, args.title)
     print(f"report written to {path} ({len(sets)} result file(s))")
     return 0
+
+
+def _refuse_input_as_output(out: str, results: list[str]) -> None:
+    """``--out`` naming one of the result files (itself or through a link) would replace
+    that input by the page: refused, the file left as it is."""
+    import os
+
+    from sim.errors import ConfigError
+
+    if not os.path.exists(out):
+        return
+    for path in results:
+        if os.path.exists(path) and os.path.samefile(out, path):
+            raise ConfigError(
+                f"--out {out!r} is the result file {path!r}; writing the report there would "
+                "replace it: give another --out"
+            )

@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--links: per-link counters come from a simulated network; add --network {simulated[0]}"
         )
+    trace: str | None = None
     with Heartbeat("simulating the step") as beat:
         if isinstance(scenario, LayerScenario):
             if args.trace is not None:
@@ -97,8 +98,7 @@ def run(args: argparse.Namespace) -> int:
                 scenario, args.network, record=bool(args.trace) or bool(args.links),
                 progress=Ticker(beat), whole=bool(args.trace),
             )  # fmt: skip
-            if args.trace:
-                write_atomic(args.trace, trace_json(setup, pipeline), "--trace")
+            trace = trace_json(setup, pipeline) if args.trace else None
             record = result.to_dict()
             override = nodes_override_note(scenario.cluster.topology, scenario.cluster.nodes)
             if override is not None:
@@ -122,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
         run_layers = whole_run(result, scenario, cluster.gpus_per_node, fabric_w)
     if run_layers is not None:
         record.update(run_layers.to_dict())
+    if trace is not None:  # written once nothing can fail any more: no stale file on error
+        write_atomic(args.trace, trace, "--trace")
     if args.json:
         print(dumps_json(record, indent=1, sort_keys=True))
     elif args.csv:

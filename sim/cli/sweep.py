@@ -93,11 +93,25 @@ def run(args: argparse.Namespace) -> int:
         print(table(rows, spec.keys))
         if args.out:
             print(f"rows written to {args.out}")
+    _refuse_if_every_point_failed(rows)
     if args.plot:
         from sim.report import plot_for
 
         plot_for(rows, "scaling", args.plot)
     return 0
+
+
+def _refuse_if_every_point_failed(rows: list[dict[str, Any]]) -> None:
+    """A sweep none of whose points could be simulated is a user error (exit status 2),
+    not a result: a bad ``--set`` or a grid value every point shares. Its rows are kept
+    (printed, and in ``--out``) with each point's reason."""
+    from sim.errors import ConfigError
+
+    if not rows or any(not r.get("reason") or r.get("step_time_s") is not None for r in rows):
+        return
+    reasons = sorted({str(r["reason"]) for r in rows})
+    more = f" (and {len(reasons) - 1} other reason(s))" if len(reasons) > 1 else ""
+    raise ConfigError(f"no point of the sweep could be simulated: {reasons[0]}{more}")
 
 
 @contextmanager

@@ -19,7 +19,6 @@ bare, and read cloud presets' fabric as "what building this would cost".
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -68,6 +67,10 @@ class FabricCost:
         return {**asdict(self), "per_gpu_hour_usd": self.per_gpu_hour_usd}
 
 
+#: Amortisation periods accepted for the fabric's capex (years): a day to a century.
+MIN_LIFETIME_YEARS, MAX_LIFETIME_YEARS = 1 / 365, 100.0
+
+
 def fabric_cost(
     bom: BillOfMaterials,
     *,
@@ -93,8 +96,11 @@ def fabric_cost(
     ConfigError
         A lifetime <= 0 or not finite, a negative price, a PUE below 1, or an unknown preset.
     """
-    if not (lifetime_years > 0 and math.isfinite(lifetime_years)):
-        raise ConfigError(f"--lifetime-years: must be a finite number > 0 (got {lifetime_years!r})")
+    if not MIN_LIFETIME_YEARS <= lifetime_years <= MAX_LIFETIME_YEARS:
+        raise ConfigError(
+            f"--lifetime-years: must be between {MIN_LIFETIME_YEARS:.3g} (a day) and "
+            f"{MAX_LIFETIME_YEARS:g} (got {lifetime_years!r})"
+        )
     price, price_src = facility_value("usd_per_kwh", usd_per_kwh, "--usd-per-kwh")
     overhead, pue_src = facility_value("pue", pue, "energy.pue")
     if price < 0 or overhead < 1:

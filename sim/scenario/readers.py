@@ -156,11 +156,17 @@ def read_tokens(value: object, where: str) -> float:
             number = float(value.replace("_", ""))
         except ValueError:
             number = None
-    if number is None or not (math.isfinite(number) and number > 0):
+    if number is None or not (math.isfinite(number) and 0 < number <= MAX_TOKENS):
         raise ConfigError(
-            f"{where}: expected a number of tokens > 0 such as 15.6e12, got {value!r}"
+            f"{where}: expected a number of tokens in (0, {MAX_TOKENS:.0e}] such as 15.6e12, "
+            f"got {value!r}"
         )
     return number
+
+
+#: Largest token budget accepted: 1e18, ~10^4 times the largest published pre-training
+#: runs (Llama 3's 15.6e12 tokens); past it, times and costs run to hundreds of digits.
+MAX_TOKENS = 1e18
 
 
 SPECIAL: dict[str, Callable[[object, str], Any]] = {

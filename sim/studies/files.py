@@ -72,13 +72,25 @@ def _jsonl_line(row: Mapping[str, Any], columns: Sequence[str]) -> str:
     return json.dumps({c: row.get(c) for c in columns}, allow_nan=False) + "\n"
 
 
-def _drop_partial_line(path: Path) -> None:
-    """Cut a last line without its newline (a write interrupted by a kill)."""
-    data = read_bytes(path, "--out")
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        with open(path, "r+b") as f:
-            f.truncate(cut)
+def _cut_row_or_refuse(path: Path, whole: bytes, tail: bytes, columns: Sequence[str]) -> None:
+    """Refuse a last line without its newline that cannot be a row this sweep was writing
+    when it was killed: a CSV file needs its header line whole (or a cut header), a JSON
+    line starts as this sweep's rows start. The file is then not this sweep's, and it is
+    left as it is."""
+    if not tail:
+        return
+    if path.suffix == ".csv":
+        header = csv_text([], columns).encode("utf-8")
+        ours = bool(whole) or header.startswith(tail)
+    else:
+        start = json.dumps({columns[0]: None}).encode("utf-8")[: 2 + len(columns[0])]
+        n = min(len(start), len(tail))
+        ours = tail[:n] == start[:n]
+    if not ours:
+        raise ConfigError(
+            f"--out {str(path)!r} does not hold this sweep's rows (its last line starts "
+            f"{tail[:40].decode('utf-8', 'replace')!r}); resume only the sweep that wrote it"
+        )
 
 
 def _columns_differ(path: Path, found: Sequence[str], columns: Sequence[str]) -> ConfigError:
@@ -107,8 +119,11 @@ def _read_parquet(path: Path) -> Any:
         ) from None
 
 
-def read_rows(path: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
-    """Rows of a (partial) sweep file, each with exactly ``columns``.
+def read_rows(
+    path: Path, columns: Sequence[str], data: bytes | None = None
+) -> list[dict[str, Any]]:
+    """Rows of a (partial) sweep file, each with exactly ``columns`` (``data``: the
+    file's bytes to read instead, for CSV and JSON lines).
 
     Raises
     ------
@@ -124,7 +139,8 @@ def read_rows(path: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
             frame.astype(object).where(frame.notna(), None).to_dict("records")
         )
         return rows
-    text = decode_text(read_bytes(path, "--out"), f"--out {str(path)!r}")
+    raw = read_bytes(path, "--out") if data is None else data
+    text = decode_text(raw, f"--out {str(path)!r}")
     if path.suffix == ".csv":
         lines = list(csv.reader(io.StringIO(text)))
         if not lines:
@@ -208,8 +224,15 @@ class RowFile:
     def done_rows(self) -> list[dict[str, Any]]:
         """Rows already written (whole rows only; a partial last line is dropped)."""
         if self.stream.exists():
-            _drop_partial_line(self.stream)
-            return read_rows(self.stream, self.columns)
+            data = read_bytes(self.stream, "--out")
+            cut = data.rfind(b"\n") + 1  # a last line without its newline: a killed write
+            whole, tail = data[:cut], data[cut:]
+            _cut_row_or_refuse(self.stream, whole, tail, self.columns)
+            rows = read_rows(self.stream, self.columns, whole)  # refused: the file unchanged
+            if tail:
+                with open(self.stream, "r+b") as f:
+                    f.truncate(cut)
+            return rows
         if self.path.exists():  # a finished Parquet sweep
             return read_rows(self.path, self.columns)
         return []

@@ -55,6 +55,13 @@ DISTRIBUTIONS = ("normal", "lognormal", "gamma")
 Z99 = 2.3263478740408408
 
 
+#: Largest coefficient of variation accepted (a spread ten times the mean is no longer a
+#: step-time distribution; 1e300 overflowed the samples' squares).
+MAX_CV = 10.0
+#: Largest slowdown, tail ratio, imbalance or skew factor accepted (x1000).
+MAX_FACTOR = 1000.0
+
+
 class VariabilityConfig(BaseModel):
     """Per-GPU and per-phase variability of a training step (see the module docstring).
 
@@ -91,16 +98,16 @@ class VariabilityConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    compute_cv: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    compute_cv: float = Field(default=0.0, ge=0, le=MAX_CV, allow_inf_nan=False)
     distribution: Literal["normal", "lognormal", "gamma"] = "normal"
     straggler_probability: float = Field(default=0.0, ge=0, le=1)
-    straggler_slowdown: float = Field(default=1.5, ge=1, allow_inf_nan=False)
+    straggler_slowdown: float = Field(default=1.5, ge=1, le=MAX_FACTOR, allow_inf_nan=False)
     throttle_fraction: float = Field(default=0.0, ge=0, le=1)
-    throttle_clock_drop: float = Field(default=0.1, ge=0, allow_inf_nan=False)
-    network_cv: float = Field(default=0.0, ge=0, allow_inf_nan=False)
-    network_p99_p50: float | None = Field(default=None, ge=1, allow_inf_nan=False)
-    stage_imbalance: float = Field(default=1.0, ge=1, allow_inf_nan=False)
-    moe_skew: float = Field(default=1.0, ge=1, allow_inf_nan=False)
+    throttle_clock_drop: float = Field(default=0.1, ge=0, le=MAX_FACTOR, allow_inf_nan=False)
+    network_cv: float = Field(default=0.0, ge=0, le=MAX_CV, allow_inf_nan=False)
+    network_p99_p50: float | None = Field(default=None, ge=1, le=MAX_FACTOR, allow_inf_nan=False)
+    stage_imbalance: float = Field(default=1.0, ge=1, le=MAX_FACTOR, allow_inf_nan=False)
+    moe_skew: float = Field(default=1.0, ge=1, le=MAX_FACTOR, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one_network_tail(self) -> VariabilityConfig:

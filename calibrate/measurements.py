@@ -212,6 +212,12 @@ def utc_now(created: str | None = None) -> str:
     '2025-01-01T00:00:00Z'
     """
     if created is not None:
+        try:
+            datetime.fromisoformat(created)
+        except (TypeError, ValueError):
+            raise CalibrationError(
+                f"--created {created!r}: expected a UTC ISO-8601 time such as 2025-01-01T00:00:00Z"
+            ) from None
         return created
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     when = (

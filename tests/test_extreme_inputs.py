@@ -230,3 +230,12 @@ def test_numbers_past_any_physical_meaning_are_refused(
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert says in err and out == ""
+
+
+@pytest.mark.parametrize("created", ["yesterday", "2025-13-45T99:00:00Z"])
+def test_a_created_stamp_must_be_an_iso_time(created: str) -> None:
+    from calibrate.measurements import utc_now
+
+    with pytest.raises(CalibrationError, match="expected a UTC ISO-8601 time"):
+        utc_now(created)
+    assert utc_now("2025-01-01T00:00:00Z") == "2025-01-01T00:00:00Z"  # kept as given

@@ -641,8 +641,9 @@ def _yaml11_cases() -> list[Case]:
         Case("yaml11-set-batch-ratio", (*run, "--set", "training.global_batch=2:1")),
         Case("yaml11-set-price-2e0", (*run, "--set", "price.gpu_hour_usd=2e0"), status=0),
         Case("yaml11-set-tokens-1e12", (*run, "--set", "training.tokens=1e12"), status=0),
+        # every point refused: the sweep exits 2 (its rows keep each reason)
         Case("yaml11-grid-no", ("sweep", "llama3-8b-dgx", "--grid", "parallel.sp=no,off",
-                                "--network", "analytical", "--no-progress", "--json"), status=0),
+                                "--network", "analytical", "--no-progress", "--json")),
         Case("yaml11-profile-date", ("collective", "--topology", "dgx-h100", "--profile",
                                      "{d}/p.yaml", "-b", "8", "-e", "8"),
              {"p.yaml": _PROFILE + "provenance: {created: 2025-01-01}\n"}, status=0),

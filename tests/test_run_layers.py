@@ -250,7 +250,7 @@ def test_a_price_preset_alone_prices_the_step_only() -> None:
 
 
 BAD = [
-    (["llama3-405b-16k", "--set", "training.tokens=-1"], "training.tokens: expected a number of tokens > 0"),
+    (["llama3-405b-16k", "--set", "training.tokens=-1"], "training.tokens: expected a number of tokens in (0, 1e+18]"),
     (["llama3-405b-16k", "--set", "training.tokens=lots"], "training.tokens"),
     (["llama3-405b-16k", "--set", "price.preset=nope"], "price.preset: unknown preset 'nope'; allowed: "),
     (["llama3-405b-16k", "--set", "price.gpu_hour_usd=2"], "give exactly one of price.gpu_hour_usd or price.preset"),

@@ -239,3 +239,14 @@ def test_a_created_stamp_must_be_an_iso_time(created: str) -> None:
     with pytest.raises(CalibrationError, match="expected a UTC ISO-8601 time"):
         utc_now(created)
     assert utc_now("2025-01-01T00:00:00Z") == "2025-01-01T00:00:00Z"  # kept as given
+
+
+def test_interleaving_with_one_chunk_per_stage_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """It ran as 1F1B but counted interleaved memory at v = 1 (about twice 1F1B's
+    activations on the first stage); Megatron interleaves only with virtual stages."""
+    argv = ["run", "llama2-70b-256-ib", "--network", "analytical",
+            "--set", "parallel.schedule=interleaved"]  # fmt: skip
+    assert main(argv) == 2
+    assert "needs parallel.virtual_stages >= 2" in capsys.readouterr().err

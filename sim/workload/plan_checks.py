@@ -122,6 +122,12 @@ def _check_schedule(plan: ParallelPlan) -> None:
         )
     if v > 1 and plan.pp == 1:
         raise ConfigError(f"parallel.virtual_stages: {v} needs parallel.pp > 1 (got pp=1)")
+    if plan.schedule == "interleaved" and v < 2:
+        raise ConfigError(
+            "parallel.schedule=interleaved needs parallel.virtual_stages >= 2 (got 1): with one "
+            "model chunk per stage the schedule is 1f1b, as Megatron runs it without "
+            "--num-layers-per-virtual-pipeline-stage"
+        )
     _check_groups(plan, m)
 
 

@@ -83,7 +83,7 @@ def _cut_row_or_refuse(path: Path, whole: bytes, tail: bytes, columns: Sequence[
         header = csv_text([], columns).encode("utf-8")
         ours = bool(whole) or header.startswith(tail)
     else:
-        start = json.dumps({columns[0]: None}).encode("utf-8")[: 2 + len(columns[0])]
+        start = ("{" + json.dumps(columns[0]) + ":").encode("utf-8")  # as _jsonl_line's rows
         n = min(len(start), len(tail))
         ours = tail[:n] == start[:n]
     if not ours:
@@ -102,13 +102,7 @@ def _columns_differ(path: Path, found: Sequence[str], columns: Sequence[str]) ->
 
 def _read_parquet(path: Path) -> Any:
     """``path`` as a pandas frame; a file that is not Parquet is one clear error."""
-    pandas = _pandas()
-    try:
-        import pyarrow  # with pandas in the [data] extra
-    except ImportError:
-        raise MissingExtraError(
-            "Parquet files need pyarrow: pip install 'clustersim[data]'"
-        ) from None
+    pandas, pyarrow = _pandas(), _pyarrow()
     try:
         return pandas.read_parquet(path)
     except (pyarrow.ArrowException, OSError, ValueError) as e:
@@ -176,6 +170,17 @@ def _pandas() -> Any:
     return pandas
 
 
+def _pyarrow() -> Any:
+    """pyarrow (the ``[data]`` extra, beside pandas), or MissingExtraError."""
+    try:
+        import pyarrow
+    except ImportError:
+        raise MissingExtraError(
+            "Parquet files need pyarrow: pip install 'clustersim[data]'"
+        ) from None
+    return pyarrow
+
+
 class RowFile:
     """The result file of one sweep: append rows as they come, finish in point order.
 
@@ -204,12 +209,7 @@ class RowFile:
             )
         if path.suffix == ".parquet":
             _pandas()
-            try:
-                import pyarrow  # noqa: F401
-            except ImportError:
-                raise MissingExtraError(
-                    "Parquet files need pyarrow: pip install 'clustersim[data]'"
-                ) from None
+            _pyarrow()
         self.path, self.columns = path, list(columns)
         self.stream = (
             path.with_name(path.name + ".partial.jsonl") if path.suffix == ".parquet" else path

@@ -18,7 +18,14 @@ compiles clustersim's ~90 modules at every start, ~0.1 s). ``--bytecode`` gives 
 checkout its own cache folder (``PYTHONPYCACHEPREFIX``), written by an uncounted first
 run, as an installed package has its bytecode compiled at install time.
 
-Run: ``python benchmarks/startup.py [--runs 7] [--against ../old-checkout] [--bytecode]``.
+``--installed PYTHON`` times an installed clustersim instead of this checkout: ``PYTHON
+-m sim`` run from an empty folder with no ``PYTHONPATH``, as a user who followed the README's
+first block (``pip install .`` into a virtual environment, bytecode compiled by pip) runs it;
+a development install's extra start-up (an editable install's path finder, a checkout's
+uncompiled modules) is left out.
+
+Run: ``python benchmarks/startup.py [--runs 7] [--against ../old-checkout] [--bytecode]
+[--installed VENV/bin/python]``.
 """
 
 from __future__ import annotations
@@ -66,14 +73,16 @@ class Runs:
     rss_mb: list[float]
 
 
-def run_once(checkout: Path, case: Case, env: dict[str, str]) -> tuple[float, float, float]:
+def run_once(
+    checkout: Path, case: Case, env: dict[str, str], python: str = sys.executable
+) -> tuple[float, float, float]:
     """(wall s, CPU s, peak RSS MB) of one ``python -m sim`` process in ``checkout``."""
     with (
         tempfile.NamedTemporaryFile("r", suffix=".rss") as rss,
         tempfile.TemporaryFile("w+") as err,
     ):
         prefix = [TIME, "-f", "%M", "-o", rss.name] if TIME else []
-        argv = [*prefix, sys.executable, "-m", "sim", *case.argv]
+        argv = [*prefix, python, "-m", "sim", *case.argv]
         t0 = time.perf_counter()
         p = subprocess.Popen(argv, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=err)
         _, status, usage = os.wait4(p.pid, 0)  # usage: the process and what it waited for
@@ -115,24 +124,33 @@ def main() -> None:
     ap.add_argument("--against", type=Path, help="another checkout, run in turn with this one")
     ap.add_argument("--bytecode", action="store_true", help="cache bytecode (see above)")
     ap.add_argument("--only", help="cases whose name starts with this")
+    ap.add_argument("--installed", metavar="PYTHON", help="time an installed clustersim (above)")
     args = ap.parse_args()
     checkouts = [ROOT] + ([args.against.resolve()] if args.against else [])
     cases = [c for c in CASES if not args.only or c.name.startswith(args.only)]
+    python = args.installed or sys.executable
     with tempfile.TemporaryDirectory() as tmp:
         envs = [
             environment(c, Path(tmp) / str(i) if args.bytecode else None)
             for i, c in enumerate(checkouts)
         ]
+        if args.installed:  # from an empty folder, nothing of this checkout on the path
+            checkouts[0] = Path(tmp) / "installed"
+            checkouts[0].mkdir()
+            envs[0] = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         results = {(c.name, i): Runs([], [], []) for c in cases for i in range(len(checkouts))}
         for c in cases:
+            pythons = [python] + [sys.executable] * (len(checkouts) - 1)
             for i, checkout in enumerate(checkouts):
-                run_once(checkout, c, envs[i])  # warm-up: file cache (and bytecode)
+                run_once(checkout, c, envs[i], pythons[i])  # warm-up: file cache (and bytecode)
             for _ in range(args.runs):
                 for i, checkout in enumerate(checkouts):
-                    wall, cpu, rss = run_once(checkout, c, envs[i])
+                    wall, cpu, rss = run_once(checkout, c, envs[i], pythons[i])
                     r = results[(c.name, i)]
                     r.wall.append(wall), r.cpu.append(cpu), r.rss_mb.append(rss)
     mode = "cached bytecode" if args.bytecode else "bytecode as the environment says"
+    if args.installed:
+        mode = f"installed: {args.installed}"
     print(f"# {args.runs} cold runs per case, {mode}; wall median, min, max; CPU median")
     head = f"{'case':<31} {COLUMNS} {'target':>9}"
     if args.against:

@@ -42,6 +42,7 @@ from sim.collectives.schedule import Phase, Schedule, Transfer
 from sim.collectives.steparrays import (
     RouteTable,
     StepArrays,
+    StepMemo,
     cached_step,
     gather,
     sender_totals,
@@ -260,7 +261,7 @@ def _costed_steps(
 ) -> Iterator[tuple[Phase, StepArrays, int]]:
     """The non-empty steps of ``sched`` as arrays, each with how many times it counts: a
     uniform phase's first step stands for all ``repeat`` of them."""
-    memo: dict[int, tuple[object, StepArrays]] = {}
+    memo = StepMemo()
     for i, phase in enumerate(sched.phases):
         reps = range(1) if phase.uniform else range(phase.repeat)
         mult = phase.repeat if phase.uniform else 1

@@ -18,7 +18,13 @@ from sim.collectives.channels import CAPPED, overlapped
 from sim.collectives.engine import SCOPE_NAME, RouteCache, wire_scale
 from sim.collectives.params import CollectiveParams
 from sim.collectives.schedule import Phase, Schedule
-from sim.collectives.steparrays import RouteTable, StepArrays, cached_step, sender_totals
+from sim.collectives.steparrays import (
+    RouteTable,
+    StepArrays,
+    StepMemo,
+    cached_step,
+    sender_totals,
+)
 from sim.network.base import Network
 
 __all__ = ["run_schedule"]
@@ -69,7 +75,7 @@ def run_schedule(
     scale = wire_scale(params, sched.algorithm, protocol)
     capped = sched.algorithm in CAPPED and nccl_channels > 0
     rate_cap_Bps = nccl_channels * params.channels.bandwidth_Bps[protocol] if capped else math.inf
-    memo: dict[int, tuple[object, StepArrays]] = {}
+    memo = StepMemo()
     table = routes.table
     first = _steps_run(sched, endpoints, table, memo, exclusive, coalesce)
     if first:
@@ -118,7 +124,7 @@ def _steps_run(
     sched: Schedule,
     endpoints: Sequence[str],
     table: RouteTable,
-    memo: dict[int, tuple[object, StepArrays]],
+    memo: StepMemo,
     exclusive: bool,
     coalesce: bool,
 ) -> dict[tuple[int, int], StepArrays]:

@@ -26,7 +26,15 @@ from sim.collectives.schedule import Phase, Schedule, Transfer
 from sim.topology.model import Topology
 from sim.topology.paths import Path, latencies
 
-__all__ = ["RouteTable", "StepArrays", "cached_step", "phase_step", "step_arrays", "step_loads"]
+__all__ = [
+    "RouteTable",
+    "StepArrays",
+    "StepMemo",
+    "cached_step",
+    "phase_step",
+    "step_arrays",
+    "step_loads",
+]
 
 # Transfer's fields by position (src, dst, chunks, rail)
 _SRC, _DST, _CHUNKS, _RAIL = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(4)
@@ -192,26 +200,62 @@ def step_arrays(trs: Sequence[Transfer], endpoints: Sequence[str], table: RouteT
     return StepArrays(route, chunks, src)
 
 
+class StepMemo:
+    """What one pass over a schedule's steps keeps, so that equal steps are one object.
+
+    A pipelined phase's slot joins the base steps in flight. Base steps that differ only
+    in the chunk ids they carry (NVLS-tree's ring steps over the servers, a ring's steps)
+    give equal arrays; they are kept once (``content``), so slots made of equal base
+    steps join to one object (``joins``), costed once by the engine's one-byte cache
+    (keyed by identity). Equal arrays give equal costs bit for bit, so nothing changes
+    but the work.
+    """
+
+    def __init__(self) -> None:
+        # base step list's identity -> (the list, kept alive; its arrays)
+        self.base: dict[int, tuple[object, StepArrays]] = {}
+        self.content: dict[tuple[bytes, bytes, bytes], StepArrays] = {}
+        # identities of the parts -> (the parts, kept alive; their join)
+        self.joins: dict[tuple[int, ...], tuple[tuple[StepArrays, ...], StepArrays]] = {}
+
+    def arrays(
+        self, base: Sequence[Transfer], endpoints: Sequence[str], table: RouteTable
+    ) -> StepArrays:
+        """``base`` as arrays (:func:`step_arrays`), one object per distinct content."""
+        hit = self.base.get(id(base))
+        if hit is None:
+            step = step_arrays(base, endpoints, table)
+            key = (step.route.tobytes(), step.chunks.tobytes(), step.src.tobytes())
+            step = self.content.setdefault(key, step)
+            hit = self.base[id(base)] = (base, step)
+        return hit[1]
+
+    def join(self, parts: Sequence[StepArrays]) -> StepArrays:
+        """:meth:`StepArrays.join` of ``parts``, one object per sequence of part objects."""
+        if len(parts) == 1:
+            return parts[0]
+        key = tuple(map(id, parts))
+        hit = self.joins.get(key)
+        if hit is None:
+            hit = self.joins[key] = (tuple(parts), StepArrays.join(parts))
+        return hit[1]
+
+
 def phase_step(
     phase: Phase,
     k: int,
     endpoints: Sequence[str],
     table: RouteTable,
-    memo: dict[int, tuple[object, StepArrays]],
+    memo: StepMemo,
 ) -> StepArrays:
     """Step ``k`` of ``phase`` as arrays; a pipelined phase's base steps converted once
-    (``memo``, keyed by the base step list's identity, which it also keeps alive)."""
+    and equal slots joined once (``memo``)."""
     if phase.parts is None:
         return step_arrays(phase.steps(k), endpoints, table)
-    out = []
-    for base in phase.parts(k):
-        hit = memo.get(id(base))
-        if hit is None:
-            hit = memo[id(base)] = (base, step_arrays(base, endpoints, table))
-        out.append(hit[1])
+    out = [memo.arrays(base, endpoints, table) for base in phase.parts(k)]
     if not out:
         return step_arrays((), endpoints, table)
-    return StepArrays.join(out)
+    return memo.join(out)
 
 
 def gather(table: RouteTable, step: StepArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -284,7 +328,7 @@ def cached_step(
     k: int,
     endpoints: Sequence[str],
     table: RouteTable,
-    memo: dict[int, tuple[object, StepArrays]],
+    memo: StepMemo,
 ) -> StepArrays:
     """Step ``k`` of phase ``i`` of ``sched`` as arrays (:func:`phase_step`), converted
     once per schedule key (:attr:`Schedule.key`: the sizes of a sweep share their steps)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from sim.collectives.engine import RouteCache, schedule_link_bytes, step_cost
 from sim.collectives.schedule import Schedule, Transfer
 from sim.collectives.simulate import CollectiveSetup
-from sim.collectives.steparrays import step_arrays, step_loads
+from sim.collectives.steparrays import StepMemo, phase_step, step_arrays, step_loads
 from sim.topology.congestion import effective_capacity
 from sim.topology.model import Topology
 from sim.topology.paths import Path, latencies, merge
@@ -154,6 +154,35 @@ def test_pipelined_parts_are_the_slots_transfers(algo: str) -> None:
             for p in parts:
                 key = [(t.src, t.dst, t.rail, len(t.chunks), t.reduce) for t in p]
                 assert seen.setdefault(id(p), key) == key
+
+
+@pytest.mark.parametrize("algo", ["tree", "nvls_tree"])
+def test_equal_slots_are_one_object_with_the_slots_arrays(algo: str) -> None:
+    """Through one StepMemo every slot's arrays equal the slot's own transfers converted
+    afresh, and slots whose arrays are equal are one object (NVLS-tree's ring steps over
+    16 servers differ only in chunk ids: most of its 4-deep slots repeat), never two
+    objects for one content."""
+    setup = CollectiveSetup(load_topology("h100-ib-ndr", nodes=16))
+    sched = setup.schedule("all_reduce", algo, 1e8, 0, 4)
+    ends = setup.endpoints(sched)
+    table, memo = setup.routes.table, StepMemo()
+    by_content: dict[bytes, int] = {}
+    slots = 0
+    for phase in sched.phases:
+        for k in range(phase.repeat):
+            got = phase_step(phase, k, ends, table, memo)
+            fresh = step_arrays(phase.steps(k), ends, table)
+            for a, b in (
+                (got.route, fresh.route),
+                (got.chunks, fresh.chunks),
+                (got.src, fresh.src),
+            ):
+                assert np.array_equal(a, b)
+            key = got.route.tobytes() + got.chunks.tobytes() + got.src.tobytes()
+            assert by_content.setdefault(key, id(got)) == id(got)
+            slots += 1
+    if algo == "nvls_tree":
+        assert len(by_content) < slots / 2
 
 
 def test_topology_indexes_match_the_graph() -> None:

@@ -58,6 +58,31 @@ def test_selection_reads_the_hardware_the_loaded_profile_has(name: str) -> None:
     assert shipped_hardware(name) == load_profile(name).hardware
 
 
+@pytest.mark.parametrize("name", profile_names())
+def test_a_shipped_profile_by_name_is_the_file_checked_by_path(name: str) -> None:
+    """By name a shipped profile loads without its schema check (a cold command's ~20 ms
+    of validator building); by path the same file is checked (ProfileModel: strict, so
+    the values are the file's). Both give equal profiles, and the check passes."""
+    from sim.profile import _profiles_dir
+
+    folder = _profiles_dir()
+    assert folder is not None
+    by_path = load_profile(str(folder / f"{name}.yaml"))
+    assert by_path == load_profile(name)
+    assert repr(by_path) == repr(load_profile(name))  # same types too (3 vs 3.0 differ)
+
+
+def test_a_profile_file_is_still_checked(tmp_path: Path) -> None:
+    """A user's file goes through the schema: a bad key or value is one line naming it."""
+    bad = tmp_path / "p.yaml"
+    bad.write_text("schema: clustersim.profile/1\nhardware: {gpu: H100-SXM, gpus: 2, nodes: 4}\n")
+    with pytest.raises(ConfigError, match=r"hardware.*nodes \(4\) cannot exceed gpus \(2\)"):
+        load_profile(str(bad))
+    bad.write_text("schema: clustersim.profile/1\nerror_bars: [{what: x}]\n")
+    with pytest.raises(ConfigError, match="error_bars"):
+        load_profile(str(bad))
+
+
 @pytest.mark.parametrize(("topology", "nodes"), list(SELECTED))
 def test_selection_matches_gpu_and_links(topology: str, nodes: int | None) -> None:
     chosen = select_profile(load_topology(topology, nodes=nodes))

@@ -36,3 +36,24 @@ def test_override_merges_a_subset() -> None:
 def test_bad_override_names_the_key(override: dict, needle: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(ConfigError, match=needle.replace(".", r"\.").replace("'", "'")):
         default_params().merged(override)
+
+
+def test_the_shipped_defaults_pass_the_check_they_skip_at_load() -> None:
+    """default_params() builds the shipped tree unchecked (a cold command's validator
+    build); checked, the same tree validates and builds equal parameters, bit for bit."""
+    from importlib import resources
+
+    from sim.collectives.params import CollectiveParams
+    from sim.files import load_yaml
+
+    text = resources.files("sim.collectives").joinpath("defaults.yaml").read_text()
+    checked = CollectiveParams.from_dict(load_yaml(text, "defaults.yaml"), "defaults")
+    assert checked == default_params()
+    assert repr(checked) == repr(default_params())
+
+
+def test_an_unchecked_merge_is_the_checked_one_for_a_valid_override() -> None:
+    over = {"algorithms": {"ring": {"efficiency": 0.5}}, "pipeline": {"min_chunks": 2}}
+    checked = default_params().merged(over)
+    assert default_params().merged(over, check=False) == checked
+    assert checked.pipeline_min_chunks == 2 and checked.algorithm("ring").efficiency == 0.5

@@ -19,18 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from sim.collectives.param_models import PROTOCOLS, SCOPES, CompleteCollectives
 from sim.errors import ConfigError
 from sim.files import load_shipped_yaml
-from sim.profile_models import (
-    Algorithm,
-    Channels,
-    CollectivesSection,
-    Efficiency,
-    Transport,
-)
 from sim.validation import validate_model
 
 __all__ = [
@@ -153,7 +146,12 @@ class CollectiveParams:
 
     @classmethod
     def from_dict(
-        cls, tree: Mapping[str, Any], where: str = "collectives", *, owned: bool = False
+        cls,
+        tree: Mapping[str, Any],
+        where: str = "collectives",
+        *,
+        owned: bool = False,
+        check: bool = True,
     ) -> CollectiveParams:
         """Validate a complete parameter tree shaped like ``defaults.yaml`` and build it.
 
@@ -165,6 +163,11 @@ class CollectiveParams:
             Where the tree comes from, first in every error message.
         owned : bool
             The caller hands ``tree`` over: keep it as :attr:`raw` without a copy.
+        check : bool
+            Validate ``tree`` first (False only for the shipped defaults and shipped
+            profiles, which the test suite validates: building the models' validators
+            is ~20 ms of a cold command). The models are strict, so a valid tree's
+            values are built as written, checked or not.
 
         Raises
         ------
@@ -172,9 +175,10 @@ class CollectiveParams:
             One line naming the key path: a wrong type, a value out of range, an unknown
             or missing key (:data:`~sim.collectives.param_models.CompleteCollectives`).
         """
-        model = validate_model(CompleteCollectives, tree, where)
+        if check:
+            validate_model(CompleteCollectives, tree, where)
         raw = dict(tree) if owned else copy.deepcopy(dict(tree))
-        return _built(cast(CollectivesSection, model), raw)
+        return _built(raw)
 
     def link_factor(
         self, scope: str, transport: str, line_Bps: float, at_nic: bool = True
@@ -187,16 +191,16 @@ class CollectiveParams:
         return self.link_efficiency[scope]
 
     def merged(
-        self, override: Mapping[str, Any], where: str = "profile.collectives"
+        self, override: Mapping[str, Any], where: str = "profile.collectives", *, check: bool = True
     ) -> CollectiveParams:
         """These parameters with ``override`` (same shape, any subset) laid on top.
 
         The merge copies the mappings on the override's paths and shares the rest with
         ``self.raw`` (never mutated), so a fit can merge thousands of times cheaply; the
-        override's own leaves are copied.
+        override's own leaves are copied. ``check``: as :meth:`from_dict`'s.
         """
         tree = _deep_merge(self.raw, copy.deepcopy(override), where)
-        return CollectiveParams.from_dict(tree, where, owned=True)
+        return CollectiveParams.from_dict(tree, where, owned=True, check=check)
 
     def algorithm(self, name: str) -> AlgorithmParams:
         """Parameters of algorithm ``name``; ConfigError if it has none."""
@@ -210,9 +214,11 @@ class CollectiveParams:
 
 @cache
 def default_params() -> CollectiveParams:
-    """The shipped defaults (``sim/collectives/defaults.yaml``)."""
+    """The shipped defaults (``sim/collectives/defaults.yaml``; validated by the test suite,
+    not at load: see :meth:`CollectiveParams.from_dict`)."""
     text = resources.files("sim.collectives").joinpath("defaults.yaml").read_text()
-    return CollectiveParams.from_dict(load_shipped_yaml(text, "defaults.yaml"), "defaults")
+    tree = load_shipped_yaml(text, "defaults.yaml")
+    return CollectiveParams.from_dict(tree, "defaults", owned=True, check=False)
 
 
 def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -227,68 +233,61 @@ def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any], where: str) ->
     return out
 
 
-T = TypeVar("T")
-
-
-def _req(value: T | None) -> T:
-    """A key the complete model made required (never None once validated)."""
-    assert value is not None
-    return value
-
-
-def _built(m: CollectivesSection, raw: dict[str, Any]) -> CollectiveParams:
-    """The dataclasses from a tree validated by ``CompleteCollectives`` (SI units)."""
-    links, protos, pipe = _req(m.link_efficiency), _req(m.protocols), _req(m.pipeline)
+def _built(t: Mapping[str, Any]) -> CollectiveParams:
+    """The dataclasses from a complete tree (valid against ``CompleteCollectives``; SI
+    units). Keys the complete model leaves optional take the builder's defaults."""
+    links, protos, pipe = t["link_efficiency"], t["protocols"], t["pipeline"]
     return CollectiveParams(
-        {s: _efficiency(getattr(links, s)) for s in SCOPES},
-        {p: float(_req(_req(getattr(protos, p)).efficiency)) for p in PROTOCOLS},
-        {name: _algorithm(a) for name, a in _req(m.algorithms).items()},
-        float(_req(pipe.chunk_bytes)),
-        _req(pipe.max_chunks),
-        pipe.min_chunks if pipe.min_chunks is not None else 1,
-        _channels(_req(m.channels)),
-        {name: _transport(t) for name, t in (m.transports or {}).items()},
-        raw,
+        {s: _efficiency(links[s]) for s in SCOPES},
+        {p: float(protos[p]["efficiency"]) for p in PROTOCOLS},
+        {name: _algorithm(a) for name, a in t["algorithms"].items()},
+        float(pipe["chunk_bytes"]),
+        pipe["max_chunks"],
+        pipe.get("min_chunks") or 1,
+        _channels(t["channels"]),
+        {name: _transport(x) for name, x in (t.get("transports") or {}).items()},
+        t,
     )
 
 
-def _efficiency(entry: float | Efficiency | None) -> float:
-    value = entry.value if isinstance(entry, Efficiency) else entry
-    return float(_req(value))
+def _efficiency(entry: float | Mapping[str, Any]) -> float:
+    """A bare number or ``{value: x, source: ...}``."""
+    return float(entry["value"] if isinstance(entry, Mapping) else entry)
 
 
-def _seconds(us: Any, protos: tuple[str, ...]) -> dict[str, float]:
-    return {p: float(getattr(us, p)) * 1e-6 for p in protos}
+def _seconds(us: Mapping[str, float], protos: tuple[str, ...]) -> dict[str, float]:
+    return {p: float(us[p]) * 1e-6 for p in protos}
 
 
-def _algorithm(a: Algorithm) -> AlgorithmParams:
-    protos = tuple(a.protocols) if a.protocols is not None else PROTOCOLS
-    steps = _req(a.step_latency_us)
+def _algorithm(a: Mapping[str, Any]) -> AlgorithmParams:
+    protos = tuple(a["protocols"]) if a.get("protocols") is not None else PROTOCOLS
+    steps = a["step_latency_us"]
     return AlgorithmParams(
-        float(_req(a.efficiency)),
+        float(a["efficiency"]),
         protos,
-        _seconds(a.base_latency_us, protos),
-        {s: _seconds(getattr(steps, s), protos) for s in SCOPES},
+        _seconds(a["base_latency_us"], protos),
+        {s: _seconds(steps[s], protos) for s in SCOPES},
     )
 
 
-def _per_protocol(table: Any, scale: float = 1.0) -> dict[str, float]:
-    return {p: float(getattr(table, p)) * scale for p in PROTOCOLS}
+def _per_protocol(table: Mapping[str, float], scale: float = 1.0) -> dict[str, float]:
+    return {p: float(table[p]) * scale for p in PROTOCOLS}
 
 
-def _channels(c: Channels) -> ChannelParams:
+def _channels(c: Mapping[str, Any]) -> ChannelParams:
+    slice_bytes = c.get("slice_bytes")
     return ChannelParams(
-        {p: int(getattr(c.threads, p)) for p in PROTOCOLS},
-        _per_protocol(c.thread_threshold_bytes),
-        _per_protocol(c.bandwidth_GBps, 1e9),
-        _req(c.per_server),
-        _req(c.per_nic),
-        float(c.slice_bytes) if c.slice_bytes is not None else 524288.0,
+        {p: int(c["threads"][p]) for p in PROTOCOLS},
+        _per_protocol(c["thread_threshold_bytes"]),
+        _per_protocol(c["bandwidth_GBps"], 1e9),
+        c["per_server"],
+        c["per_nic"],
+        float(slice_bytes) if slice_bytes is not None else 524288.0,
     )
 
 
-def _transport(t: Transport) -> TransportParams:
-    eff = float(_req(t.efficiency))
-    if t.socket_GBps is None:
+def _transport(x: Mapping[str, Any]) -> TransportParams:
+    eff = float(x["efficiency"])
+    if x.get("socket_GBps") is None:
         return TransportParams(eff)
-    return TransportParams(eff, t.socket_GBps * 1e9, _req(t.threads) * _req(t.sockets_per_thread))
+    return TransportParams(eff, x["socket_GBps"] * 1e9, x["threads"] * x["sockets_per_thread"])

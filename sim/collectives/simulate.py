@@ -10,6 +10,7 @@ transfers are capped by its NCCL channels (:mod:`sim.collectives.channels`).
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Protocol
@@ -83,6 +84,21 @@ PIPELINED = ("nvls", "nvls_tree", "collnet")
 
 # Cap on pipeline depth x base steps of one schedule (see CollectiveSetup.schedule).
 PIPELINE_WORK = 512
+
+#: Operations whose ring schedule is a pipelined chain from or to the root. NCCL cuts
+#: each channel's share of a ring broadcast or reduce into chunks of a fixed size
+#: (src/enqueue.cc: chunkSize = stepSize * chunkSteps, BROADCAST_CHUNKSTEPS =
+#: REDUCE_CHUNKSTEPS = 1; src/device/broadcast.h forwards each chunk as it lands), so the
+#: depth follows the message size alone, however long the chain. Capping it (as
+#: PIPELINE_WORK and pipeline.max_chunks do for trees and NVLS) made each piece grow with
+#: the chain: 2 pieces over 255 hops, 1.5 GB/s at 32 servers.
+CHAINS = ("broadcast", "reduce")
+
+#: Base steps a chain's pipelined slots may hold in all, summed over the slots costed one
+#: by one (ramp and drain; the steady slots are one uniform phase): ``T * (T - 1)`` for a
+#: chain of ``T`` hops at any depth >= ``T``, so chains up to 256 hops (32 servers of 8
+#: GPUs) are never capped; a longer one's depth is held to ``CHAIN_WORK // T``.
+CHAIN_WORK = 1 << 16
 
 #: Tuner answers one :class:`CollectiveSetup` keeps (beyond it, the memo starts afresh).
 KEPT_TUNINGS = 4096
@@ -198,14 +214,21 @@ class CollectiveSetup:
 
     def pipeline_chunks(self, size_bytes: float) -> int:
         """Pipelined pieces for ``size_bytes``: size / chunk_bytes, clamped to [1, max_chunks]."""
+        return max(1, min(self.params.pipeline_max_chunks, self.chain_chunks(size_bytes)))
+
+    def chain_chunks(self, size_bytes: float) -> int:
+        """Pipelined pieces of a ring broadcast or reduce chain (:data:`CHAINS`) of
+        ``size_bytes`` bytes: size / chunk_bytes, at least min_chunks, not capped (NCCL's
+        chunk has a fixed size, so a larger message streams in more of them)."""
         p = self.params
-        want = max(p.pipeline_min_chunks, math.ceil(size_bytes / p.pipeline_chunk_bytes))
-        return max(1, min(p.pipeline_max_chunks, want))
+        return max(1, p.pipeline_min_chunks, math.ceil(size_bytes / p.pipeline_chunk_bytes))
 
     def chunk_options(self, op: str, algorithm: str, size_bytes: float) -> list[int]:
         """Pipeline depths the tuner may pick for ``algorithm``: for :data:`PIPELINED` ones
         the size-derived depth and 2, 4 and 8 times it (capped), as NCCL adapts channels
         and chunking per size; otherwise just the size-derived depth."""
+        if _chained(op, algorithm):
+            return [self.chain_chunks(size_bytes)]
         base = self.pipeline_chunks(size_bytes)
         if algorithm in PIPELINED:
             top = self.params.pipeline_max_chunks
@@ -220,14 +243,20 @@ class CollectiveSetup:
         The pipeline depth is capped so that depth x base steps <= PIPELINE_WORK: a
         schedule with many base steps (a tree over 1024 ranks, NVLS-tree's rings over 128
         servers) gains little from deeper pipelining, whose slots share the same links,
-        and costing hundreds of pipelined slots would dominate the run time.
+        and costing hundreds of pipelined slots would dominate the run time. A ring
+        chain (:data:`CHAINS`) is capped only past :data:`CHAIN_WORK` (its pieces keep
+        NCCL's size: a capped depth made a long chain's pieces large and its time grow
+        with the chain's length times the message's).
         """
         fn = ALGORITHMS[algorithm]
-        want = chunks or self.pipeline_chunks(size_bytes)
+        chained = _chained(op, algorithm)
+        want = chunks or (self.chain_chunks if chained else self.pipeline_chunks)(size_bytes)
         args = {"layout": self.layout, "channels": self.channels, "root": root}
         if want > 1:
             base = fn(op, self.n, size_bytes, pipeline_chunks=1, **args).num_steps  # type: ignore[arg-type]
-            want = max(1, min(want, PIPELINE_WORK // max(1, base)))
+            want = max(
+                1, min(want, chain_depth_cap(base) if chained else PIPELINE_WORK // max(1, base))
+            )
         sched = fn(op, self.n, size_bytes, pipeline_chunks=want, **args)  # type: ignore[arg-type]
         if algorithm in SIZE_SHAPED:
             return sched
@@ -349,6 +378,25 @@ class CollectiveSetup:
                 f"no algorithm/protocol implements {op} here (algo={algorithm}, protocol={protocol})"
             )
         return pairs
+
+
+def _chained(op: str, algorithm: str) -> bool:
+    """Whether ``algorithm``'s schedule of ``op`` is a pipelined chain (:data:`CHAINS`)."""
+    return algorithm == "ring" and op in CHAINS
+
+
+def chain_depth_cap(steps: int) -> int:
+    """Most pipelined pieces a chain of ``steps`` hops may have (:data:`CHAIN_WORK`).
+
+    Its ramp and drain slots hold ``steps * (steps - 1)`` base steps at any depth >=
+    ``steps``, and ``depth * steps`` below it: no cap while the first fits.
+
+    >>> chain_depth_cap(255) > 10**9, chain_depth_cap(1023)
+    (True, 64)
+    """
+    if steps * (steps - 1) <= CHAIN_WORK:
+        return sys.maxsize
+    return max(1, CHAIN_WORK // steps)
 
 
 def _group(topology: Topology, ranks: int | Sequence[str] | None) -> tuple[str, ...]:

@@ -1,0 +1,98 @@
+"""Ring broadcast and reduce across servers: the chain's pipelined pieces keep NCCL's size.
+
+NCCL runs broadcast and reduce as a chain along each channel's ring, cutting the buffer
+into fixed-size chunks that every rank forwards as soon as it has them (src/enqueue.cc,
+src/device/broadcast.h), so a chain of ``T`` hops and ``C`` chunks takes about
+``(T + C - 1)`` chunk times plus a per-hop latency. A depth capped by the chain's length
+(2 pieces over 255 hops) made each piece half the message and busbw fall 40x from 2 to 32
+servers. With the depth following the size, the fill of a long chain still costs at mid
+sizes (as NCCL's own tuner charges ``nRanks`` chunk latencies, src/graph/tuning.cc) and
+is amortised at large ones.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from itertools import pairwise
+
+import pytest
+
+from sim.collectives.params import default_params
+from sim.collectives.simulate import CollectiveSetup, simulate_collective
+from sim.topology.presets import load_topology
+from tests.helpers import star
+
+MiB = 2**20
+GiB = 2**30
+
+
+@cache
+def _setup(nodes: int) -> CollectiveSetup:
+    """Every GPU of ``nodes`` H100 servers on NDR InfiniBand (shared across tests)."""
+    return CollectiveSetup(load_topology("h100-ib-ndr", nodes=nodes))
+
+
+def _busbw(op: str, nodes: int, size: float, network: str = "analytical") -> float:
+    """busbw (bytes/s) of ``op`` of ``size`` bytes over ``nodes`` servers, as ``auto`` runs it."""
+    return simulate_collective(_setup(nodes), op, size, network=network).busbw_Bps
+
+
+@pytest.mark.parametrize("op", ["broadcast", "reduce"])
+def test_large_messages_keep_busbw_within_a_small_factor_of_two_servers(op: str) -> None:
+    """At 4 GiB the chain's fill is a small part of the time: 8 and 32 servers reach at
+    least 0.7x the busbw of 2 (they reached 0.16x and 0.02x with the capped depth)."""
+    two = _busbw(op, 2, 4 * GiB)
+    for nodes in (8, 32):
+        assert _busbw(op, nodes, 4 * GiB) >= 0.7 * two
+
+
+@pytest.mark.parametrize("op", ["broadcast", "reduce"])
+def test_mid_size_messages_pay_the_fill_of_a_long_chain_but_do_not_collapse(op: str) -> None:
+    """At 256 MiB a 255-hop chain's fill is most of the time: 32 servers reach at least
+    0.15x the busbw of 2 (NCCL's tuner predicts about 0.2x: 256 x 14 us of chunk latency
+    against ~0.7 ms of data), 8 servers at least 0.4x; the capped depth gave 0.025x."""
+    two = _busbw(op, 2, 256 * MiB)
+    assert _busbw(op, 8, 256 * MiB) >= 0.4 * two
+    assert _busbw(op, 32, 256 * MiB) >= 0.15 * two
+
+
+@pytest.mark.parametrize("op", ["broadcast", "reduce"])
+def test_both_networks_agree_on_a_long_chain(op: str) -> None:
+    """The flow network replays the deeper pipeline: at 32 servers and 256 MiB it agrees
+    with the closed form within 10% and keeps the same share of the 2-server busbw."""
+    flow = _busbw(op, 32, 256 * MiB, "flow")
+    assert flow == pytest.approx(_busbw(op, 32, 256 * MiB), rel=0.10)
+    assert flow >= 0.15 * _busbw(op, 2, 256 * MiB, "flow")
+
+
+@pytest.mark.parametrize("n", [3, 5, 8])
+@pytest.mark.parametrize("network", ["analytical", "flow"])
+def test_uncontended_chain_matches_the_pipeline_closed_form(n: int, network: str) -> None:
+    """A one-channel chain on a star: ``C = size / chunk_bytes`` pieces (100, past the
+    64 that pipeline.max_chunks allows trees) over ``T = n - 1`` hops take exactly
+    ``base + (T + C - 1) x (piece time + 2 hop latencies) + 2 (T - 1) step latencies``
+    (ramp and drain slots pay the step latency; the streamed steady ones do not)."""
+    bw, hop_s, size = 20e9, 1e-6, 400 * MiB
+    setup = CollectiveSetup(star(n, bandwidth_Bps=bw, latency_s=hop_s))
+    r = simulate_collective(
+        setup, "broadcast", size, algorithm="ring", protocol="simple", network=network
+    )
+    p = default_params()
+    ring = p.algorithm("ring")
+    chunks, hops = math.ceil(size / p.pipeline_chunk_bytes), n - 1
+    wire = 1.0 / (p.protocol_efficiency["simple"] * ring.efficiency)
+    slot = (size / chunks) * wire / (bw * p.link_efficiency["nvlink"]) + 2 * hop_s
+    step_s = ring.step_latency_s["nvlink"]["simple"]
+    want = ring.base_latency_s["simple"] + (hops + chunks - 1) * slot + 2 * (hops - 1) * step_s
+    assert (r.pipeline_chunks, r.steps) == (chunks, hops + chunks - 1)
+    assert r.time_s == pytest.approx(want, rel=1e-9)
+
+
+def test_busbw_grows_with_size_towards_the_two_server_value() -> None:
+    """Over 32 servers a larger broadcast is never slower per byte (busbw non-decreasing
+    from 64 MiB to 16 GiB), and at 16 GiB the fill is amortised: within 10% of 2 servers."""
+    sizes = [64 * MiB * 2**k for k in range(9)]
+    bw = [_busbw("broadcast", 32, s) for s in sizes]
+    assert all(b2 >= b1 for b1, b2 in pairwise(bw))
+    assert bw[-1] >= 0.9 * _busbw("broadcast", 2, sizes[-1])

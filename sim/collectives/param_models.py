@@ -25,12 +25,10 @@ from typing import Any, Union, cast
 
 from pydantic import BaseModel, create_model, model_validator
 
+from sim.collectives.params import PROTOCOLS, SCOPES
 from sim.profile_models import Algorithm, CollectivesSection, Transport
 
 __all__ = ["OPTIONAL", "PROTOCOLS", "SCOPES", "CompleteCollectives", "required_model"]
-
-PROTOCOLS = ("ll", "ll128", "simple")
-SCOPES = ("nvlink", "pcie", "net")
 
 #: Per model of :mod:`sim.profile_models`, the keys a complete tree may leave out (with
 #: the default the builder uses); a model not listed needs all of its keys.

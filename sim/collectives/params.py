@@ -21,10 +21,13 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from sim.collectives.param_models import PROTOCOLS, SCOPES, CompleteCollectives
 from sim.errors import ConfigError
 from sim.files import load_shipped_yaml
-from sim.validation import validate_model
+
+#: NCCL's protocols and the link scopes every parameter table covers (the complete
+#: model, :mod:`sim.collectives.param_models`, requires each).
+PROTOCOLS = ("ll", "ll128", "simple")
+SCOPES = ("nvlink", "pcie", "net")
 
 __all__ = [
     "PROTOCOLS",
@@ -176,7 +179,7 @@ class CollectiveParams:
             or missing key (:data:`~sim.collectives.param_models.CompleteCollectives`).
         """
         if check:
-            validate_model(CompleteCollectives, tree, where)
+            _check(tree, where)
         raw = dict(tree) if owned else copy.deepcopy(dict(tree))
         return _built(raw)
 
@@ -210,6 +213,16 @@ class CollectiveParams:
             raise ConfigError(
                 f"no collective parameters for algorithm {name!r}; known: {', '.join(sorted(self.algorithms))}"
             ) from None
+
+
+def _check(tree: Mapping[str, Any], where: str) -> None:
+    """Validate a complete tree (:data:`~sim.collectives.param_models.CompleteCollectives`;
+    the models are imported here, when a tree is checked: a command on shipped data
+    builds none of them)."""
+    from sim.collectives.param_models import CompleteCollectives
+    from sim.validation import validate_model
+
+    validate_model(CompleteCollectives, tree, where)
 
 
 @cache

@@ -121,10 +121,7 @@ class ServerRouter:
             if self._inside(sa, a[1], b[1], key, dst, 0, out) < 0:
                 return None
             return (), (-1, -1), tuple(out), ()
-        pairs = self._pairs(sa, sb, a[1], b[1])
-        if rail >= 0:
-            pinned = [x for x in pairs if sa.rail_of(x[0]) == rail and sb.rail_of(x[1]) == rail]
-            pairs = tuple(pinned) or self._rail_pairs(sa, sb, rail) or pairs
+        pairs = self._pairs(sa, sb, a[1], b[1], rail)
         if not pairs:
             return None
         i, j = pairs[self.pick(key, dst, -1, len(pairs))] if len(pairs) > 1 else pairs[0]
@@ -230,18 +227,25 @@ class ServerRouter:
             hit = self._spread[key] = tuple(sorted(out.items()))
         return hit
 
-    def _pairs(self, sa: _Server, sb: _Server, s: int, t: int) -> tuple[tuple[int, int], ...]:
-        """Best (exit attachment, entry attachment) index pairs for ``s -> t``; cached.
+    def _pairs(
+        self, sa: _Server, sb: _Server, s: int, t: int, rail: int = -1
+    ) -> tuple[tuple[int, int], ...]:
+        """Best (exit attachment, entry attachment) index pairs for ``s -> t``, pinned to
+        NIC ``rail`` of both servers when ``rail >= 0`` (the best pairs on that rail, else
+        every pair on it, else the best pairs); cached.
 
-        The choice depends on the servers only through their port structure and the
-        fabric hop counts between their attachment switches (matrix ``m``), which most
-        server pairs share, so the cache stays small.
+        The choice depends on the servers only through their port structure (which also
+        fixes each port's rail) and the fabric hop counts between their attachment
+        switches (matrix ``m``), which most server pairs share, so the cache stays small.
         """
         m = self._hops(sa, sb)
-        key = (sa.pcls, sb.pcls, id(m), s, t)
+        key = (sa.pcls, sb.pcls, id(m), s, t, rail)
         got = self._choice.get(key)
         if got is None:
             got = self._best_pairs(sa, sb, m, s, t)
+            if rail >= 0:
+                on = [x for x in got if sa.rail_of(x[0]) == rail and sb.rail_of(x[1]) == rail]
+                got = tuple(on) or self._rail_pairs(sa, sb, rail) or got
             self._choice[key] = got
         return got
 

@@ -25,8 +25,9 @@ from typing import Any, Union, cast
 
 from pydantic import BaseModel, create_model, model_validator
 
-from sim.collectives.params import PROTOCOLS, SCOPES
+from sim.collectives.selection import PROTOCOLS
 from sim.profile_models import Algorithm, CollectivesSection, Transport
+from sim.topology.links import SCOPES
 
 __all__ = ["OPTIONAL", "PROTOCOLS", "SCOPES", "CompleteCollectives", "required_model"]
 

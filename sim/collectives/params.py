@@ -21,13 +21,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from sim.collectives.selection import PROTOCOLS
 from sim.errors import ConfigError
 from sim.files import load_shipped_yaml
-
-#: NCCL's protocols and the link scopes every parameter table covers (the complete
-#: model, :mod:`sim.collectives.param_models`, requires each).
-PROTOCOLS = ("ll", "ll128", "simple")
-SCOPES = ("nvlink", "pcie", "net")
+from sim.topology.links import SCOPES
 
 __all__ = [
     "PROTOCOLS",

@@ -18,7 +18,10 @@ from collections.abc import Callable, Sequence
 
 from sim.errors import ConfigError
 
-__all__ = ["ALIASES", "allowed_algorithms", "allowed_protocols", "parse_list"]
+__all__ = ["ALIASES", "PROTOCOLS", "allowed_algorithms", "allowed_protocols", "parse_list"]
+
+#: NCCL's protocols (``NCCL_PROTO``), in the order every per-protocol table follows.
+PROTOCOLS = ("ll", "ll128", "simple")
 
 #: NCCL's names for algorithms this simulator spells otherwise.
 ALIASES = {"nvlstree": "nvls_tree", "collnetdirect": "collnet", "collnetchain": "collnet"}

@@ -1,13 +1,17 @@
-"""Ring broadcast and reduce across servers: the chain's pipelined pieces keep NCCL's size.
+"""Ring broadcast and reduce across servers: each channel's chain runs on its own ring and
+rail, and its pipelined pieces keep NCCL's size.
 
-NCCL runs broadcast and reduce as a chain along each channel's ring, cutting the buffer
-into fixed-size chunks that every rank forwards as soon as it has them (src/enqueue.cc,
-src/device/broadcast.h), so a chain of ``T`` hops and ``C`` chunks takes about
-``(T + C - 1)`` chunk times plus a per-hop latency. A depth capped by the chain's length
-(2 pieces over 255 hops) made each piece half the message and busbw fall 40x from 2 to 32
-servers. With the depth following the size, the fill of a long chain still costs at mid
-sizes (as NCCL's own tuner charges ``nRanks`` chunk latencies, src/graph/tuning.cc) and
-is amortised at large ones.
+NCCL runs broadcast and reduce as a chain along each channel's ring, the same searched
+rings as all_reduce (``NET n -> GPU a -> ... -> NET n``, one NIC per channel), cutting the
+buffer into fixed-size chunks that every rank forwards as soon as it has them
+(src/enqueue.cc, src/device/broadcast.h, reduce.h), so a chain of ``T`` hops and ``C``
+chunks takes about ``(T + C - 1)`` chunk times plus a per-hop latency, and the channels
+cross each server boundary on different NICs. Chains on one NIC (every even channel on
+NIC 0) held 2 servers to 66-81 GB/s; a depth capped by the chain's length (2 pieces over
+255 hops) made each piece half the message and busbw fall 40x from 2 to 32 servers. With
+the depth following the size, the fill of a long chain still costs at mid sizes (as
+NCCL's own tuner charges ``nRanks`` chunk latencies, src/graph/tuning.cc) and is
+amortised at large ones.
 """
 
 from __future__ import annotations
@@ -40,11 +44,13 @@ def _busbw(op: str, nodes: int, size: float, network: str = "analytical") -> flo
 
 @pytest.mark.parametrize("op", ["broadcast", "reduce"])
 def test_large_messages_keep_busbw_within_a_small_factor_of_two_servers(op: str) -> None:
-    """At 4 GiB the chain's fill is a small part of the time: 8 and 32 servers reach at
-    least 0.7x the busbw of 2 (they reached 0.16x and 0.02x with the capped depth)."""
+    """At 4 GiB the chain's fill is a small part of the time: 8 servers reach at least
+    0.7x the busbw of 2 and 32 servers 0.65x (0.89x and 0.71x; they reached 0.16x and
+    0.02x with the capped depth). With the chains on 8 rails each piece is 4x faster, so
+    a 255-hop fill weighs more than when one NIC carried 4 channels (0.73x at 32)."""
     two = _busbw(op, 2, 4 * GiB)
-    for nodes in (8, 32):
-        assert _busbw(op, nodes, 4 * GiB) >= 0.7 * two
+    assert _busbw(op, 8, 4 * GiB) >= 0.7 * two
+    assert _busbw(op, 32, 4 * GiB) >= 0.65 * two
 
 
 @pytest.mark.parametrize("op", ["broadcast", "reduce"])
@@ -91,8 +97,12 @@ def test_uncontended_chain_matches_the_pipeline_closed_form(n: int, network: str
 
 def test_busbw_grows_with_size_towards_the_two_server_value() -> None:
     """Over 32 servers a larger broadcast is never slower per byte (busbw non-decreasing
-    from 64 MiB to 16 GiB), and at 16 GiB the fill is amortised: within 10% of 2 servers."""
+    from 64 MiB to 16 GiB), and at 16 GiB the fill is mostly amortised: at least 0.8x
+    the busbw of 2 servers. On 8 rails a piece takes ~14 us, and each of the 240 extra
+    hops adds a piece time plus the step latency its ramp and drain slots pay (~40 us in
+    all): 0.86x here, 0.92x while one NIC carried 4 channels and made every piece 4x
+    slower."""
     sizes = [64 * MiB * 2**k for k in range(9)]
     bw = [_busbw("broadcast", 32, s) for s in sizes]
     assert all(b2 >= b1 for b1, b2 in pairwise(bw))
-    assert bw[-1] >= 0.9 * _busbw("broadcast", 2, sizes[-1])
+    assert bw[-1] >= 0.8 * _busbw("broadcast", 2, sizes[-1])

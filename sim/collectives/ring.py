@@ -12,8 +12,10 @@ Steps:
 - all_reduce: reduce-scatter then all-gather, ``2(n-1)`` uniform steps; every step each
   rank sends ``nbytes/n`` (split over channels) to its ring successor.
 - reduce_scatter, all_gather: ``n-1`` uniform steps each.
-- broadcast, reduce: a chain from / to ``root`` along the ring, ``n-1`` hops, pipelined
-  over ``pipeline_chunks`` pieces: ``n - 2 + pipeline_chunks`` steps.
+- broadcast, reduce: on each channel, a chain from / to ``root`` along that channel's
+  ring (the all_reduce ring: same order, same rail, so the channels cross servers on
+  different NICs), ``n-1`` hops, pipelined over ``pipeline_chunks`` pieces:
+  ``n - 2 + pipeline_chunks`` steps.
 
 ``pipeline_chunks`` is ignored for all_reduce, reduce_scatter and all_gather: every ring
 step already keeps every ring link busy.
@@ -134,6 +136,9 @@ def ring_phase(rings: Sequence[Ring], kind: str, label: str = "") -> Phase:
 def _shard_rings(
     order: Sequence[int], channels: int, node_of: Sequence[int] | None = None
 ) -> list[Ring]:
+    """Each channel's ring: its order, its chunks, and (spanning servers) its rail; the
+    ring phases and the broadcast/reduce chains both run on these."""
+
     def owner(ch: int) -> Callable[[int], tuple[int, ...]]:
         return lambda r: (r * channels + ch,)
 
@@ -144,20 +149,27 @@ def _shard_rings(
     ]
 
 
-def _chain(order: Sequence[int], root: int, channels: int, to_root: bool) -> Phase:
-    """Chains from (or to) ``root`` along the ring, one per channel; chunk ``ch`` each."""
-    n = len(order)
-    pos = list(order).index(root)
-    chains: list[tuple[int, ...]] = []
-    for ch in range(channels):
-        ring_ = channel_order([*order[pos:], *order[:pos]], ch)  # starts at root...
-        chain = ring_ if ch % 2 == 0 else ring_[-1:] + ring_[:-1]  # ...both ways
-        chains.append(tuple(reversed(chain)) if to_root else chain)
+def _chain(rings: Sequence[Ring], root: int, to_root: bool) -> Phase:
+    """Chains from (or to) ``root`` along each ring of ``rings``: chunk ``ch`` on ring ``ch``.
+
+    As NCCL runs them (src/device/broadcast.h, reduce.h): a broadcast goes round its
+    channel's ring from ``root`` to the rank before it, a reduce from the rank after
+    ``root`` round to ``root``; each hop keeps its ring's rail, so the channels leave
+    every server through different NICs.
+    """
+    chains: list[tuple[tuple[int, ...], int]] = []
+    for ring_ in rings:
+        seq = ring_.order
+        pos = seq.index(root) + (1 if to_root else 0)
+        chains.append((seq[pos:] + seq[:pos], ring_.rail))
+    hops = len(rings[0].order) - 1
 
     def step(k: int) -> list[Transfer]:
-        return [Transfer(c[k], c[k + 1], (ch,), to_root) for ch, c in enumerate(chains)]
+        return [
+            Transfer(c[k], c[k + 1], (ch,), to_root, rail) for ch, (c, rail) in enumerate(chains)
+        ]
 
-    return Phase(n - 1, step, False, "chain to root" if to_root else "chain from root")
+    return Phase(hops, step, False, "chain to root" if to_root else "chain from root")
 
 
 def ring(
@@ -201,12 +213,11 @@ def ring(
     (6, 8, 512.0)
     """
     check_args("ring", SUPPORTS, op, n, nbytes, layout, channels, root, pipeline_chunks)
-    order = layout.order
+    rings = _shard_rings(layout.order, channels, layout.node_of)
     if op in ("broadcast", "reduce"):
-        chain = (_chain(order, root, channels, op == "reduce"),) if n > 1 else ()
+        chain = (_chain(rings, root, op == "reduce"),) if n > 1 else ()
         base = Schedule(op, "ring", n, channels, nbytes / channels, chain, root=root)
         return pipeline(base, pipeline_chunks)
-    rings = _shard_rings(order, channels, layout.node_of)
     phases = {
         "all_reduce": ("reduce_scatter", "all_gather"),
         "reduce_scatter": ("reduce_scatter",),

@@ -128,7 +128,8 @@ def main() -> None:
     args = ap.parse_args()
     checkouts = [ROOT] + ([args.against.resolve()] if args.against else [])
     cases = [c for c in CASES if not args.only or c.name.startswith(args.only)]
-    python = args.installed or sys.executable
+    # absolute: the installed runs start in an empty folder
+    python = str(Path(args.installed).absolute()) if args.installed else sys.executable
     with tempfile.TemporaryDirectory() as tmp:
         envs = [
             environment(c, Path(tmp) / str(i) if args.bytecode else None)

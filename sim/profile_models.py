@@ -3,7 +3,7 @@
 A profile's ``collectives`` section may override any subset of
 ``sim/collectives/defaults.yaml`` and its ``compute`` section any tunable key of the
 compute model (``sim.training.compute.params``), so every key of those sections is
-optional here; the merged parameter tree is then built (and checked whole) by
+optional here; the merged parameter tree is then built (and, but for shipped files, checked whole) by
 :class:`sim.collectives.params.CollectiveParams` and
 :meth:`sim.training.compute.params.ComputeParams.overridden`. The same models give the
 shipped JSON Schema (``clustersim schema profile``).

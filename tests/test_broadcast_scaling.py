@@ -188,3 +188,24 @@ def test_two_servers_reach_most_of_the_rail_bound(op: str, network: str) -> None
     nic_bound = nics * _capacity_Bps(setup, "nic", "leaf") / scale
     nvlink_bound = 8 / 7 * _capacity_Bps(setup, "gpu", "nvswitch") / scale
     assert 0.65 <= r.busbw_Bps / min(nic_bound, nvlink_bound) <= 1.0
+
+
+@pytest.mark.parametrize("op", ["broadcast", "reduce"])
+def test_a_small_chain_across_servers_pays_a_network_step_at_every_hop(op: str) -> None:
+    """Each channel's ring enters a server at its own GPU, so the channels cross servers
+    at different hops and every step of the lock-step chain holds a network hop: a 4 KiB
+    chain over 2 servers (15 hops) pays 15 network step latencies, as NCCL's tuner
+    charges a multi-node ring broadcast or reduce (src/graph/tuning.cc: ``nsteps *
+    hwLat[NET]`` unless every channel is the same ring). With every channel on one ring
+    order (the chains before 5672ed3) only 3 steps crossed servers: 52.5 us then, 91.7
+    us now (an open question: no broadcast measurement is in ../shared)."""
+    setup = _setup(2)
+    r = simulate_collective(setup, op, 4096, network="analytical")
+    assert (r.algorithm, r.steps) == ("ring", 15)
+    sched = setup.schedule(op, "ring", 4096, 0, 1)
+    ends = setup.endpoints(sched)
+    scopes = [setup.routes.step_scope(sched.phases[0].steps(k), ends) for k in range(15)]
+    assert scopes == ["net"] * 15
+    algo = setup.params.algorithm("ring")
+    floor = algo.base_latency_s[r.protocol] + 15 * algo.step_latency_s["net"][r.protocol]
+    assert r.time_s >= floor

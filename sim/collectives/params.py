@@ -2,9 +2,10 @@
 
 The defaults live in ``defaults.yaml`` beside this module (with their sources); a
 profile's ``collectives`` section may override any subset of them with the same shape.
-The merged tree is validated whole by the pydantic models of
+A merged tree is validated whole by the pydantic models of
 :mod:`sim.collectives.param_models` (the profile's models with the needed keys required),
-so a mistake is one line naming the key path:
+so a mistake is one line naming the key path. The shipped defaults and shipped profiles
+are built unchecked (the test suite checks them; see :meth:`CollectiveParams.from_dict`):
 
 >>> default_params().merged({"algorithms": {"ring": {"efficiency": 1.5}}})
 Traceback (most recent call last):
@@ -121,7 +122,8 @@ class CollectiveParams:
     pipeline_chunk_bytes : float
         Target bytes per pipelined piece for tree/NVLS/chain schedules.
     pipeline_max_chunks : int
-        Cap on pipelined pieces.
+        Cap on pipelined pieces of trees and NVLS (a ring broadcast or reduce chain's
+        pieces keep ``pipeline_chunk_bytes``: :mod:`sim.collectives.simulate`).
     pipeline_min_chunks : int
         Floor on pipelined pieces: NCCL splits even small messages over many channels
         that run concurrently, so the steps of a pipelined algorithm overlap.

@@ -226,7 +226,8 @@ class CollectiveSetup:
     def chunk_options(self, op: str, algorithm: str, size_bytes: float) -> list[int]:
         """Pipeline depths the tuner may pick for ``algorithm``: for :data:`PIPELINED` ones
         the size-derived depth and 2, 4 and 8 times it (capped), as NCCL adapts channels
-        and chunking per size; otherwise just the size-derived depth."""
+        and chunking per size; for a ring broadcast or reduce chain, its uncapped
+        :meth:`chain_chunks`; otherwise just the size-derived depth."""
         if _chained(op, algorithm):
             return [self.chain_chunks(size_bytes)]
         base = self.pipeline_chunks(size_bytes)

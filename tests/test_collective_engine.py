@@ -251,3 +251,19 @@ def test_tuner_answer_kept_and_shared_with_the_step_timer():
     sched, proto = timer.plan(group, "all_gather", 2**24)
     tuned = timer.setup(group).tune("all_gather", 2**24)
     assert (sched, proto, t) == (tuned[3], tuned[2], tuned[0])
+
+
+def test_the_reported_pipeline_depth_is_the_one_the_schedule_runs() -> None:
+    """A result's ``pipeline_chunks`` is the depth its schedule runs: 1 for a ring
+    all_reduce (not pipelined) and, where the work cap cuts the tuner's option, the cut
+    depth (NVLS-tree over 32 servers: 16, 32 and 64 all run 7 deep, costed once), not the
+    option asked for."""
+    setup = CollectiveSetup(load_topology("h100-ib-ndr", nodes=32))
+    ring_ = simulate_collective(setup, "all_reduce", 64 * 2**20, algorithm="ring",
+                                network="analytical")  # fmt: skip
+    assert ring_.pipeline_chunks == 1
+    nvls = simulate_collective(setup, "all_reduce", 64 * 2**20, algorithm="nvls_tree",
+                               network="analytical")  # fmt: skip
+    sched = setup.schedule("all_reduce", "nvls_tree", 64 * 2**20, 0, nvls.pipeline_chunks)
+    assert nvls.pipeline_chunks == 7 == setup.depth("all_reduce", "nvls_tree", 64 * 2**20, 0, 64)
+    assert sched.nchunks == 7 * setup.schedule("all_reduce", "nvls_tree", 64 * 2**20, 0, 1).nchunks

@@ -249,20 +249,34 @@ class CollectiveSetup:
         NCCL's size: a capped depth made a long chain's pieces large and its time grow
         with the chain's length times the message's).
         """
-        fn = ALGORITHMS[algorithm]
-        chained = _chained(op, algorithm)
-        want = chunks or (self.chain_chunks if chained else self.pipeline_chunks)(size_bytes)
-        args = {"layout": self.layout, "channels": self.channels, "root": root}
-        if want > 1:
-            base = fn(op, self.n, size_bytes, pipeline_chunks=1, **args).num_steps  # type: ignore[arg-type]
-            want = max(
-                1, min(want, chain_depth_cap(base) if chained else PIPELINE_WORK // max(1, base))
-            )
-        sched = fn(op, self.n, size_bytes, pipeline_chunks=want, **args)  # type: ignore[arg-type]
+        want = self.depth(op, algorithm, size_bytes, root, chunks)
+        sched = self._build(op, algorithm, size_bytes, root, want)
         if algorithm in SIZE_SHAPED:
             return sched
         # every other algorithm's steps depend on the size only through chunk_bytes
         return replace(sched, key=(op, algorithm, root, want))
+
+    def depth(
+        self, op: str, algorithm: str, size_bytes: float, root: int = 0, chunks: int | None = None
+    ) -> int:
+        """The pipeline depth :meth:`schedule` builds ``algorithm`` with: ``chunks`` (default:
+        the size's, :meth:`chain_chunks` for a ring chain) within the caps of
+        :meth:`schedule`'s docstring (1 where the schedule has too many base steps to
+        pipeline, e.g. a ring all_reduce, which is not pipelined)."""
+        chained = _chained(op, algorithm)
+        want = chunks or (self.chain_chunks if chained else self.pipeline_chunks)(size_bytes)
+        if want > 1:
+            base = self._build(op, algorithm, size_bytes, root, 1).num_steps
+            cap = chain_depth_cap(base) if chained else PIPELINE_WORK // max(1, base)
+            want = max(1, min(want, cap))
+        return want
+
+    def _build(self, op: str, algorithm: str, size_bytes: float, root: int, depth: int) -> Schedule:
+        """``algorithm``'s schedule function on this group at pipeline depth ``depth``."""
+        return ALGORITHMS[algorithm](
+            op, self.n, size_bytes, layout=self.layout, channels=self.channels, root=root,
+            pipeline_chunks=depth,
+        )  # fmt: skip
 
     def tune(
         self,
@@ -274,8 +288,9 @@ class CollectiveSetup:
     ) -> tuple[float, str, str, Schedule, int]:
         """The tuner: lowest closed-form time over (algorithm, protocol, pipeline depth).
 
-        Returns (predicted time s, algorithm, protocol, schedule, pipeline depth); kept per
-        question (the last :data:`KEPT_TUNINGS`), so asking again returns the same objects.
+        Returns (predicted time s, algorithm, protocol, schedule, the pipeline depth it runs:
+        1 for an unpipelined schedule); kept per question (the last :data:`KEPT_TUNINGS`),
+        so asking again returns the same objects.
         """
         key = (op, float(size_bytes), algorithm, protocol, root)
         hit = self._tuned.get(key)
@@ -338,14 +353,18 @@ class CollectiveSetup:
             protos.setdefault(algo, []).append(proto)
         for algo, plist in protos.items():
             caps = {p: self.nccl_channels(algo, p, size_bytes) for p in plist}
-            for chunks in self.chunk_options(op, algo, size_bytes):
+            # the depths the options build (capped options repeat one: costed once)
+            depths = {self.depth(op, algo, size_bytes, root, c): None
+                      for c in self.chunk_options(op, algo, size_bytes)}  # fmt: skip
+            for chunks in depths:
                 sched = self.schedule(op, algo, size_bytes, root, chunks)
                 times = predict_step_sync(
                     sched, self.endpoints(sched), self.routes, self.params, plist, caps
                 )
+                runs = chunks if any(p.parts is not None for p in sched.phases) else 1
                 for proto in plist:  # candidates' order breaks ties, as before
                     if best is None or times[proto] < best[0]:
-                        best = (times[proto], algo, proto, sched, chunks)
+                        best = (times[proto], algo, proto, sched, runs)
         assert best is not None
         return best
 

@@ -119,6 +119,9 @@ def test_variants_parse(text: str, expect: tuple[Any, ...]) -> None:
         (["compare", "llama3-8b-dgx", "--variant", "nothing"], "--variant 'nothing'"),
         (["compare", "llama3-8b-dgx", "--variant", "b: parallel.tp=3", "--variant", "c: parallel.tp=1",
           "--network", "analytical"], r"^clustersim: error: b: "),
+        # a missing file is named once, not as "x.yaml: scenario 'x.yaml': ..."
+        (["compare", "no/such.yaml", "llama3-8b-dgx"],
+         r"^clustersim: error: scenario 'no/such.yaml': no such preset or file"),
     ],
 )  # fmt: skip
 def test_bad_comparisons_are_refused_in_one_line(

@@ -121,7 +121,7 @@ def test_variants_parse(text: str, expect: tuple[Any, ...]) -> None:
           "--network", "analytical"], r"^clustersim: error: b: "),
         # a missing file is named once, not as "x.yaml: scenario 'x.yaml': ..."
         (["compare", "no/such.yaml", "llama3-8b-dgx"],
-         r"^clustersim: error: scenario 'no/such.yaml': no such preset or file"),
+         r"^clustersim: error: scenario file not found: no/such.yaml$"),
     ],
 )  # fmt: skip
 def test_bad_comparisons_are_refused_in_one_line(

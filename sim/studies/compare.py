@@ -117,17 +117,17 @@ def _check_budget(
             sc = load_any_scenario(v.scenario, _chosen(v.sets, profile, force))
             steps.append(estimate_step(sc, network))
         except ClusterSimError as e:
-            raise _labelled(v.label, e) from None
+            raise _labelled(v, e) from None
     check_estimate(estimate_steps(steps, f"compare of {len(runs)} runs"))
 
 
-def _labelled(label: str, err: Exception) -> Exception:
-    """``err`` with its run's label first, unless its message starts with the label or
-    quotes it already (a scenario file's path: ``x.yaml: scenario 'x.yaml': ...`` said it
-    twice)."""
+def _labelled(run: Variant, err: Exception) -> Exception:
+    """``err`` with its run's label first, unless the label is the run's scenario and the
+    message names it already (a scenario file's path: ``x.yaml: scenario file not found:
+    x.yaml`` said it twice); a variant's own label is always put first."""
     text = str(err)
-    named = text.startswith(label) or repr(label) in text
-    return type(err)(text if named else f"{label}: {text}")
+    named = run.label == run.scenario and run.scenario in text
+    return type(err)(text if named else f"{run.label}: {text}")
 
 
 def _energy_kwh(sc: Any, result: Any, busy_s: float, fabric_w: float | None) -> float:
@@ -263,6 +263,6 @@ def compare(
             sc, result, topo, info = simulate(v.scenario, v.sets, network, profile, force_profile)
             out.append(_record(v, sc, result, topo, info, catalog, years))
         except ClusterSimError as e:
-            raise _labelled(v.label, e) from None
+            raise _labelled(v, e) from None
     _deltas(out)
     return out

@@ -195,9 +195,8 @@ def shipped_hardware(name: str) -> Hardware | None:
 def _hardware(raw: Mapping[str, Any]) -> Hardware:
     """The :class:`Hardware` of a validated ``hardware`` section (strict: the values as
     written, absent keys at their defaults)."""
-    return Hardware(
-        raw["gpu"], dict(raw.get("links") or {}), *(raw.get(k) for k in _HARDWARE_KEYS[2:])
-    )
+    rest = {k: raw.get(k) for k in _HARDWARE_KEYS[2:]}  # gpus, nodes, backend, device
+    return Hardware(raw["gpu"], dict(raw.get("links") or {}), **rest)
 
 
 def load_profile(name_or_path: str | None) -> Profile:

@@ -249,12 +249,18 @@ class CollectiveSetup:
         NCCL's size: a capped depth made a long chain's pieces large and its time grow
         with the chain's length times the message's).
         """
-        want = self.depth(op, algorithm, size_bytes, root, chunks)
-        sched = self._build(op, algorithm, size_bytes, root, want)
+        depth = self.depth(op, algorithm, size_bytes, root, chunks)
+        return self._at_depth(op, algorithm, size_bytes, root, depth)
+
+    def _at_depth(
+        self, op: str, algorithm: str, size_bytes: float, root: int, depth: int
+    ) -> Schedule:
+        """:meth:`schedule` at a depth :meth:`depth` has resolved, with its cache key."""
+        sched = self._build(op, algorithm, size_bytes, root, depth)
         if algorithm in SIZE_SHAPED:
             return sched
         # every other algorithm's steps depend on the size only through chunk_bytes
-        return replace(sched, key=(op, algorithm, root, want))
+        return replace(sched, key=(op, algorithm, root, depth))
 
     def depth(
         self, op: str, algorithm: str, size_bytes: float, root: int = 0, chunks: int | None = None
@@ -357,7 +363,7 @@ class CollectiveSetup:
             depths = {self.depth(op, algo, size_bytes, root, c): None
                       for c in self.chunk_options(op, algo, size_bytes)}  # fmt: skip
             for chunks in depths:
-                sched = self.schedule(op, algo, size_bytes, root, chunks)
+                sched = self._at_depth(op, algo, size_bytes, root, chunks)
                 times = predict_step_sync(
                     sched, self.endpoints(sched), self.routes, self.params, plist, caps
                 )

@@ -63,7 +63,7 @@ def _add_collectives(cal: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     _add_force(p)
     p.add_argument("--out", required=True, help="measurement file (JSON), rewritten per size")
-    p.set_defaults(handler=_collectives)
+    p.set_defaults(handler=_collectives, times_kernels=True)
 
 
 def _add_force(p: argparse.ArgumentParser) -> None:
@@ -88,7 +88,7 @@ def _add_compute(cal: argparse._SubParsersAction) -> None:
     p.add_argument("--clock", default="wall", help=CLOCK_HELP)
     _add_force(p)
     p.add_argument("--out", required=True, help="measurement file (JSON)")
-    p.set_defaults(handler=_compute)
+    p.set_defaults(handler=_compute, times_kernels=True)
     s = cal.add_parser("step", help="train a small GPT for a few steps, time each step")
     s.add_argument("--device", default="cuda", help="cuda or cpu")
     s.add_argument("--quick", action="store_true", help="small model, few steps")
@@ -101,7 +101,7 @@ def _add_compute(cal: argparse._SubParsersAction) -> None:
                    "ffn_hidden, vocab, seq, batch, dtype); default by --device and --quick")  # fmt: skip
     _add_force(s)
     s.add_argument("--out", required=True, help="measurement file (JSON)")
-    s.set_defaults(handler=_step)
+    s.set_defaults(handler=_step, times_kernels=True)
 
 
 def _add_import(cal: argparse._SubParsersAction) -> None:

@@ -48,3 +48,29 @@ def test_the_api_leaves_the_process_alone() -> None:
         "print(os.environ.get('OPENBLAS_NUM_THREADS', 'unset'))"
     )
     assert _python(code) == "unset"
+
+
+@pytest.mark.parametrize(
+    ("argv", "padded"),
+    [(["calibrate", "compute", "--device", "cpu"], False),
+     (["calibrate", "step", "--device", "cpu"], False),
+     (["calibrate", "collectives", "--backend", "gloo", "--local", "2"], False),
+     (["calibrate", "import-nccl-tests", "missing.log"], True),
+     (["run", "missing.yaml"], True)],
+)  # fmt: skip
+def test_commands_that_time_kernels_keep_the_c_heap_as_a_training_job_has_it(
+    argv: list[str], padded: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heap pad changes how torch's temporaries are placed (``calibrate compute`` timed
+    AdamW 3x slow under it), so the commands that time real kernels leave it unset; the
+    others set it. Each command here stops after the settings are made (its ``--out``
+    exists, or its input is missing), before it measures anything."""
+    from sim.cli import main
+
+    calls: list[int] = []
+    monkeypatch.setattr(runtime, "keep_heap", lambda: calls.append(1) or True)
+    (tmp_path / "m.json").write_text("{}")
+    out = ["--out", str(tmp_path / "m.json")] if argv[0] == "calibrate" else []
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, *out]) == 2
+    assert calls == ([1] if padded else [])

@@ -100,7 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sys.stdout is None:  # started with standard output closed (``>&-``)
         return _fail("standard output is closed; redirect it to a file or /dev/null")
     args = _parser(argv).parse_args(argv)
-    settle()  # before the simulator's imports (NumPy's BLAS threads; they allocate too)
+    # before the simulator's imports (NumPy's BLAS threads; they allocate too); a command
+    # that times real kernels keeps the C heap as a training job has it
+    settle(heap=not getattr(args, "times_kernels", False))
     handler: Handler = args.handler
     try:
         return handler(args)

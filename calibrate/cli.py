@@ -78,6 +78,10 @@ CLOCK_HELP = (
     "CPU timer: wall (default), or thread: the thread's CPU time, leaving out other "
     "processes on a shared host (needs --device cpu --threads 1)"
 )
+STATISTIC_HELP = (
+    "what a record's time is of its timed iterations: median (default), or min, the "
+    "fastest: on a shared host other work only ever adds time (give compute and step the same)"
+)
 
 
 def _add_compute(cal: argparse._SubParsersAction) -> None:
@@ -86,6 +90,7 @@ def _add_compute(cal: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="few small cases")
     p.add_argument("--threads", type=count(1), help="CPU threads torch may use (default: torch's)")
     p.add_argument("--clock", default="wall", help=CLOCK_HELP)
+    p.add_argument("--statistic", default="median", help=STATISTIC_HELP)
     _add_force(p)
     p.add_argument("--out", required=True, help="measurement file (JSON)")
     p.set_defaults(handler=_compute, times_kernels=True)
@@ -95,6 +100,7 @@ def _add_compute(cal: argparse._SubParsersAction) -> None:
     s.add_argument("--steps", type=count(1), help="timed steps")
     s.add_argument("--threads", type=count(1), help="CPU threads torch may use (default: torch's)")
     s.add_argument("--clock", default="wall", help=CLOCK_HELP)
+    s.add_argument("--statistic", default="median", help=STATISTIC_HELP)
     s.add_argument("--trace", help="also write a PyTorch profiler (Kineto) trace of the job here")
     s.add_argument("--trace-steps", type=int, default=5, help="profiled steps (after the timed)")
     s.add_argument("--config", help="the GPT as key=value,... (layers, hidden, heads, "
@@ -261,7 +267,8 @@ def _compute(args: argparse.Namespace) -> int:
     from calibrate.compute import run_compute
     from calibrate.measurements import save_measurements
 
-    m = run_compute(args.device, args.quick, threads=args.threads, clock=args.clock)
+    m = run_compute(args.device, args.quick, threads=args.threads, clock=args.clock,
+                    statistic=args.statistic)  # fmt: skip
     save_measurements(m, args.out)
     print(f"wrote {len(m.records)} records to {args.out}")
     return 0
@@ -277,7 +284,7 @@ def _step(args: argparse.Namespace) -> int:
     config = parse_config(args.config, args.device, args.quick) if args.config else None
     m = run_step_job(args.device, args.quick, config=config, steps=args.steps,
                      threads=args.threads, clock=args.clock, trace=args.trace,
-                     trace_steps=args.trace_steps)  # fmt: skip
+                     trace_steps=args.trace_steps, statistic=args.statistic)  # fmt: skip
     save_measurements(m, args.out)
     print(f"wrote step job ({m.records[0].time_s * 1e3:.3f} ms/step) to {args.out}"
           + (f" and its trace to {args.trace}" if args.trace else ""))  # fmt: skip

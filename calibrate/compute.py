@@ -6,9 +6,10 @@ where the device supports it), causal scaled-dot-product attention, memory-bound
 (copy, layernorm, add, GELU) with the bytes they move, pinned host↔device copies (CUDA
 only), the launch overhead of a tiny op, and what eager training adds per kernel and per
 optimizer step (autograd dispatch, AdamW per tensor and per parameter:
-:mod:`calibrate.compute_overhead`). Each case: warm-up calls, then timed calls
-(CUDA events on GPU, ``time.perf_counter`` on CPU, or the thread's CPU time); the record keeps the median and the
-p90−p10 spread, in seconds, with the FLOP and bytes per call and the achieved rates.
+:mod:`calibrate.compute_overhead`). Each case: warm-up calls, then timed calls (CUDA
+events on GPU, ``time.perf_counter`` on CPU, or the thread's CPU time); the record keeps
+the median (or the minimum: ``statistic``) and the p90−p10 spread, in seconds, with the
+FLOP and bytes per call and the achieved rates.
 
 torch is imported lazily, so the module imports without it; running needs the
 ``calibrate`` extra.
@@ -31,6 +32,7 @@ from calibrate.measurements import (
     ComputeRecord,
     Measurements,
     Meta,
+    check_statistic,
     summarize_times,
     utc_now,
 )
@@ -173,8 +175,10 @@ class _Bench:
     """Collects one device's records; each ``add_*`` times one case."""
 
     def __init__(self, torch: ModuleType, device: str, quick: bool,
-                 clock: Callable[[], float] = time.perf_counter) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.perf_counter,
+                 statistic: str = "median") -> None:  # fmt: skip
         self.torch, self.device, self.quick, self.clock = torch, device, quick, clock
+        self.statistic = statistic
         # a quick CPU run is cheap: more repeats steady its medians on a shared host
         self.iters, self.warmup = ((9 if device == "cpu" else 5), 2) if quick else (20, 5)
         self.records: list[ComputeRecord] = []
@@ -183,12 +187,12 @@ class _Bench:
     def add(self, op: str, shape: tuple[int, ...], dtype: str, flops: float, nbytes: float,
             fn: Callable[[], Any], per_call: int = 1) -> None:  # fmt: skip
         times = time_calls(fn, self.torch, self.device, self.iters, self.warmup, self.clock)
-        median, spread = summarize_times([t / per_call for t in times])
-        median = max(median, 1e-12)
+        t, spread = summarize_times([t / per_call for t in times], self.statistic)
+        t = max(t, 1e-12)
         self.records.append(ComputeRecord(
             op=op, shape=shape, dtype=dtype, flops=float(flops), bytes=float(nbytes),
-            time_s=median, time_spread_s=spread, achieved_flops_per_s=flops / median,
-            achieved_Bps=nbytes / median, iters=self.iters, device=self.device,
+            time_s=t, time_spread_s=spread, achieved_flops_per_s=flops / t,
+            achieved_Bps=nbytes / t, iters=self.iters, device=self.device,
         ))  # fmt: skip
 
     def tensor(self, *shape: int, dtype: str = "float32") -> Any:
@@ -403,7 +407,7 @@ def set_threads(torch: ModuleType, threads: int | None) -> None:
 
 def run_compute(
     device: str = "cpu", quick: bool = False, created: str | None = None,
-    threads: int | None = None, clock: str = "wall",
+    threads: int | None = None, clock: str = "wall", statistic: str = "median",
 ) -> Measurements:  # fmt: skip
     """Time compute kernels on one device.
 
@@ -422,6 +426,10 @@ def run_compute(
         CPU timer (:data:`CLOCKS`, recorded as ``meta.details.clock``): ``thread`` times
         the calling thread's CPU, leaving out what other processes of a shared host take
         (needs ``device='cpu'`` and ``threads=1``).
+    statistic : {'median', 'min'}
+        What each record's ``time_s`` is of its timed calls
+        (:data:`~calibrate.measurements.STATISTICS`, recorded as ``meta.time_statistic``):
+        ``min`` on a shared host, where other work only ever adds time.
 
     Returns
     -------
@@ -436,10 +444,11 @@ def run_compute(
         ``no CUDA device; use --device cpu`` when asked for CUDA without one; torch missing.
     """
     timer = check_clock(clock, device, threads)
+    check_statistic(statistic)
     torch = resolve_device(device)
     set_threads(torch, threads)
     torch.manual_seed(0)
-    bench = _Bench(torch, device, quick, timer)
+    bench = _Bench(torch, device, quick, timer, statistic)
     with torch.no_grad():
         # the dispatch cases three times, at the start, the middle and the end: a host that
         # slows down for a while (a shared VM) slows one block, not the median of three
@@ -451,7 +460,7 @@ def run_compute(
         source="live run", created=utc_now(created), hosts=(platform.node(),), gpu_model=gpu,
         driver=gpu_driver() if device == "cuda" else None, torch_version=torch.__version__,
         nccl_version=None, world_size=1, nodes=1, gpus_per_node=1 if gpu else None,
-        backend=None, time_statistic="median", spread="p90-p10", notes=tuple(bench.notes),
+        backend=None, time_statistic=statistic, spread="p90-p10", notes=tuple(bench.notes),
         details={"device": device, "cpu_model": cpu_model(), "quick": quick,
                  "cpu_threads": torch.get_num_threads(), "clock": clock},
     )  # fmt: skip

@@ -26,7 +26,14 @@ from types import ModuleType
 from typing import Any
 
 from calibrate.compute import check_clock, cpu_model, gpu_driver, resolve_device, set_threads
-from calibrate.measurements import Measurements, Meta, StepRecord, summarize_times, utc_now
+from calibrate.measurements import (
+    Measurements,
+    Meta,
+    StepRecord,
+    check_statistic,
+    summarize_times,
+    utc_now,
+)
 from sim.errors import CalibrationError
 
 __all__ = ["StepJobConfig", "model_flops_per_step", "parse_config", "run_step_job"]
@@ -226,6 +233,7 @@ def run_step_job(
     clock: str = "wall",
     trace: str | None = None,
     trace_steps: int = 5,
+    statistic: str = "median",
 ) -> Measurements:
     """Train a small GPT for a few steps and time each step.
 
@@ -247,12 +255,18 @@ def run_step_job(
         CPU timer (:data:`calibrate.compute.CLOCKS`, recorded as ``meta.details.clock``):
         ``thread`` times the calling thread's CPU, leaving out what other processes of a
         shared host take (needs ``device='cpu'`` and ``threads=1``).
+    trace, trace_steps : str, int, optional
+        Where to write a profiler trace of ``trace_steps`` more steps.
+    statistic : {'median', 'min'}
+        What ``time_s`` is of the timed steps
+        (:data:`~calibrate.measurements.STATISTICS`, recorded as ``meta.time_statistic``):
+        ``min`` on a shared host, as for the compute file it is set beside.
 
     Returns
     -------
     Measurements
         Kind ``"step"`` with one :class:`~calibrate.measurements.StepRecord`; ``time_s``
-        is the median step time (s), ``time_spread_s`` its p90−p10.
+        is the median (or minimum) step time (s), ``time_spread_s`` its p90−p10.
 
     Raises
     ------
@@ -260,6 +274,7 @@ def run_step_job(
         ``no CUDA device; use --device cpu``; bad config; steps < 1.
     """
     timer = check_clock(clock, device, threads)
+    check_statistic(statistic)
     torch = resolve_device(device)
     set_threads(torch, threads)
     c = config or DEFAULTS[(device, quick)]
@@ -279,22 +294,22 @@ def run_step_job(
             f"step job: the model ({c.layers} layers, hidden {c.hidden}, batch {c.batch} x "
             f"seq {c.seq}) does not fit the {device} memory; give a smaller --config"
         ) from None
-    median, spread = summarize_times(times)
+    step_s, spread = summarize_times(times, statistic)
     flops = model_flops_per_step(c)
     record = StepRecord(
         model={**dataclasses.asdict(c), "precision": "autocast" if c.dtype != "float32" else
                "full", "tied_embeddings": False, "norm": "layernorm", "activation": "gelu",
                "bias": True, "optimizer_states": "fp32"},
         device=device, optimizer="AdamW", n_params=n_params, tokens_per_step=c.tokens_per_step,
-        model_flops_per_step=flops, warmup_steps=warmup, time_s=median, time_spread_s=spread,
-        step_times_s=tuple(times), tokens_per_s=c.tokens_per_step / median,
-        achieved_flops_per_s=flops / median,
+        model_flops_per_step=flops, warmup_steps=warmup, time_s=step_s, time_spread_s=spread,
+        step_times_s=tuple(times), tokens_per_s=c.tokens_per_step / step_s,
+        achieved_flops_per_s=flops / step_s,
     )  # fmt: skip
     gpu = torch.cuda.get_device_name() if device == "cuda" else None
     meta = Meta(
         source="live run", created=utc_now(created), hosts=(platform.node(),), gpu_model=gpu,
         driver=gpu_driver() if gpu else None, torch_version=torch.__version__, world_size=1,
-        nodes=1, gpus_per_node=1 if gpu else None, time_statistic="median", spread="p90-p10",
+        nodes=1, gpus_per_node=1 if gpu else None, time_statistic=statistic, spread="p90-p10",
         details={"device": device, "cpu_model": cpu_model(), "quick": quick,
                  "cpu_threads": torch.get_num_threads(), "clock": clock,
                  **({"trace": trace, "trace_steps": trace_steps} if trace else {})},

@@ -213,10 +213,15 @@ _LAMBDA_TF = (
     "syn-replicated-{prec}-1gpus/{model}-{batch}/throughput/1 (tf_cnn_benchmarks, synthetic data)"
 )
 _V100_LOG = "Platinum-Tesla_V100-SXM3-32GB_HP16_TF2_2.logs"
+#: TensorFlow 1.15 with XLA auto-clustering (the commit's run_all.sh sets
+#: TF_XLA_FLAGS=--tf_xla_auto_jit=2; each of this card's fp16 logs says 'Compiled cluster
+#: using XLA!'), which the model does not time: XLA fuses elementwise kernels it times
+#: unfused, so the conv_eff this card's VGG-16 row solves carries that saving.
 _A100P_LOG = "7502-A100-PCIE-40GB.logs"
-#: The same benchmark on an A100 SXM4 40GB (400 W) under TensorFlow 2.3 (the PCIe card's
-#: runs: TensorFlow 1.15). Its VGG-16 run is not used: 70.3 images/s, 6% of the 250 W
-#: PCIe card's, a broken run, so no row of this card solves conv_eff.
+#: The same benchmark on an A100 SXM4 40GB (400 W) under TensorFlow 2.3 without XLA (no
+#: 'Compiled cluster' line; V100's logs: TensorFlow 2.2, no XLA). Its VGG-16 run is not
+#: used: 70.3 images/s, 6% of the 250 W PCIe card's, a broken run, so no row of this card
+#: solves conv_eff.
 _A100S_LOG = "7742-1xA100-SXM4-40GB_TF2_3.logs"
 _TF_DOCS = (
     "github.com/tensorflow/docs site/en/r1/guide/performance/benchmarks.md, 'Training "

@@ -83,9 +83,10 @@ KNOWN_MISSES = {
     ("A100-SXM-40GB", "inception-v3", 1175.2):
         "+32.6%: under TensorFlow 2.3 this 400 W A100 SXM4 ran Inception V3 at 1175 images/s "
         "and ResNet-50 at 1990, below the 250 W A100 PCIe card's 1222 and 2075 under "
-        "TensorFlow 1.15 (the same benchmark and die; its VGG-16 run, 70 images/s, is broken); "
-        "the model has no framework-version term and cannot put the 400 W card below the "
-        "250 W one (the PCIe row: +20.6%)",
+        "TensorFlow 1.15 with XLA (the same benchmark and die; its VGG-16 run, 70 images/s, is "
+        "broken); the model has no framework-version or XLA term and cannot put the 400 W card "
+        "below the 250 W one, and A100's conv_eff comes from the PCIe card's XLA-compiled "
+        "VGG-16 run (the PCIe row: +20.6%)",
 }  # fmt: skip
 
 

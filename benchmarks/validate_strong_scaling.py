@@ -23,11 +23,18 @@ At 96 GPUs (DP 2, 576 micro-batches per replica) the bubble is ~1% whatever the 
 so that end measures the compute model alone; at 4608 (DP 96, 12 micro-batches) the
 schedule decides the bubble. Nothing here is fitted.
 
-Run: ``python benchmarks/validate_strong_scaling.py`` (reads ../shared/data, or
-``$CLUSTERSIM_DATA``).
+``--tp-overlap-hidden F`` (0-1) sets the share of TP communication the framework hides
+(Megatron-Core's preset: userbuffers' structural 7/8; ``--tp-overlap-slowdown`` its GEMM
+slowdown): how much of the gap a weaker overlap than the preset's could explain.
+
+Run: ``python benchmarks/validate_strong_scaling.py [--tp-overlap-hidden F]
+[--tp-overlap-slowdown F]`` (reads ../shared/data, or ``$CLUSTERSIM_DATA``).
 """
 
 from __future__ import annotations
+
+import argparse
+from dataclasses import replace
 
 from calibrate.fit_training import DATA
 from calibrate.published import (
@@ -37,6 +44,7 @@ from calibrate.published import (
     strong_scaling_scenario,
 )
 from sim.result import StepResult
+from sim.scenario.sections import Scenario
 from sim.training.step import simulate_step
 
 TABLE = DATA / "megatron-core-h100-weak-scaling.csv"
@@ -50,8 +58,29 @@ def shape_error(results: list[StepResult], points: list[StrongScalingPoint]) -> 
                                                                         strict=True))  # fmt: skip
 
 
+def _overlap(sc: Scenario, hidden: float | None, slowdown: float | None) -> Scenario:
+    """``sc`` with its framework's TP overlap share and GEMM slowdown set where given."""
+    if sc.framework is None or (hidden is None and slowdown is None):
+        return sc
+    fw = sc.framework
+    fw = replace(fw, tp_overlap_hidden=fw.tp_overlap_hidden if hidden is None else hidden,
+                 tp_overlap_slowdown=fw.tp_overlap_slowdown if slowdown is None else slowdown)  # fmt: skip
+    return replace(sc, framework=fw)
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction from 0 to 1, got {text}")
+    return value
+
+
 def main() -> None:
     """Print both tables (see the module docstring)."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tp-overlap-hidden", type=_fraction, help="share of TP communication hidden")
+    ap.add_argument("--tp-overlap-slowdown", type=_fraction, help="GEMM slowdown under TP overlap")
+    args = ap.parse_args()
     row, points = strong_scaling_curve(TABLE)
     per_stage = row.layers // row.pp
     schedules = [1] + [v for v in range(2, per_stage + 1) if per_stage % v == 0]
@@ -60,8 +89,9 @@ def main() -> None:
     print(f"GPT-3 {row.name} (TP {row.tp}, PP {row.pp}), batch {batch} sequences: "
           + ", ".join(f"{p.gpus} GPUs (DP {p.gpus // mp}, {p.source}) {p.mfu:.1%}"
                       for p in points))  # fmt: skip
-    runs = {v: [simulate_step(strong_scaling_scenario(row, p.gpus, batch, v), "analytical")
-                for p in points] for v in schedules}  # fmt: skip
+    knobs = (args.tp_overlap_hidden, args.tp_overlap_slowdown)
+    runs = {v: [simulate_step(_overlap(strong_scaling_scenario(row, p.gpus, batch, v), *knobs),
+                              "analytical") for p in points] for v in schedules}  # fmt: skip
     head = " | ".join(f"{p.gpus:>5}: {'pred':>6} {'error':>7} {'bubble':>6}" for p in points)
     print(f"{'schedule':<16} | {head} | shape error")
     for v, results in runs.items():

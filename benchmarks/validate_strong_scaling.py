@@ -24,8 +24,11 @@ so that end measures the compute model alone; at 4608 (DP 96, 12 micro-batches) 
 schedule decides the bubble. Nothing here is fitted.
 
 ``--tp-overlap-hidden F`` (0-1) sets the share of TP communication the framework hides
-(Megatron-Core's preset: userbuffers' structural 7/8; ``--tp-overlap-slowdown`` its GEMM
-slowdown): how much of the gap a weaker overlap than the preset's could explain.
+(Megatron-Core's preset: userbuffers' structural 7/8) and ``--tp-overlap-slowdown F`` the
+GEMM slowdown under the overlap (the preset's 0.059; 0 when nothing is hidden, as nothing
+then runs beside the GEMMs): how much of the gap a weaker overlap than the preset's could
+explain. With the overlap on, Megatron's asynchronous TP backward is off (the overlap
+replaces it), so ``--tp-overlap-hidden 0`` exposes every TP collective: a bound.
 
 Run: ``python benchmarks/validate_strong_scaling.py [--tp-overlap-hidden F]
 [--tp-overlap-slowdown F]`` (reads ../shared/data, or ``$CLUSTERSIM_DATA``).
@@ -34,6 +37,7 @@ Run: ``python benchmarks/validate_strong_scaling.py [--tp-overlap-hidden F]
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import replace
 
 from calibrate.fit_training import DATA
@@ -59,19 +63,26 @@ def shape_error(results: list[StepResult], points: list[StrongScalingPoint]) -> 
 
 
 def _overlap(sc: Scenario, hidden: float | None, slowdown: float | None) -> Scenario:
-    """``sc`` with its framework's TP overlap share and GEMM slowdown set where given."""
-    if sc.framework is None or (hidden is None and slowdown is None):
+    """``sc`` with its framework's TP overlap share and GEMM slowdown set where given (the
+    slowdown 0 when ``hidden`` is 0 and no slowdown is given)."""
+    if hidden is None and slowdown is None:
         return sc
     fw = sc.framework
+    assert fw is not None, "the Megatron-Core scenarios name their framework"
+    if slowdown is None:
+        slowdown = 0.0 if hidden == 0 else fw.tp_overlap_slowdown
     fw = replace(fw, tp_overlap_hidden=fw.tp_overlap_hidden if hidden is None else hidden,
-                 tp_overlap_slowdown=fw.tp_overlap_slowdown if slowdown is None else slowdown)  # fmt: skip
+                 tp_overlap_slowdown=slowdown)  # fmt: skip
     return replace(sc, framework=fw)
 
 
 def _fraction(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
     if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a fraction from 0 to 1, got {text}")
+        raise argparse.ArgumentTypeError(f"expected a fraction from 0 to 1, got {text!r}")
     return value
 
 

@@ -263,9 +263,11 @@ def _is_rank0() -> bool:
 
 
 def _compute(args: argparse.Namespace) -> int:
+    from calibrate.measurements import check_statistic, save_measurements
+
+    check_statistic(args.statistic)
     _check_out(args.out, args.force)
     from calibrate.compute import run_compute
-    from calibrate.measurements import save_measurements
 
     m = run_compute(args.device, args.quick, threads=args.threads, clock=args.clock,
                     statistic=args.statistic)  # fmt: skip
@@ -275,8 +277,10 @@ def _compute(args: argparse.Namespace) -> int:
 
 
 def _step(args: argparse.Namespace) -> int:
+    from calibrate.measurements import check_statistic, save_measurements
+
+    check_statistic(args.statistic)
     _check_out(args.out, args.force)
-    from calibrate.measurements import save_measurements
     from calibrate.stepjob import parse_config, run_step_job
 
     if args.trace:

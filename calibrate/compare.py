@@ -8,7 +8,8 @@ minimum over every profiled instance). Simulated: the same job
 fp32 rates) through :func:`calibrate.sim_timeline.simulated_timeline`, the one adapter
 that reads the engine. What is set side by side (:func:`compare`):
 
-- the step time: measured (the timed steps' median) and simulated;
+- the step time: measured (the timed steps' median, or their minimum under
+  ``--statistic min``: the step file's ``time_s``) and simulated;
 - per kernel class (GEMM, attention forward/backward, elementwise, optimizer): kernel
   time per step, and the error; plus what is not kernels: framework overhead or idle
   gaps (measured: the trace's step less its kernels; simulated: the launch overhead the

@@ -133,7 +133,7 @@ class StepRecordModel(BaseModel):
 
     @model_validator(mode="after")
     def _time_within_steps(self) -> StepRecordModel:
-        # time_s summarises step_times_s (median or mean), so it lies within them; the
+        # time_s summarises step_times_s (median, minimum or mean), so it lies within them; the
         # tolerance covers rounding of the written numbers.
         xs = self.step_times_s
         if xs and not min(xs) * (1 - 1e-6) <= self.time_s <= max(xs) * (1 + 1e-6):

@@ -86,7 +86,8 @@ class Meta:
     backend : str or None
         ``"nccl"``, ``"gloo"``, or None for compute/step runs.
     time_statistic : str
-        What ``time_s`` is: ``"median"`` (live runs) or ``"mean"`` (nccl-tests prints means).
+        What ``time_s`` is: ``"median"`` or ``"min"`` (live runs, :data:`STATISTICS`),
+        ``"mean"`` (nccl-tests prints means), or a trace's own wording.
     spread : str or None
         What ``time_spread_s`` is, e.g. ``"p90-p10"``; None when no spread is known.
     notes : tuple[str, ...]

@@ -27,7 +27,7 @@ import yaml
 from calibrate.fit import fit_collectives
 from calibrate.fit_compute import fit_compute
 from calibrate.hardware import contradictions, hardware_record
-from calibrate.measurements import Measurements, load_measurements, utc_now
+from calibrate.measurements import STATISTICS, Measurements, load_measurements, utc_now
 from calibrate.model import points_from
 from calibrate.quality import bars, fit_problems, holdout, step_summary
 from calibrate.step_model import step_rows
@@ -126,7 +126,7 @@ def fit_profile(
             f"nothing to fit: files of kind {sorted(kinds)}; need collectives or compute "
             "(step files are predicted with the compute fit, so give compute files with them)"
         )
-    notes = list(notes)
+    notes = list(notes) + _mixed_statistics(measurements)
     clash = contradictions(measurements, topology)
     _refuse_or_note(clash, "the measurements contradict the topology", force, notes)
     fit: dict[str, Any] = {}
@@ -170,6 +170,34 @@ def fit_profile(
     }
     order = ("schema", "name", "hardware", "error_bars", "provenance", "collectives", "compute")
     return {k: profile[k] for k in order if k in profile}
+
+
+def _mixed_statistics(measurements: Sequence[Measurements]) -> list[str]:
+    """A note when the live compute and step files summarise their iterations differently
+    (``--statistic``; trace files, read as compute files, keep their own wording).
+
+    >>> from calibrate.measurements import Meta
+    >>> def m(kind, stat):
+    ...     return Measurements(kind, Meta("live run", "2025-01-01T00:00:00Z",
+    ...                                    time_statistic=stat), ())
+    >>> _mixed_statistics([m("compute", "min"), m("step", "median")])[0][:46]
+    'step files give the median of their iterations'
+    >>> _mixed_statistics([m("compute", "min"), m("step", "min")])
+    []
+    """
+
+    def stats(kind: str) -> set[str]:
+        return {m.meta.time_statistic for m in measurements
+                if m.kind == kind and m.meta.time_statistic in STATISTICS}  # fmt: skip
+
+    step, compute = stats("step"), stats("compute")
+    if not step or not compute or step == compute:
+        return []
+    return [
+        f"step files give the {'/'.join(sorted(step))} of their iterations, compute files the "
+        f"{'/'.join(sorted(compute))}: the step error mixes two estimators (give calibrate "
+        "compute and step the same --statistic)"
+    ]
 
 
 def _refuse_or_note(problems: Sequence[str], what: str, force: bool, notes: list[str]) -> None:

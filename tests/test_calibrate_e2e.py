@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +21,10 @@ from calibrate.measurements import (
     Measurements,
     Meta,
     StepRecord,
+    load_measurements,
     save_measurements,
 )
+from calibrate.profile_io import fit_profile
 from calibrate.step_model import one_device_topology, step_scenario
 from sim.cli import main
 from sim.profile import load_profile
@@ -28,6 +32,7 @@ from sim.topology.presets import load_topology
 from sim.training.step import simulate_step
 
 CREATED = "2025-01-01T00:00:00Z"
+ROOT = Path(__file__).resolve().parents[1]
 MIB = 2**20
 
 
@@ -257,26 +262,24 @@ def test_threads_are_set_and_recorded() -> None:
 
 @pytest.mark.slow
 def test_a_profile_fitted_from_compute_alone_predicts_the_step_job(tmp_path: Path) -> None:
-    """calibrate compute, then calibrate step, on this machine with the README's shared-host
-    recipe (one thread, timed by the thread's CPU clock, each record the fastest of its
-    iterations, so that other processes on a shared host do not count): the profile fitted
-    from the compute file alone predicts the step job within 25% (issue 8 part 5, issue 20
-    part 5). The step job is held out: nothing in the profile comes from it."""
-    torch = pytest.importorskip("torch", reason="real runs need torch (clustersim[calibrate])")
-    from calibrate.compute import run_compute
-    from calibrate.profile_io import fit_profile
-    from calibrate.stepjob import run_step_job
-
-    before = torch.get_num_threads()
-    try:
-        comp = run_compute("cpu", quick=True, created=CREATED, threads=1, clock="thread",
-                           statistic="min")  # fmt: skip
-        # 11 steps: more chances than the quick default's 5 of a step no neighbour slowed
-        step = run_step_job("cpu", quick=True, created=CREATED, threads=1, clock="thread",
-                            steps=11, warmup=3, statistic="min")  # fmt: skip
-    finally:
-        torch.set_num_threads(before)
-    tree = fit_profile([comp, step], load_topology("cpu-single"), name="cpu", force=True)
+    """The README's shared-host recipe, as the commands run it (each in its own process,
+    so that no earlier test's command settings are in force): calibrate compute, then
+    calibrate step, one thread timed by the thread's CPU clock, each record the fastest of
+    its iterations; the profile fitted from the compute file alone predicts the step job
+    within 25% (issue 8 part 5, issue 20 part 5). The step job is held out: nothing in the
+    profile comes from it."""
+    pytest.importorskip("torch", reason="real runs need torch (clustersim[calibrate])")
+    shared = ["--device", "cpu", "--quick", "--threads", "1", "--clock", "thread",
+              "--statistic", "min"]  # fmt: skip
+    comp, step = tmp_path / "c.json", tmp_path / "s.json"
+    # 11 steps: more chances than the quick default's 5 of a step no neighbour slowed
+    for argv in (["compute", *shared, "--out", str(comp)],
+                 ["step", *shared, "--steps", "11", "--out", str(step)]):  # fmt: skip
+        subprocess.run([sys.executable, "-m", "sim", "calibrate", *argv], check=True,
+                       capture_output=True, cwd=ROOT)  # fmt: skip
+    files = [load_measurements(comp), load_measurements(step)]
+    assert {m.meta.time_statistic for m in files} == {"min"}
+    tree = fit_profile(files, load_topology("cpu-single"), name="cpu", force=True)
     (row,) = tree["provenance"]["fit"]["step"]["rows"]
     assert row["ape_pct"] <= 25.0, row
     # every term of the CPU step fitted from the compute file (issue 20 part 5: attention

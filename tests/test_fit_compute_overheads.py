@@ -170,3 +170,22 @@ def test_the_thread_clock_needs_one_cpu_thread(clock: str, device: str, threads:
 def test_a_profile_sm_count_must_be_a_positive_integer(bad: object) -> None:
     with pytest.raises(ConfigError, match="sm_count"):
         compute_params("CPU-HOST", {"sm_count": bad})
+
+
+@pytest.mark.parametrize(("compute", "step", "noted"),
+                         [("min", "median", True), ("min", "min", False), ("median", "median", False)])  # fmt: skip
+def test_a_fit_notes_compute_and_step_files_of_different_statistics(
+    compute: str, step: str, noted: bool
+) -> None:
+    """``calibrate fit`` of a compute file timed with one ``--statistic`` and a step file
+    with another: the step error mixes two estimators, and the profile's notes say so."""
+    from calibrate.profile_io import fit_profile
+
+    comp = cpu_file()
+    comp = replace(comp, meta=replace(comp.meta, time_statistic=compute))
+    job = Measurements("step", Meta("live run", CREATED, time_statistic=step), (step_record(),))
+    tree = fit_profile([comp, job], load_topology("cpu-single"), name="cpu", force=True)
+    notes = [n for n in tree["provenance"]["notes"] if "mixes two estimators" in n]
+    assert notes == ([f"step files give the {step} of their iterations, compute files the "
+                      f"{compute}: the step error mixes two estimators (give calibrate compute "
+                      "and step the same --statistic)"] if noted else [])  # fmt: skip

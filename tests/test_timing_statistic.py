@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -54,3 +55,33 @@ def test_a_compute_record_keeps_the_chosen_statistic(statistic: str, expected: f
     (r,) = bench.records
     assert r.time_s == expected and r.achieved_flops_per_s == 6.0 / expected
     assert r.achieved_Bps == 12.0 / expected and r.time_spread_s == pytest.approx(3.2)
+
+
+@pytest.mark.parametrize("statistic", STATISTICS)
+def test_the_step_job_records_the_chosen_statistic(statistic: str) -> None:
+    """A tiny step job: ``time_s`` is the median or the fastest of its timed steps, and the
+    file says which (``meta.time_statistic``)."""
+    pytest.importorskip("torch", reason="real runs need torch (clustersim[calibrate])")
+    from calibrate.stepjob import StepJobConfig, run_step_job
+
+    tiny = StepJobConfig(layers=1, hidden=16, heads=2, ffn_hidden=32, vocab=32, seq=8, batch=2)
+    m = run_step_job("cpu", config=tiny, steps=5, warmup=1, statistic=statistic)
+    (r,) = m.steps
+    want = min(r.step_times_s) if statistic == "min" else statistics.median(r.step_times_s)
+    assert m.meta.time_statistic == statistic and r.time_s == want
+
+
+def test_a_bad_statistic_is_named_before_an_existing_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``calibrate compute --statistic p10 --out EXISTING``: the statistic is the error (one
+    line, exit 2), and the file is left as it was."""
+    from sim.cli import main
+
+    out = tmp_path / "m.json"
+    out.write_text("{}")
+    assert main(["calibrate", "compute", "--device", "cpu", "--statistic", "p10",
+                 "--out", str(out)]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["clustersim: error: --statistic 'p10' is unknown; allowed: median, min"]
+    assert out.read_text() == "{}"

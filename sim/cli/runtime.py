@@ -13,8 +13,8 @@ command starts (:func:`settle`); the Python API leaves the caller's process as i
   libraries (macOS, musl) are left alone. Commands that time real kernels (``calibrate
   collectives``, ``compute``, ``step``) keep glibc's defaults, so torch runs as in a
   training job: the pad also turns off glibc's dynamic mmap threshold (mallopt(3)), and
-  under it ``calibrate compute`` timed AdamW over 16 tensors of 256 KiB at 5.9 ms of
-  thread CPU time per step instead of 1.8-2.4 ms, so the profile it fitted overstated the
+  under it ``calibrate compute`` timed AdamW over 16 tensors of 256 KiB at 5.5-8.8 ms of
+  thread CPU time per step instead of 1.8-2.2 ms, so the profile it fitted overstated the
   optimizer about 3x and predicted the quick step job 12-30% slow.
 - **One BLAS thread** unless ``OPENBLAS_NUM_THREADS`` says otherwise: NumPy is imported
   with the variable set to 1, then it is restored, so the processes a command starts

@@ -61,6 +61,7 @@ def _add_collectives(cal: argparse._SubParsersAction) -> None:
         help="keep the records already in --out (a failed run's, measured with the same ranks, "
         "iterations, dtype and backend) and measure only the rest",
     )  # fmt: skip
+    p.add_argument("--statistic", default="median", help=STATISTIC_HELP)
     _add_force(p)
     p.add_argument("--out", required=True, help="measurement file (JSON), rewritten per size")
     p.set_defaults(handler=_collectives, times_kernels=True)
@@ -80,7 +81,8 @@ CLOCK_HELP = (
 )
 STATISTIC_HELP = (
     "what a record's time is of its timed iterations: median (default), or min, the "
-    "fastest: on a shared host other work only ever adds time (give compute and step the same)"
+    "fastest: on a shared host other work only ever adds time (give calibrate compute and "
+    "step the same)"
 )
 
 
@@ -199,16 +201,18 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _collectives(args: argparse.Namespace) -> int:
+    from calibrate.measurements import check_statistic, save_measurements
+
+    check_statistic(args.statistic)
     _check_out(args.out, args.force, args.resume)
     from calibrate.collectives import run_collectives
-    from calibrate.measurements import save_measurements
 
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     m = run_collectives(
         args.backend, ops, parse_size(args.min_bytes, "--min-bytes"),
         parse_size(args.max_bytes, "--max-bytes"), args.step_factor, args.iters,
         args.warmup, args.local, args.dtype, args.skip_unsupported, repeats=args.repeats,
-        timeout_s=args.timeout, out=args.out, resume=args.resume,
+        timeout_s=args.timeout, out=args.out, resume=args.resume, statistic=args.statistic,
     )  # fmt: skip
     if _is_rank0():
         save_measurements(m, args.out)

@@ -7,7 +7,8 @@ NCCL runs on GPUs (one per process, CUDA events), gloo on CPU (``time.perf_count
 
 Per size: ``warmup`` untimed calls, then ``iters`` timed ones, each started right after a
 barrier. An iteration's time is the slowest rank's (the per-rank times are all-reduced
-with MAX, as nccl-tests does); the record keeps the median and the p90−p10 spread.
+with MAX, as nccl-tests does); the record keeps the median (or the fastest: ``statistic``)
+and the p90−p10 spread.
 
 Failures keep what was measured: with ``out``, rank 0 rewrites that file (atomically) after
 every finished size, so a rank that dies or stops leaves the sizes done so far; every
@@ -41,6 +42,7 @@ from calibrate.measurements import (
     CollectiveRecord,
     Measurements,
     Meta,
+    check_statistic,
     load_measurements,
     save_measurements,
     summarize_times,
@@ -76,6 +78,7 @@ class _Plan:
     timeout_s: float = TIMEOUT_S
     out: str | None = None
     prior: tuple[CollectiveRecord, ...] = ()
+    statistic: str = "median"
 
     @property
     def done(self) -> frozenset[tuple[str, int]]:
@@ -137,6 +140,7 @@ def run_collectives(
     timeout_s: float = TIMEOUT_S,
     out: str | None = None,
     resume: bool = False,
+    statistic: str = "median",
 ) -> Measurements:
     """Time real collectives over a sweep of message sizes.
 
@@ -168,6 +172,10 @@ def run_collectives(
         keeps what it measured.
     resume : bool
         Keep the records already in ``out`` and measure only the (op, size) pairs it lacks.
+    statistic : {'median', 'min'}
+        What each record's ``time_s`` is of its timed calls
+        (:data:`~calibrate.measurements.STATISTICS`, recorded as ``meta.time_statistic``):
+        ``min`` on a shared host, where other work only ever adds time.
 
     Returns
     -------
@@ -181,6 +189,7 @@ def run_collectives(
         the backend does not support (unless ``skip_unsupported``), a failed rank.
     """
     _check_args(backend, ops, dtype, iters, warmup)
+    check_statistic(statistic)
     if repeats < 1:
         raise CalibrationError(f"--repeats {repeats}: must be >= 1")
     if not math.isfinite(timeout_s) or not 0 < timeout_s <= 86400:
@@ -188,7 +197,8 @@ def run_collectives(
     plan = _Plan(backend, tuple(ops), tuple(message_sizes(min_bytes, max_bytes, step_factor)),
                  iters, warmup, dtype, skip_unsupported, utc_now(created), repeats,
                  float(timeout_s), out,
-                 _prior(out, backend, dtype, _world(local), iters) if resume else ())  # fmt: skip
+                 _prior(out, backend, dtype, _world(local), iters, statistic) if resume else (),
+                 statistic)  # fmt: skip
     torch = require_torch()
     if backend == "nccl" and not torch.cuda.is_available():
         raise CalibrationError("backend 'nccl' needs CUDA GPUs and none is visible; use gloo")
@@ -231,12 +241,17 @@ def _world(local: int | None) -> int | None:
 
 
 def _prior(
-    out: str | None, backend: str, dtype: str, world: int | None, iters: int
+    out: str | None,
+    backend: str,
+    dtype: str,
+    world: int | None,
+    iters: int,
+    statistic: str = "median",
 ) -> tuple[CollectiveRecord, ...]:
     """The records of an earlier run in ``out`` (none if it does not exist yet), refused
     unless that run measured what this one will: collectives on ``backend``, in ``dtype``,
-    on ``world`` ranks, ``iters`` timed calls per size (records of two different runs in
-    one file would be fitted as one)."""
+    on ``world`` ranks, ``iters`` timed calls per size, summarised by ``statistic``
+    (records of two different runs in one file would be fitted as one)."""
     if out is None:
         raise CalibrationError("--resume needs --out (the file of the run to continue)")
     if not Path(out).exists():
@@ -256,6 +271,7 @@ def _prior(
         ("iterations per size", iters,
          [stated] if stated is not None else sorted({r.iters for r in m.collectives
                                                      if r.iters and r.iters % iters})),
+        ("--statistic", statistic, [m.meta.time_statistic]),
     )  # fmt: skip
     for what, now, earlier in checks:
         if now is not None and earlier and earlier != [now]:
@@ -395,15 +411,16 @@ def _sweep(torch: ModuleType, plan: _Plan, op: str,
             times = time_iterations(torch, call, plan.warmup, plan.iters, dev)
             samples.setdefault(count, []).extend(times)
             if last and final[count] == i:
-                keep(_record(op, count * per, count, in_place, samples[count], plan.dtype, n))
+                keep(_record(op, count * per, count, in_place, samples[count], plan.dtype, n,
+                             plan.statistic))  # fmt: skip
 
 
 def _record(op: str, size: int, count: int, in_place: bool, times_s: list[float], dtype: str,
-            n: int) -> CollectiveRecord:  # fmt: skip
-    median, spread = summarize_times(times_s)
-    algbw = size / median / 1e9
+            n: int, statistic: str = "median") -> CollectiveRecord:  # fmt: skip
+    t, spread = summarize_times(times_s, statistic)
+    algbw = size / t / 1e9
     return CollectiveRecord(
-        op=op, size_bytes=size, count=count, dtype=dtype, time_s=median,
+        op=op, size_bytes=size, count=count, dtype=dtype, time_s=t,
         time_spread_s=spread, algbw_GBps=algbw, busbw_GBps=algbw * busbw_factor(op, n),
         in_place=in_place, n_ranks=n, iters=len(times_s),
     )  # fmt: skip
@@ -423,7 +440,8 @@ def _job_meta(torch: ModuleType, plan: _Plan, notes: list[str]) -> Meta:
         driver=gpu_driver() if cuda else None, torch_version=torch.__version__,
         nccl_version=nccl_version(torch) if cuda else None, world_size=n, nodes=len(hosts),
         gpus_per_node=n // len(hosts) if cuda and n % len(hosts) == 0 else None,
-        backend=plan.backend, time_statistic="median", spread="p90-p10", notes=tuple(notes),
+        backend=plan.backend, time_statistic=plan.statistic, spread="p90-p10",
+        notes=tuple(notes),
         details={"cpu_model": cpu_model(), "timing": f"{timing}, barrier before each call, "
                  "max over ranks", "warmup": plan.warmup, "iters": plan.iters,
                  "repeats": plan.repeats, "device": "cuda" if cuda else "cpu"},

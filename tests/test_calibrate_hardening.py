@@ -58,6 +58,20 @@ def test_a_failed_run_keeps_its_records_and_resume_skips_them(tmp_path: Path) ->
     assert "resumed: 1 records from an earlier run" in again.meta.notes
 
 
+def test_a_gloo_run_keeps_the_fastest_call_under_statistic_min() -> None:
+    """``--statistic min`` on a real 2-rank gloo run: every size is recorded and the file
+    says which statistic its times are (the statistic itself: tests/test_timing_statistic.py);
+    an unknown statistic is refused before any rank starts."""
+    m = run_collectives("gloo", ["all_reduce"], 1024, 2048, iters=5, warmup=1, local=2,
+                        created=FIXED, statistic="min")  # fmt: skip
+    assert m.meta.time_statistic == "min" and len(m.collectives) == 2
+    assert all(r.time_s > 0 and r.iters == 5 for r in m.collectives)
+    with pytest.raises(
+        CalibrationError, match="--statistic 'mean' is unknown; allowed: median, min"
+    ):
+        run_collectives("gloo", ["all_reduce"], local=2, statistic="mean")
+
+
 def test_resume_refuses_a_file_of_another_kind(tmp_path: Path) -> None:
     """--resume on a measurement file of another backend is refused before any rank starts."""
     from calibrate.measurements import Measurements, Meta, save_measurements
@@ -88,6 +102,7 @@ def _gloo_file(out: Path, ranks: int = 2, iters: int = 2, dtype: str = "float32"
         (dict(local=3), "ranks 2, this run has 3"),
         (dict(iters=5), "iterations per size 2, this run has 5"),
         (dict(dtype="float64"), "dtype float32, this run has float64"),
+        (dict(statistic="min"), "--statistic median, this run has min"),
     ],
 )
 def test_resume_refuses_records_of_another_run(

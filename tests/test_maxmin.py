@@ -15,7 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.network import maxmin
-from sim.network.maxmin import check_maxmin, maxmin_rates, pad_paths, progressive_fill
+from sim.network.maxmin import (
+    check_maxmin,
+    maxmin_rates,
+    pad_paths,
+    progressive_fill,
+    stable_order,
+)
 
 
 def reference_maxmin(paths: list[list[int]], capacity: list[int]) -> list[Fraction | None]:
@@ -185,3 +191,19 @@ def test_scanned_and_indexed_rounds_give_the_same_bits(
             with mock.patch.object(maxmin, "SCAN_ROUNDS", scans):
                 runs.append(progressive_fill(hops, cap, c))
         assert all(np.array_equal(runs[0], r) for r in runs[1:])
+
+
+@given(st.integers(1, 2**34), st.lists(st.integers(0, 2**34 - 1), max_size=300),
+       st.integers(0, 2**32))  # fmt: skip
+def test_stable_order_is_numpy_s_stable_argsort(top: int, raw: list[int], seed: int) -> None:
+    """The radix passes give exactly ``np.argsort(kind="stable")`` for keys below ``top``,
+    on every side of the 16- and 32-bit boundaries (ties keep their order)."""
+    rng = np.random.default_rng(seed)
+    keys = np.array([k % top for k in raw] + list(rng.integers(0, top, 50)), dtype=np.intp)
+    assert np.array_equal(stable_order(keys, top), np.argsort(keys, kind="stable"))
+
+
+@pytest.mark.parametrize("top", [1, 2**16, 2**16 + 1, 2**32, 2**32 + 1])
+def test_stable_order_at_the_pass_boundaries(top: int) -> None:
+    keys = np.array([top - 1, 0, top - 1, top // 2, 0], dtype=np.intp)
+    assert np.array_equal(stable_order(keys, top), np.argsort(keys, kind="stable"))

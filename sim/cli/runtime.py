@@ -15,7 +15,7 @@ command starts (:func:`settle`); the Python API leaves the caller's process as i
   training job: the pad also turns off glibc's dynamic mmap threshold (mallopt(3)), and
   under it ``calibrate compute`` timed AdamW over 16 tensors of 256 KiB at 5.5-8.8 ms of
   thread CPU time per step instead of 1.8-2.2 ms, so the profile it fitted overstated the
-  optimizer about 3x and predicted the quick step job 12-30% slow.
+  optimizer about 3x and predicted the quick step job 37-44 ms against 30-36 measured.
 - **One BLAS thread** unless ``OPENBLAS_NUM_THREADS`` says otherwise: NumPy is imported
   with the variable set to 1, then it is restored, so the processes a command starts
   (calibration jobs) see the user's environment. The simulator's dot products are short

@@ -10,6 +10,7 @@ one line and exits 2.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from sim.cli.outputs import count
@@ -61,10 +62,9 @@ def _add_collectives(cal: argparse._SubParsersAction) -> None:
         help="keep the records already in --out (a failed run's, measured with the same ranks, "
         "iterations, dtype and backend) and measure only the rest",
     )  # fmt: skip
-    p.add_argument("--statistic", default="median", help=STATISTIC_HELP)
     _add_force(p)
     p.add_argument("--out", required=True, help="measurement file (JSON), rewritten per size")
-    p.set_defaults(handler=_collectives, times_kernels=True)
+    _times_kernels(p, _collectives)
 
 
 def _add_force(p: argparse.ArgumentParser) -> None:
@@ -86,30 +86,45 @@ STATISTIC_HELP = (
 )
 
 
+def _times_kernels(
+    p: argparse.ArgumentParser, handler: Callable[[argparse.Namespace], int]
+) -> None:
+    """A subcommand that times real kernels: its ``--statistic``, and the marker that keeps
+    the command's C heap as a training job has it (:func:`sim.cli.runtime.settle`)."""
+    p.add_argument("--statistic", default="median", help=STATISTIC_HELP)
+    p.set_defaults(handler=handler, times_kernels=True)
+
+
+def _check_measuring(args: argparse.Namespace, resume: bool | None = None) -> None:
+    """A measuring subcommand's checks before it measures: its statistic, then its ``--out``."""
+    from calibrate.measurements import check_statistic
+
+    check_statistic(args.statistic)
+    _check_out(args.out, args.force, resume)
+
+
 def _add_compute(cal: argparse._SubParsersAction) -> None:
     p = cal.add_parser("compute", help="time GEMMs, attention, memory-bound ops, launches")
     p.add_argument("--device", default="cuda", help="cuda or cpu")
     p.add_argument("--quick", action="store_true", help="few small cases")
     p.add_argument("--threads", type=count(1), help="CPU threads torch may use (default: torch's)")
     p.add_argument("--clock", default="wall", help=CLOCK_HELP)
-    p.add_argument("--statistic", default="median", help=STATISTIC_HELP)
     _add_force(p)
     p.add_argument("--out", required=True, help="measurement file (JSON)")
-    p.set_defaults(handler=_compute, times_kernels=True)
+    _times_kernels(p, _compute)
     s = cal.add_parser("step", help="train a small GPT for a few steps, time each step")
     s.add_argument("--device", default="cuda", help="cuda or cpu")
     s.add_argument("--quick", action="store_true", help="small model, few steps")
     s.add_argument("--steps", type=count(1), help="timed steps")
     s.add_argument("--threads", type=count(1), help="CPU threads torch may use (default: torch's)")
     s.add_argument("--clock", default="wall", help=CLOCK_HELP)
-    s.add_argument("--statistic", default="median", help=STATISTIC_HELP)
     s.add_argument("--trace", help="also write a PyTorch profiler (Kineto) trace of the job here")
     s.add_argument("--trace-steps", type=int, default=5, help="profiled steps (after the timed)")
     s.add_argument("--config", help="the GPT as key=value,... (layers, hidden, heads, "
                    "ffn_hidden, vocab, seq, batch, dtype); default by --device and --quick")  # fmt: skip
     _add_force(s)
     s.add_argument("--out", required=True, help="measurement file (JSON)")
-    s.set_defaults(handler=_step, times_kernels=True)
+    _times_kernels(s, _step)
 
 
 def _add_import(cal: argparse._SubParsersAction) -> None:
@@ -201,11 +216,9 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _collectives(args: argparse.Namespace) -> int:
-    from calibrate.measurements import check_statistic, save_measurements
-
-    check_statistic(args.statistic)
-    _check_out(args.out, args.force, args.resume)
+    _check_measuring(args, args.resume)
     from calibrate.collectives import run_collectives
+    from calibrate.measurements import save_measurements
 
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     m = run_collectives(
@@ -267,11 +280,9 @@ def _is_rank0() -> bool:
 
 
 def _compute(args: argparse.Namespace) -> int:
-    from calibrate.measurements import check_statistic, save_measurements
-
-    check_statistic(args.statistic)
-    _check_out(args.out, args.force)
+    _check_measuring(args)
     from calibrate.compute import run_compute
+    from calibrate.measurements import save_measurements
 
     m = run_compute(args.device, args.quick, threads=args.threads, clock=args.clock,
                     statistic=args.statistic)  # fmt: skip
@@ -281,10 +292,8 @@ def _compute(args: argparse.Namespace) -> int:
 
 
 def _step(args: argparse.Namespace) -> int:
-    from calibrate.measurements import check_statistic, save_measurements
-
-    check_statistic(args.statistic)
-    _check_out(args.out, args.force)
+    _check_measuring(args)
+    from calibrate.measurements import save_measurements
     from calibrate.stepjob import parse_config, run_step_job
 
     if args.trace:

@@ -269,13 +269,21 @@ class CollectiveSetup:
         the size's, :meth:`chain_chunks` for a ring chain) within the caps of
         :meth:`schedule`'s docstring (1 where the schedule has too many base steps to
         pipeline, e.g. a ring all_reduce, which is not pipelined)."""
+        return self._depths(op, algorithm, size_bytes, root, [chunks])[0]
+
+    def _depths(
+        self, op: str, algorithm: str, size_bytes: float, root: int, options: Sequence[int | None]
+    ) -> list[int]:
+        """:meth:`depth` of each of ``options`` (the unpipelined schedule, whose step count
+        sets the cap, is built once for them all)."""
         chained = _chained(op, algorithm)
-        want = chunks or (self.chain_chunks if chained else self.pipeline_chunks)(size_bytes)
-        if want > 1:
-            base = self._build(op, algorithm, size_bytes, root, 1).num_steps
-            cap = chain_depth_cap(base) if chained else PIPELINE_WORK // max(1, base)
-            want = max(1, min(want, cap))
-        return want
+        size_depth = (self.chain_chunks if chained else self.pipeline_chunks)(size_bytes)
+        wants = [c or size_depth for c in options]
+        if max(wants) <= 1:
+            return wants
+        base = self._build(op, algorithm, size_bytes, root, 1).num_steps
+        cap = chain_depth_cap(base) if chained else PIPELINE_WORK // max(1, base)
+        return [max(1, min(w, cap)) if w > 1 else w for w in wants]
 
     def _build(self, op: str, algorithm: str, size_bytes: float, root: int, depth: int) -> Schedule:
         """``algorithm``'s schedule function on this group at pipeline depth ``depth``."""
@@ -360,8 +368,8 @@ class CollectiveSetup:
         for algo, plist in protos.items():
             caps = {p: self.nccl_channels(algo, p, size_bytes) for p in plist}
             # the depths the options build (capped options repeat one: costed once)
-            depths = {self.depth(op, algo, size_bytes, root, c): None
-                      for c in self.chunk_options(op, algo, size_bytes)}  # fmt: skip
+            options = self.chunk_options(op, algo, size_bytes)
+            depths = dict.fromkeys(self._depths(op, algo, size_bytes, root, options))
             for chunks in depths:
                 sched = self._at_depth(op, algo, size_bytes, root, chunks)
                 times = predict_step_sync(

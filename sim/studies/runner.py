@@ -252,6 +252,17 @@ def run_sweep(
         return _run(spec, sink, resume, usable_jobs(jobs, backend), backend, network, progress)
 
 
+def _kept(sink: RowFile | None, finished: int, total: int) -> str:
+    """What an interrupted sweep keeps: the whole rows in its file, counted there (a Ctrl-C
+    between a row's write and its count in memory must not make the message one short),
+    or the ``finished`` points without a file."""
+    if sink is None:
+        return f"{finished:,} of {total:,} points were finished (give --out FILE to keep them)"
+    sink.close()
+    rows = len(sink.done_rows())
+    return f"{rows:,} of {total:,} points are in {sink.path}; add --resume to finish"
+
+
 def _run(
     spec: SweepSpec,
     sink: RowFile | None,
@@ -272,16 +283,11 @@ def _run(
             record = {"point": i, **row}
             if sink is not None:
                 sink.append(record)
-            done[i] = record  # after the file has it: a Ctrl-C between counts what is there
+            done[i] = record
             bar.update(1)
     except KeyboardInterrupt:
         finished.close()  # ends the workers before the message
-        kept = (
-            f"{len(done):,} of {total:,} points are in {sink.path}; add --resume to finish"
-            if sink is not None
-            else f"{len(done):,} of {total:,} points were finished (give --out FILE to keep them)"
-        )
-        raise Interrupted(f"sweep stopped: {kept}") from None
+        raise Interrupted(f"sweep stopped: {_kept(sink, len(done), total)}") from None
     finally:
         finished.close()
         bar.close()

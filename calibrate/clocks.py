@@ -33,18 +33,22 @@ from typing import Any
 from calibrate.compute import resolve_device
 from sim.errors import CalibrationError
 
-__all__ = ["SMI_FIELDS", "main", "run_clocks"]
+__all__ = ["SMI_FIELDS", "main", "run_clocks", "smi_process"]
 
 #: nvidia-smi --query-gpu fields sampled (read-only).
 SMI_FIELDS = ("clocks.sm", "clocks.mem", "power.draw", "temperature.gpu",
               "clocks_throttle_reasons.active")  # fmt: skip
 
 
-def _smi(interval_ms: int) -> subprocess.Popen[str] | None:
+def smi_process(
+    interval_ms: int, fields: Sequence[str] = SMI_FIELDS
+) -> subprocess.Popen[str] | None:
+    """``nvidia-smi`` sampling ``fields`` every ``interval_ms`` (CSV lines on its stdout;
+    read-only), or None where the tool is absent."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
-    cmd = [exe, f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits",
+    cmd = [exe, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits",
            f"-lms={interval_ms}"]  # fmt: skip
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
@@ -65,7 +69,7 @@ def run_clocks(device: str = "cuda", seconds: float = 60.0, n: int = 8192, windo
     a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
     flops = 2.0 * n**3 * window
     rows: list[dict[str, Any]] = []
-    smi = _smi(interval_ms) if device == "cuda" else None
+    smi = smi_process(interval_ms) if device == "cuda" else None
     start = time.perf_counter()
     try:
         while time.perf_counter() - start < seconds:

@@ -124,6 +124,7 @@ class Kernel:
     dims: tuple[tuple[int, ...], ...] = ()
     dtypes: tuple[str, ...] = ()
     concrete: tuple[str, ...] = ()
+    strides: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -290,6 +291,12 @@ def _dims(args: Mapping[str, Any]) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
+def _strides(args: Mapping[str, Any]) -> tuple[tuple[int, ...], ...]:
+    """Each input's strides where the profiler recorded them (tensor lists and scalars: ())."""
+    return tuple(tuple(d) if isinstance(d, list) and all(isinstance(x, int) for x in d) else ()
+                 for d in args.get("Input Strides") or [])  # fmt: skip
+
+
 def _kernel(e: Mapping[str, Any], op: Mapping[str, Any] | None, step: int, opt: bool,
             stream: str) -> Kernel:  # fmt: skip
     owner = op or {}
@@ -301,6 +308,7 @@ def _kernel(e: Mapping[str, Any], op: Mapping[str, Any] | None, step: int, opt: 
         dur_s=float(e.get("dur", 0.0)) * 1e-6, stream=stream, dims=_dims(args),
         dtypes=tuple(_DTYPES.get(str(t), str(t)) for t in args.get("Input type") or ()),
         concrete=tuple(str(c) for c in args.get("Concrete Inputs") or ()),
+        strides=_strides(args),
     )  # fmt: skip
 
 

@@ -170,3 +170,23 @@ def test_plugins_load_only_when_the_command_is_not_built_in(
         with pytest.raises(SystemExit):
             main([command, "--help"])
     assert lookups == [COMMAND_GROUP]
+
+
+@pytest.mark.parametrize("installed", [False, True])
+def test_plugins_passed_in_work_without_an_entry_point_and_register_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], installed: bool
+) -> None:
+    """``python -m calibrate`` passes its registrar: from a source tree never installed
+    (no entry point: the lent GPU's image) and where the entry point names it too."""
+    hello = EntryPoint("hello", f"{__name__}:_hello", COMMAND_GROUP)
+    monkeypatch.setattr("importlib.metadata.entry_points",
+                        lambda group: [hello] if installed and group == COMMAND_GROUP else [])  # fmt: skip
+    assert main(["hello"], plugins=(_hello,)) == 0
+    assert capsys.readouterr().out == "hello from a plugin\n"
+
+
+def test_python_dash_m_calibrate_is_the_calibrate_command() -> None:
+    p = subprocess.run([sys.executable, "-m", "calibrate", "calibrate", "--help"],
+                       capture_output=True, text=True, check=False)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert all(name in p.stdout for name in CALIBRATE_SUBCOMMANDS), p.stdout

@@ -99,13 +99,76 @@ def test_step_configs_parse_over_the_defaults() -> None:
 
 @pytest.mark.slow
 def test_the_whole_script_runs_dry_on_a_cpu(tmp_path: Path) -> None:
-    """Every piece in the GPU image's conditions, at CPU sizes: 7 files, none failed."""
+    """Every piece in the GPU image's conditions, at CPU sizes: none failed, and two files
+    come back (the device tool brings at most 8): the log and every measurement, bundled."""
+    import tarfile
+
     env = {**os.environ, "PYTHONPATH": str(STUB), "OUT": str(tmp_path), **STUB_ON}
     r = subprocess.run(["bash", str(SCRIPT), "cpu"], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=3000, check=False)  # fmt: skip
     assert r.returncode == 0, r.stdout[-3000:]
-    names = {p.name for p in tmp_path.iterdir()}
-    assert names == {"env.json", "compute.json", "clocks.csv", "cnn.json", "step.json",
-                     "step_trace.json", "log.txt"}  # fmt: skip
+    assert {p.name for p in tmp_path.iterdir()} == {"log.txt", "measurements.tar.gz"}
+    with tarfile.open(tmp_path / "measurements.tar.gz") as tar:
+        names = set(tar.getnames())
+    steps = {f"step{s}{x}" for s in ("", "-8b", "-70b", "-175b", "-1b")
+             for x in (".json", "_trace.json")}  # fmt: skip
+    replays = {f"replay{s}.json" for s in ("", "-8b", "-70b", "-175b", "-1b")}
+    assert names == {"env.json", "compute.json", "clocks.csv", "cnn.json", "duty.json",
+                     "duty-idle.json"} | steps | replays  # fmt: skip
     assert all(p.stat().st_size < 16 * 2**20 for p in tmp_path.iterdir())
     assert "device script: 0 piece(s) failed" in (tmp_path / "log.txt").read_text()
+
+
+def test_the_script_runs_only_the_pieces_named(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(STUB), "OUT": str(tmp_path), **STUB_ON}
+    r = subprocess.run(["bash", str(SCRIPT), "cpu", "env", "duty", "nonsense"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    log = (tmp_path / "log.txt").read_text()
+    assert r.returncode == 1 and "device script: 1 piece(s) failed" in log
+    assert "unknown piece 'nonsense'" in log and "== duty: exit 0" in log
+    assert "== step" not in log and "== compute" not in log
+
+
+def test_duty_sweep_and_replay_run_without_pydantic(tmp_path: Path) -> None:
+    """The duty-cycle pieces on the GPU image's conditions: a sweep, and the GEMMs of a
+    step trace replayed alone (CPU sizes)."""
+    sweep, trace, replay = (tmp_path / n for n in ("d.json", "t.json", "r.json"))
+    r = _bare(["-m", "calibrate.duty_cycle", "sweep", "--device", "cpu", "--seconds", "0.2",
+               "--n", "64", "--pause", "0", "--duties", "1,0.5", "--out", str(sweep)], tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(sweep.read_text())
+    assert [p["target"] for p in doc["phases"]] == [1.0, 0.5]
+    assert [p["k"] for p in doc["phases"]] == [0, 8] and doc["other"] == "memory"
+    assert doc["phases"][1]["duty"] < doc["phases"][0]["duty"]
+    r = _bare(["-m", "calibrate", "calibrate", "step", "--device", "cpu", "--steps", "1",
+               "--trace-steps", "2", "--config",
+               "layers=1,hidden=32,heads=2,ffn_hidden=64,vocab=64,seq=16,batch=2",
+               "--trace", str(trace), "--out", str(tmp_path / "s.json")], tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = _bare(["-m", "calibrate.duty_cycle", "replay", str(trace), "--device", "cpu", "--iters",
+               "16", "--pause", "0", "--out", str(replay)], tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(replay.read_text())
+    assert doc["steps"] == 2 and 0 < doc["duty"] < 1 and doc["gemms"]
+    assert all(g["burst_s"] > 0 and g["stream_s"] > 0 and g["in_step_s"] > 0 for g in doc["gemms"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["sweep", "--device", "cpu", "--duties", "1,fast"], "--duties '1,fast': expected numbers"),
+        (["sweep", "--device", "cpu", "--duties", "1.5"], "duty 1.5 must be in (0, 1]"),
+        (
+            ["sweep", "--device", "cpu", "--other", "sleep"],
+            "other 'sleep' is unknown; allowed: memory, idle",
+        ),
+        (["replay", "missing.json", "--device", "cpu"], "missing.json"),
+        (["replay", "x.json", "--device", "cpu", "--iters", "4"], "iters 4 must be at least 16"),
+    ],
+)
+def test_duty_cycle_refuses_bad_input_in_one_line(tmp_path: Path, args: list[str],
+                                                  message: str) -> None:  # fmt: skip
+    r = _bare(["-m", "calibrate.duty_cycle", *args, "--out", str(tmp_path / "o.json")], tmp_path)
+    assert r.returncode == 2 and message in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.json").exists()

@@ -45,9 +45,11 @@ BUILTIN_COMMANDS = (
 )
 
 Handler = Callable[[argparse.Namespace], int]
+#: A package's ``register(subparsers)`` (what a ``clustersim.commands`` entry point names).
+Registrar = Callable[[argparse._SubParsersAction], None]
 
 
-def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+def _parser(argv: Sequence[str], plugins: Sequence[Registrar] = ()) -> argparse.ArgumentParser:
     from sim.cli import (
         chakra,
         collective,
@@ -82,24 +84,30 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     ):
         module.register(sub)
     if not argv or argv[0] not in BUILTIN_COMMANDS:
-        _register_plugins(sub)
+        _register_plugins(sub, plugins)
     return parser
 
 
-def _register_plugins(sub: argparse._SubParsersAction) -> None:
-    """Add the subcommands of installed packages' ``clustersim.commands`` entry points."""
+def _register_plugins(sub: argparse._SubParsersAction, plugins: Sequence[Registrar]) -> None:
+    """Add ``plugins`` and the subcommands of installed packages' ``clustersim.commands``
+    entry points (one naming a registrar already in ``plugins`` is not added twice)."""
     from importlib.metadata import entry_points
 
-    for ep in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
-        ep.load()(sub)
+    found = [ep.load() for ep in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name)]
+    for register in (*plugins, *(r for r in found if r not in plugins)):
+        register(sub)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``clustersim`` console script; returns the exit status."""
+def main(argv: Sequence[str] | None = None, plugins: Sequence[Registrar] = ()) -> int:
+    """Entry point of the ``clustersim`` console script; returns the exit status.
+
+    ``plugins``: registrars added even where no installed package's entry point names them
+    (``python -m calibrate`` from a source tree that was never installed).
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     if sys.stdout is None:  # started with standard output closed (``>&-``)
         return _fail("standard output is closed; redirect it to a file or /dev/null")
-    args = _parser(argv).parse_args(argv)
+    args = _parser(argv, plugins).parse_args(argv)
     # before the simulator's imports (NumPy's BLAS threads; they allocate too); a command
     # that times real kernels keeps the C heap as a training job has it
     settle(heap=not getattr(args, "times_kernels", False))

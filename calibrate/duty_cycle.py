@@ -1,0 +1,410 @@
+"""The GEMM rate against the GEMM duty cycle: how much of its burst rate a GEMM keeps when
+the GPU also runs memory-bound kernels. Under a power limit the clock a GEMM runs at
+depends on what else the chip does: a pure GEMM stream pins the card at its limit, and
+memory-bound phases between GEMMs lower the average power, so the clock can stay higher.
+
+Two measurements, each written as one JSON document:
+
+``sweep``
+    Back-to-back cycles of one square GEMM (``n``^3; bf16 on a GPU) and ``k`` passes of a
+    memory-bound kernel (an elementwise multiply over a buffer sized so that one pass takes
+    about an eighth of the GEMM's burst time), for each target duty ``d`` (``k = round(8 (1
+    - d) / d)``), ``seconds`` each after a pause. CUDA events around each GEMM give its
+    time; the second half of each phase is kept (the clock settles within the first).
+    Timestamped ``nvidia-smi`` samples (read-only) give the SM clock and the power over the
+    same half.
+``replay``
+    The GEMMs of a profiled step (``calibrate step --trace``): each distinct (op, input
+    shapes, strides, dtype) is re-run alone with the step's own layouts, ``iters`` times
+    back to back after a pause. Its *burst* time is the median of iterations 3-12, its
+    *stream* time the median of the last quarter; the *in-step* time is the median of the
+    step's own kernels of that GEMM. The step's duty cycle is its GEMM kernels' time over
+    its step time.
+
+The ratio in-step / burst at a step's duty cycle is what a simulator's GEMM ceiling (a
+burst measurement) must be multiplied by inside that step. On a CPU (the device script's
+dry run) GEMMs are fp32, times come from the host clock and ``nvidia-smi`` is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from calibrate.clocks import smi_process
+from calibrate.compute import resolve_device
+from sim.errors import CalibrationError, ConfigError
+
+__all__ = ["DUTIES", "cycles_for", "main", "replay", "step_gemms", "sweep"]
+
+#: Target GEMM duty cycles of the sweep (GEMM time over wall time).
+DUTIES = (1.0, 0.8, 0.6, 0.4, 0.25, 0.15)
+#: Passes of the memory kernel per GEMM burst time (the sweep's memory kernel takes 1/8).
+_SLICES = 8
+_SMI = ("timestamp", "clocks.sm", "power.draw", "clocks_throttle_reasons.active")
+
+
+def cycles_for(duty: float) -> int:
+    """Memory-kernel passes per GEMM for a target ``duty`` (each 1/8 of a GEMM).
+
+    >>> [cycles_for(d) for d in (1.0, 0.5, 0.2)]
+    [0, 8, 32]
+    """
+    if not 0 < duty <= 1:
+        raise CalibrationError(f"duty {duty!r} must be in (0, 1]")
+    return round(_SLICES * (1 - duty) / duty)
+
+
+class _Timer:
+    """Per-call times of a function on ``device``: CUDA events, or the host clock on a CPU."""
+
+    def __init__(self, torch: Any, device: str) -> None:
+        self.torch, self.cuda = torch, device == "cuda"
+        self.pending: list[tuple[Any, Any]] = []
+        self.host: list[tuple[float, float]] = []
+
+    def call(self, fn: Callable[[], Any]) -> None:
+        if self.cuda:
+            e0, e1 = (self.torch.cuda.Event(enable_timing=True) for _ in range(2))
+            e0.record()
+            fn()
+            e1.record()
+            self.pending.append((e0, e1))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            self.host.append((t0, time.perf_counter()))
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def times(self) -> list[float]:
+        """Seconds per call, in call order (synchronizes)."""
+        self.sync()
+        if self.cuda:
+            return [a.elapsed_time(b) * 1e-3 for a, b in self.pending]
+        return [b - a for a, b in self.host]
+
+    def span(self, first: int) -> float:
+        """Seconds from call ``first``'s start to the last call's end (after ``times``)."""
+        if self.cuda:
+            return float(self.pending[first][0].elapsed_time(self.pending[-1][1]) * 1e-3)
+        return self.host[-1][1] - self.host[first][0]
+
+
+def _time_calls(torch: Any, device: str, fn: Callable[[], Any], n: int) -> list[float]:
+    t = _Timer(torch, device)
+    for _ in range(n):
+        t.call(fn)
+    return t.times()
+
+
+class _Smi:
+    """Timestamped nvidia-smi samples: (wall time s, SM MHz, power W, throttle reasons)."""
+
+    def __init__(self, device: str, interval_ms: int) -> None:
+        self.proc = smi_process(interval_ms, _SMI) if device == "cuda" else None
+        self.samples: list[tuple[float, float, float, str]] = []
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        out, _ = self.proc.communicate(timeout=10)
+        for line in out.splitlines():
+            parts = [p.strip() for p in line.split(",")]
+            try:
+                when = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                self.samples.append((when, float(parts[1]), float(parts[2]), parts[3]))
+            except (ValueError, IndexError):
+                continue
+
+    def between(self, t0: float, t1: float) -> dict[str, Any]:
+        """Mean SM clock and power of the samples in [t0, t1] (wall seconds)."""
+        s = [x for x in self.samples if t0 <= x[0] <= t1]
+        if not s:
+            return {"sm_mhz": None, "power_w": None, "samples": 0, "throttle": []}
+        return {"sm_mhz": round(statistics.fmean(x[1] for x in s), 1),
+                "power_w": round(statistics.fmean(x[2] for x in s), 1), "samples": len(s),
+                "throttle": sorted({x[3] for x in s})}  # fmt: skip
+
+
+#: What the sweep runs between GEMMs: an HBM-bound elementwise pass, or the GPU idling in a
+#: spin kernel (``torch.cuda._sleep``; a host sleep on a CPU): the two ends of the power
+#: that a step's other work draws.
+OTHERS = ("memory", "idle")
+
+
+def _idle_kernel(torch: Any, device: str, target_s: float) -> tuple[Any, float]:
+    """A spin kernel (on a CPU a host sleep) of about ``target_s``; the function and its time."""
+    if device != "cuda":
+        return (lambda: time.sleep(target_s)), target_s
+    cycles = 1 << 16
+    for _ in range(3):
+
+        def idle(cycles: int = cycles) -> Any:
+            return torch.cuda._sleep(cycles)
+
+        t = statistics.median(_time_calls(torch, device, idle, 20)[5:])
+        cycles = max(1 << 10, int(cycles * target_s / t))
+    return idle, t
+
+
+def _memory_kernel(torch: Any, device: str, dtype: Any, target_s: float) -> tuple[Any, float]:
+    """An elementwise pass sized to take about ``target_s``; the function and its time."""
+    numel = 1 << 22
+    for _ in range(3):
+        x = torch.randn(numel, device=device, dtype=dtype)
+        y = torch.empty_like(x)
+
+        def mem(x: Any = x, y: Any = y) -> Any:
+            return torch.mul(x, 1.0001, out=y)
+
+        t = statistics.median(_time_calls(torch, device, mem, 20)[5:])
+        numel = max(1 << 16, int(numel * target_s / t))
+    return mem, t
+
+
+def sweep(device: str = "cuda", duties: Sequence[float] = DUTIES, seconds: float = 4.0,
+          n: int = 8192, pause_s: float = 1.0, interval_ms: int = 50,
+          other: str = "memory") -> dict[str, Any]:  # fmt: skip
+    """The GEMM's rate at each target duty cycle (see the module docstring).
+
+    Parameters
+    ----------
+    device : {'cuda', 'cpu'}
+    duties : target GEMM duty cycles, each in (0, 1]
+    seconds : float
+        Length of each phase (s); its second half is kept.
+    n : int
+        GEMM side (FLOP per GEMM: 2 n^3).
+    pause_s : float
+        Idle time before each phase (s).
+    interval_ms : int
+        nvidia-smi sampling period (ms).
+    other : {'memory', 'idle'}
+        What runs between GEMMs (:data:`OTHERS`).
+
+    Raises
+    ------
+    CalibrationError
+        No CUDA device when asked for one; a duty outside (0, 1]; non-positive sizes.
+    """
+    if seconds <= 0 or n < 1 or pause_s < 0 or interval_ms < 1:
+        raise CalibrationError("sweep: seconds, n and interval must be > 0, pause >= 0")
+    if other not in OTHERS:
+        raise CalibrationError(f"sweep: other {other!r} is unknown; allowed: {', '.join(OTHERS)}")
+    ks = [cycles_for(d) for d in duties]
+    torch = resolve_device(device)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+
+    def gemm() -> Any:
+        return torch.matmul(a, b)
+
+    burst = statistics.median(_time_calls(torch, device, gemm, 13)[3:])
+    if other == "memory":
+        mem, t_mem = _memory_kernel(torch, device, dtype, burst / _SLICES)
+    else:
+        mem, t_mem = _idle_kernel(torch, device, burst / _SLICES)
+    smi = _Smi(device, interval_ms)
+    phases = []
+    try:
+        for duty, k in zip(duties, ks, strict=True):
+            phases.append(_phase(torch, device, gemm, mem, k, seconds, pause_s) | {"target": duty})
+    finally:
+        smi.stop()
+    flops = 2.0 * n**3
+    for p in phases:
+        p |= smi.between(p.pop("wall_half"), p.pop("wall_end"))
+        p["tflops"] = round(flops / p["gemm_s"] / 1e12, 2)
+        p["of_burst"] = round(burst / p["gemm_s"], 4)
+    return {"kind": "duty_sweep", "device": device, "n": n, "dtype": str(dtype).split(".")[-1],
+            "burst_gemm_s": burst, "burst_tflops": round(flops / burst / 1e12, 2),
+            "other": other, "memory_pass_s": t_mem, "seconds_per_phase": seconds, "phases": phases}  # fmt: skip
+
+
+def _phase(torch: Any, device: str, gemm: Callable[[], Any], mem: Callable[[], Any], k: int,
+           seconds: float, pause_s: float) -> dict[str, Any]:  # fmt: skip
+    timer = _Timer(torch, device)
+    timer.sync()
+    time.sleep(pause_s)
+    start = time.time()
+    while time.time() - start < seconds:
+        for _ in range(4):
+            timer.call(gemm)
+            for _ in range(k):
+                mem()
+    times = timer.times()
+    end = time.time()
+    half = len(times) // 2
+    kept = times[half:]
+    return {"k": k, "gemms": len(times), "gemm_s": statistics.median(kept),
+            "duty": round(sum(kept) / timer.span(half), 4),
+            "wall_half": start + (end - start) / 2, "wall_end": end}  # fmt: skip
+
+
+_TORCH_DTYPES = ("bfloat16", "float16", "float32")
+
+
+def _tensor(torch: Any, device: str, shape: Sequence[int], strides: Sequence[int],
+            dtype: Any) -> Any:  # fmt: skip
+    if strides and len(strides) == len(shape):
+        t = torch.empty_strided(tuple(shape), tuple(strides), device=device, dtype=dtype)
+    else:
+        t = torch.empty(tuple(shape), device=device, dtype=dtype)
+    return t.normal_()
+
+
+def _gemm_call(torch: Any, device: str, op: str, dims: Sequence[Sequence[int]],
+               strides: Sequence[Sequence[int]], dtype: Any) -> Callable[[], Any]:  # fmt: skip
+    st = list(strides) + [()] * (len(dims) - len(strides))
+    ts = [_tensor(torch, device, d, s, dtype) for d, s in zip(dims, st, strict=False) if d]
+    if op == "aten::addmm" and len(ts) >= 3:
+        bias, x, w = ts[:3]
+        return lambda: torch.addmm(bias, x, w)
+    x, w = ts[:2]
+    return lambda: torch.mm(x, w)
+
+
+def step_gemms(tr: Any) -> dict[tuple[Any, ...], list[float]]:
+    """A trace's GEMM kernels by (op, input shapes, strides, dtype): every step's durations
+    (s). The memsets cuBLAS launches beside a GEMM (its workspace) are left out."""
+    groups: dict[tuple[Any, ...], list[float]] = {}
+    for kern in tr.kernels:
+        if (
+            kern.cls == "gemm"
+            and kern.op in ("aten::mm", "aten::addmm")
+            and not kern.name.startswith(("Memset", "Memcpy"))
+        ):
+            dt = next((d for d in kern.dtypes if d in _TORCH_DTYPES), "float32")
+            groups.setdefault((kern.op, kern.dims, kern.strides, dt), []).append(kern.dur_s)
+    return groups
+
+
+def replay(trace: str, device: str = "cuda", iters: int = 200, pause_s: float = 0.3,
+           max_gemms: int = 24) -> dict[str, Any]:  # fmt: skip
+    """The step's GEMMs re-run alone: burst, stream and in-step times (module docstring).
+
+    Parameters
+    ----------
+    trace : str
+        Kineto trace of ``calibrate step --trace`` (.json or .json.gz).
+    device : {'cuda', 'cpu'}
+    iters : int
+        Back-to-back runs of each GEMM (at least 16).
+    pause_s : float
+        Idle time before each GEMM's runs (s).
+    max_gemms : int
+        The distinct GEMMs with the most time in the step that are replayed.
+
+    Raises
+    ------
+    CalibrationError
+        Not a step trace; no GEMMs in it; ``iters`` under 16.
+    """
+    from calibrate.trace_reader import read_trace
+
+    if iters < 16:
+        raise CalibrationError(f"replay: iters {iters} must be at least 16")
+    tr = read_trace(trace)
+    groups = step_gemms(tr)
+    if not groups:
+        raise CalibrationError(f"{trace}: no GEMM kernels (aten::mm, aten::addmm) to replay")
+    torch = resolve_device(device)
+    nsteps = len(tr.steps)
+    ranked = sorted(groups.items(), key=lambda kv: -sum(kv[1]))
+    rows = [_replay_one(torch, device, key, durs, nsteps, iters, pause_s)
+            for key, durs in ranked[:max_gemms]]  # fmt: skip
+    step_s = statistics.median(tr.step_times_s)
+    gemm_s = sum(sum(d) for d in groups.values()) / nsteps
+    return {"kind": "gemm_replay", "device": device, "trace": str(trace), "steps": nsteps,
+            "step_s": step_s, "gemm_s_per_step": gemm_s, "duty": round(gemm_s / step_s, 4),
+            "replayed_share": round(sum(r["in_step_s"] * r["per_step"] for r in rows) / gemm_s, 4),
+            **_weighted(rows), "gemms": rows}  # fmt: skip
+
+
+def _replay_one(torch: Any, device: str, key: tuple[Any, ...], durs: Sequence[float],
+                nsteps: int, iters: int, pause_s: float) -> dict[str, Any]:  # fmt: skip
+    op, dims, strides, dt = key
+    fn = _gemm_call(torch, device, op, dims, strides, getattr(torch, dt))
+    fn()
+    torch.cuda.synchronize() if device == "cuda" else None
+    time.sleep(pause_s)
+    ts = _time_calls(torch, device, fn, iters)
+    mats = [d for d in dims if len(d) == 2]
+    (m, k), (_, n) = mats[-2], mats[-1]
+    return {"op": op, "dims": [list(d) for d in dims], "strides": [list(s) for s in strides],
+            "dtype": dt, "mnk": [m, n, k], "per_step": len(durs) / nsteps,
+            "in_step_s": statistics.median(durs), "burst_s": statistics.median(ts[3:13]),
+            "stream_s": statistics.median(ts[-(iters // 4):])}  # fmt: skip
+
+
+def _weighted(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Time-weighted ratios over the replayed GEMMs: in-step / burst and stream / burst."""
+    w = [r["per_step"] for r in rows]
+    burst = sum(r["burst_s"] * x for r, x in zip(rows, w, strict=True))
+    return {"in_step_over_burst": round(sum(r["in_step_s"] * x for r, x in zip(rows, w,
+                                                                              strict=True)) / burst, 4),
+            "stream_over_burst": round(sum(r["stream_s"] * x for r, x in zip(rows, w,
+                                                                            strict=True)) / burst, 4)}  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m calibrate.duty_cycle sweep|replay ... --out F.json`` (module docstring)."""
+    ap = argparse.ArgumentParser(
+        prog="python -m calibrate.duty_cycle",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = ap.add_subparsers(dest="what", required=True)
+    sw = sub.add_parser("sweep", help="one GEMM at several duty cycles")
+    sw.add_argument("--seconds", type=float, default=4.0, help="per duty cycle")
+    sw.add_argument("--n", type=int, default=8192, help="GEMM side")
+    sw.add_argument("--duties", default=",".join(map(str, DUTIES)), help="comma-separated")
+    sw.add_argument("--other", default="memory", help="between GEMMs: memory or idle")
+    rp = sub.add_parser("replay", help="a profiled step's GEMMs, alone")
+    rp.add_argument("trace", help="calibrate step --trace file")
+    rp.add_argument("--iters", type=int, default=200)
+    for p in (sw, rp):
+        p.add_argument("--device", default="cuda", help="cuda or cpu")
+        p.add_argument("--pause", type=float, default=None, help="idle seconds before each")
+        p.add_argument("--out", required=True, help="JSON file to write")
+    args = ap.parse_args(argv)
+    try:
+        from sim.files import check_output_path, write_atomic
+
+        check_output_path(args.out, "--out")
+        doc = _measure(args)
+    except (CalibrationError, ConfigError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    write_atomic(args.out, json.dumps(doc, indent=1, sort_keys=True) + "\n", "--out")
+    brief = {k: v for k, v in doc.items() if k not in ("phases", "gemms")}
+    print(f"{doc['kind']}: {json.dumps(brief, sort_keys=True)}")
+    for row in doc.get("phases", []):
+        print(json.dumps(row, sort_keys=True))
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> dict[str, Any]:
+    if args.what == "sweep":
+        try:
+            duties = [float(x) for x in args.duties.split(",") if x.strip()]
+        except ValueError:
+            raise CalibrationError(f"--duties {args.duties!r}: expected numbers") from None
+        pause = 1.0 if args.pause is None else args.pause
+        return sweep(args.device, duties, args.seconds, args.n, pause, other=args.other)
+    pause = 0.3 if args.pause is None else args.pause
+    return replay(args.trace, args.device, args.iters, pause)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

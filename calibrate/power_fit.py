@@ -1,0 +1,217 @@
+"""Fit the power-limit GEMM clock model (:mod:`sim.training.compute.power`) to duty-cycle
+measurements of one GPU (``calibrate.duty_cycle``), and check it on the traced steps.
+
+The fit, in order, each step closed-form (least squares or a median):
+
+1. **GEMM and idle power at full clock**: the idle sweep's phases that ran at the top SM
+   clock (within 1%) draw ``d gemm_w + (1 - d) idle_w`` at GEMM duty ``d``: a line.
+2. **Exponent**: each phase that ran below the top clock, with its GEMMs under 99% of
+   their burst rate, is at the limit; its GEMMs, at the measured fraction ``r`` of their
+   burst rate, then drew ``P = (W - (1 - d) idle_w) / d`` (``W`` the phase's measured mean
+   power), so ``exponent = ln(P / gemm_w) / ln r``; the median over the idle sweep's
+   throttled phases and every sweep's pure-GEMM phase.
+3. **Other kernels' power**: each traced step at the limit (its GEMMs below their burst
+   rate, ``r = 1 / in_step_over_burst``) gives ``other_w`` from its time shares
+   (GEMM, other kernels, idle) read off its trace; the median over the steps.
+
+The check predicts each step's ``r`` from its shares with the fitted model (leave one
+out for ``other_w``: the step is left out of step 3) and prints predicted against
+measured. The memory sweeps, whose other work is an HBM-saturating pass drawing more than
+a step's kernels, are a second check: each unthrottled phase gives the memory pass's own
+power, and their throttled phases' rates are predicted with it.
+
+``python -m calibrate.power_fit calibrate/measurements/h200-2026-12-04``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sim.errors import CalibrationError, ConfigError
+from sim.training.compute.power import PowerModel, gemm_rate
+
+__all__ = ["StepShares", "fit_power", "main", "step_shares"]
+
+#: A phase "ran at the top clock" within this fraction of the highest SM clock seen.
+TOP_CLOCK = 0.99
+
+
+@dataclass(frozen=True)
+class StepShares:
+    """One traced step: time shares at its measured rates, and its GEMMs' rate ``r``."""
+
+    name: str
+    gemm: float
+    other: float
+    idle: float
+    rate: float
+
+    def at_full_clock(self) -> tuple[float, float]:
+        """(GEMM share, other share) with the GEMMs at full clock (``gemm * r``)."""
+        g = self.gemm * self.rate
+        total = g + self.other + self.idle
+        return g / total, self.other / total
+
+
+def step_shares(replay_path: Path, trace_path: Path) -> StepShares:
+    """A step's shares from its trace and its rate from its replay (``duty_cycle``)."""
+    from calibrate.duty_cycle import step_gemms
+    from calibrate.trace_reader import read_trace
+
+    tr = read_trace(trace_path)
+    doc = json.loads(replay_path.read_text())
+    steps = len(tr.steps)
+    span = sum(tr.step_times_s) / steps
+    busy = sum(_union(tr, i) for i in range(steps)) / steps
+    gemm = sum(sum(v) for v in step_gemms(tr).values()) / steps
+    return StepShares(replay_path.stem, gemm / span, (busy - gemm) / span, 1 - busy / span,
+                      1.0 / float(doc["in_step_over_burst"]))  # fmt: skip
+
+
+def _union(tr: Any, step: int) -> float:
+    """Seconds of step ``step`` during which some kernel ran (overlaps counted once)."""
+    spans = sorted((k.start_s, k.start_s + k.dur_s) for k in tr.kernels if k.step == step)
+    total, end = 0.0, float("-inf")
+    for a, b in spans:
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def _phases(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for p in doc["phases"] if p.get("power_w") and p.get("sm_mhz")]
+
+
+def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """Least-squares ``y = x A + (1 - x) B``: (A, B)."""
+    n = len(xs)
+    if n < 2:
+        raise CalibrationError("power fit: fewer than two unthrottled idle-sweep phases")
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    b = my - slope * mx  # y = b + slope x = x (b + slope) + (1 - x) b
+    return b + slope, b
+
+
+def fit_power(idle_sweep: dict[str, Any], sweeps: Sequence[dict[str, Any]],
+              steps: Sequence[StepShares], cap_w: float) -> PowerModel:  # fmt: skip
+    """The model fitted as the module docstring says (``steps`` may be empty: then
+    ``other_w`` is the idle power, a lower bound)."""
+    phases = _phases(idle_sweep)
+    top = max(p["sm_mhz"] for p in phases)
+    free = [p for p in phases if p["sm_mhz"] >= TOP_CLOCK * top]
+    gemm_w, idle_w = _line([p["duty"] for p in free], [p["power_w"] for p in free])
+    exponents = []
+    for doc in (idle_sweep, *sweeps):
+        for p in _phases(doc):
+            pure = p["duty"] > 0.99
+            if (
+                p["sm_mhz"] < TOP_CLOCK * top
+                and p["of_burst"] < TOP_CLOCK
+                and (pure or doc is idle_sweep)
+            ):
+                drawn = (p["power_w"] - (1 - p["duty"]) * idle_w) / p["duty"]
+                exponents.append(math.log(drawn / gemm_w) / math.log(p["of_burst"]))
+    if not exponents:
+        raise CalibrationError("power fit: no phase ran below the top clock (no limit seen)")
+    base = PowerModel(cap_w, gemm_w, max(1.0, statistics.median(exponents)), idle_w, idle_w)
+    others = [_other_w(base, s) for s in steps if s.rate < 0.995]
+    other_w = statistics.median(others) if others else idle_w
+    return PowerModel(cap_w, gemm_w, base.exponent, other_w, idle_w)
+
+
+def _other_w(m: PowerModel, s: StepShares) -> float:
+    """Other kernels' power that puts step ``s`` exactly at the limit at its rate."""
+    drawn = m.gemm_w * s.rate**m.exponent
+    return (m.cap_w - s.gemm * drawn - s.idle * m.idle_w) / s.other
+
+
+def check(model: PowerModel, steps: Sequence[StepShares],
+          full: Sequence[StepShares]) -> list[dict[str, Any]]:  # fmt: skip
+    """Each step of ``steps`` predicted with ``other_w`` refitted without it (from
+    ``full``, the steps the fit used)."""
+    rows = []
+    for s in steps:
+        rest = [_other_w(model, x) for x in full if x.name != s.name and x.rate < 0.995]
+        m = PowerModel(model.cap_w, model.gemm_w, model.exponent,
+                       statistics.median(rest) if rest else model.other_w, model.idle_w)  # fmt: skip
+        g, k = s.at_full_clock()
+        rows.append({"step": s.name, "gemm_share": round(s.gemm, 3), "other_share": round(s.other, 3),
+                     "idle_share": round(s.idle, 3), "measured_r": round(s.rate, 3),
+                     "predicted_r": round(gemm_rate(m, g, k), 3)})  # fmt: skip
+    return rows
+
+
+def check_sweep(model: PowerModel, doc: dict[str, Any], top: float) -> list[dict[str, Any]]:
+    """A memory sweep's phases predicted with the memory pass's power, itself fitted from
+    the sweep's unthrottled phases (the median of ``(W - d gemm_w) / (1 - d)``)."""
+    phases = _phases(doc)
+    free = [p for p in phases if p["sm_mhz"] >= TOP_CLOCK * top and p["duty"] < 0.99]
+    if not free:
+        return []
+    mem_w = statistics.median((p["power_w"] - p["duty"] * model.gemm_w) / (1 - p["duty"])
+                              for p in free)  # fmt: skip
+    m = PowerModel(model.cap_w, model.gemm_w, model.exponent, mem_w, model.idle_w)
+    rows = []
+    for p in phases:
+        g = p["duty"] * p["of_burst"] / (p["duty"] * p["of_burst"] + 1 - p["duty"])
+        rows.append({"duty": p["duty"], "memory_w": round(mem_w, 1),
+                     "measured_r": round(p["of_burst"], 3),
+                     "predicted_r": round(gemm_rate(m, g, 1 - g), 3)})  # fmt: skip
+    return rows
+
+
+_STEPS = ("replay-1b", "replay-8b", "replay", "replay-70b")
+
+
+def _load(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[StepShares]]:
+    def doc(name: str) -> dict[str, Any]:
+        p = folder / name
+        if not p.is_file():
+            raise CalibrationError(f"power fit: {p} is missing (calibrate.duty_cycle writes it)")
+        return dict(json.loads(p.read_text()))
+
+    sweeps = [doc(p.name) for p in sorted(folder.glob("duty-memory*.json"))]
+    steps = [step_shares(folder / f"{n}.json", folder / f"step{n.removeprefix('replay')}"
+                         "_trace.json.gz") for n in _STEPS if (folder / f"{n}.json").is_file()]  # fmt: skip
+    return doc("duty-idle.json"), sweeps, steps
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Fit, print the model and its checks (JSON lines)."""
+    ap = argparse.ArgumentParser(
+        prog="python -m calibrate.power_fit",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("folder", help="measurements of calibrate.duty_cycle (sweeps, replays, traces)")
+    ap.add_argument("--cap-w", type=float, default=700.0, help="the board's power limit (W)")
+    args = ap.parse_args(argv)
+    try:
+        idle, sweeps, steps = _load(Path(args.folder))
+        model = fit_power(idle, sweeps, steps, args.cap_w)
+    except (CalibrationError, ConfigError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps({"model": {k: round(v, 3) for k, v in asdict(model).items()}}))
+    for row in check(model, steps, steps):
+        print(json.dumps(row))
+    top = max(p["sm_mhz"] for p in _phases(idle))
+    for doc in sweeps:
+        for row in check_sweep(model, doc, top):
+            print(json.dumps(row))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

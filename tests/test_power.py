@@ -1,0 +1,159 @@
+"""The power-limit GEMM clock (sim.training.compute.power) and its fit to the H200's
+duty-cycle measurements (calibrate.power_fit, calibrate/measurements/h200-2026-12-04:
+measured on one lent H200 at its 700 W limit with calibrate/scripts/device_h100.sh)."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from calibrate.power_fit import _load, check, check_sweep, fit_power, main
+from sim.errors import ConfigError
+from sim.training.compute.power import PowerModel, gemm_rate
+
+ROOT = Path(__file__).resolve().parents[1]
+H200 = ROOT / "calibrate" / "measurements" / "h200-2026-12-04"
+MODEL = PowerModel(cap_w=700, gemm_w=967, exponent=2, other_w=488, idle_w=127)
+
+shares = st.tuples(st.floats(0, 1), st.floats(0, 1)).map(lambda t: (t[0], (1 - t[0]) * t[1]))
+
+
+def _average_power(m: PowerModel, g: float, k: float, r: float) -> float:
+    """The step's time-averaged power with its GEMMs at rate ``r`` (the definition)."""
+    i = max(0.0, 1 - g - k)
+    return ((g / r) * m.gemm_w * r**m.exponent + k * m.other_w + i * m.idle_w) / (g / r + k + i)
+
+
+@given(shares)
+def test_the_rate_puts_the_average_power_at_the_cap_or_runs_at_full_clock(gk: tuple) -> None:
+    g, k = gk
+    r = gemm_rate(MODEL, g, k)
+    assert 0 < r <= 1
+    power = _average_power(MODEL, g, k, r) if g > 0 else 0.0
+    if r < 1:
+        assert power == pytest.approx(MODEL.cap_w, rel=1e-9)
+    else:
+        assert power <= MODEL.cap_w * (1 + 1e-12)
+
+
+@given(shares)
+def test_exponent_two_is_the_positive_root_of_a_quadratic(gk: tuple) -> None:
+    g, k = gk
+    if g == 0:
+        return
+    m = MODEL
+    b = k * (m.cap_w - m.other_w) + (1 - g - k) * (m.cap_w - m.idle_w)
+    root = (b + math.sqrt(b * b + 4 * g * g * m.gemm_w * m.cap_w)) / (2 * g * m.gemm_w)
+    assert gemm_rate(m, g, k) == pytest.approx(min(1.0, root), rel=1e-12)
+
+
+@given(st.floats(0.01, 0.99), st.floats(0.001, 0.05))
+def test_more_gemm_in_place_of_other_work_never_raises_the_clock(g: float, dg: float) -> None:
+    k = 1 - g
+    g2 = min(1.0, g + dg)
+    assert gemm_rate(MODEL, g2, 1 - g2) <= gemm_rate(MODEL, g, k) + 1e-12
+
+
+def test_idle_time_leaves_more_headroom_than_other_kernels() -> None:
+    assert gemm_rate(MODEL, 0.7, 0.0) > gemm_rate(MODEL, 0.7, 0.3)
+    assert gemm_rate(MODEL, 0.0, 1.0) == 1.0
+
+
+def test_a_pure_gemm_stream_runs_at_the_cap_over_its_full_clock_power() -> None:
+    for e in (1.0, 2.0, 3.0):
+        m = PowerModel(700, 967, e, 488, 127)
+        assert gemm_rate(m, 1.0, 0.0) == pytest.approx((700 / 967) ** (1 / e), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"cap_w": 0}, "cap_w must be > 0"),
+        ({"idle_w": -1}, "idle_w must be > 0"),
+        ({"exponent": 0.5}, "exponent must be >= 1"),
+    ],
+)
+def test_a_model_refuses_bad_values(kwargs: dict, message: str) -> None:
+    base = {"cap_w": 700, "gemm_w": 967, "exponent": 2, "other_w": 488, "idle_w": 127}
+    with pytest.raises(ConfigError, match=message):
+        PowerModel(**(base | kwargs))
+
+
+def test_shares_outside_the_step_are_refused() -> None:
+    with pytest.raises(ConfigError, match="must lie in"):
+        gemm_rate(MODEL, 0.7, 0.5)
+    with pytest.raises(ConfigError, match="must lie in"):
+        gemm_rate(MODEL, -0.1, 0.5)
+
+
+# --- the fit, on the committed H200 measurements -------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fitted() -> tuple:
+    idle, sweeps, steps = _load(H200)
+    return fit_power(idle, sweeps, steps, 700.0), idle, sweeps, steps
+
+
+def test_the_h200_fit_finds_power_going_as_the_rate_squared(fitted: tuple) -> None:
+    """Idle sweep at 1980 MHz: 256-634 W at GEMM duty 0.15-0.61, a line through 967 W (all
+    GEMM) and 127 W (the spin kernel); throttled phases give exponents 1.8-2.2."""
+    model = fitted[0]
+    assert model.gemm_w == pytest.approx(967.4, abs=1.0)
+    assert model.idle_w == pytest.approx(126.8, abs=1.0)
+    assert 1.85 <= model.exponent <= 2.15
+    assert 440 <= model.other_w <= 540  # a step's other kernels: between idle and HBM-saturating
+
+
+def test_the_h200_fit_predicts_its_steps_and_memory_sweeps(fitted: tuple) -> None:
+    """Leave-one-out on the traced steps within 0.03 of the measured GEMM rate; the memory
+    sweeps' phases (an HBM-saturating pass between GEMMs: a harder case than a step's
+    kernels) within 0.04."""
+    model, idle, sweeps, steps = fitted
+    rows = check(model, steps, steps)
+    assert len(rows) == 4
+    for row in rows:
+        assert abs(row["predicted_r"] - min(1.0, row["measured_r"])) <= 0.03, row
+    top = max(p["sm_mhz"] for p in idle["phases"])
+    for doc in sweeps:
+        for row in check_sweep(model, doc, top):
+            assert abs(row["predicted_r"] - row["measured_r"]) <= 0.04, row
+            assert 560 <= row["memory_w"] <= 620
+
+
+def test_in_step_times_are_the_traces_gemm_kernels() -> None:
+    """The replays' in-step times were re-read from their traces once cuBLAS's workspace
+    memsets were left out (they had halved the median): the committed traces give them."""
+    from calibrate.duty_cycle import step_gemms
+    from calibrate.trace_reader import read_trace
+
+    for name in ("", "-8b", "-70b", "-175b", "-1b"):
+        doc = json.loads((H200 / f"replay{name}.json").read_text())
+        tr = read_trace(H200 / f"step{name}_trace.json.gz")
+        groups = step_gemms(tr)
+        for g in doc["gemms"]:
+            key = (g["op"], tuple(map(tuple, g["dims"])), tuple(map(tuple, g["strides"])),
+                   g["dtype"])  # fmt: skip
+            assert statistics.median(groups[key]) == pytest.approx(g["in_step_s"], rel=1e-12)
+            assert len(groups[key]) / len(tr.steps) == g["per_step"]
+
+
+def test_the_fit_command_prints_the_model_and_its_checks(capsys: pytest.CaptureFixture) -> None:
+    assert main([str(H200)]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert set(lines[0]["model"]) == {"cap_w", "gemm_w", "exponent", "other_w", "idle_w"}
+    assert [x["step"] for x in lines[1:5]] == ["replay-1b", "replay-8b", "replay", "replay-70b"]
+
+
+def test_the_fit_command_names_a_missing_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "duty-idle.json is missing" in err and len(err.strip().splitlines()) == 1

@@ -41,10 +41,12 @@ from calibrate.clocks import smi_process
 from calibrate.compute import resolve_device
 from sim.errors import CalibrationError, ConfigError
 
-__all__ = ["DUTIES", "cycles_for", "main", "replay", "step_gemms", "sweep"]
+__all__ = ["DUTIES", "GEMM_DTYPES", "OTHERS", "cycles_for", "main", "replay", "step_gemms", "sweep"]
 
 #: Target GEMM duty cycles of the sweep (GEMM time over wall time).
 DUTIES = (1.0, 0.8, 0.6, 0.4, 0.25, 0.15)
+#: GEMM operand types of the sweep.
+GEMM_DTYPES = ("bf16", "fp8")
 #: Passes of the memory kernel per GEMM burst time (the sweep's memory kernel takes 1/8).
 _SLICES = 8
 _SMI = ("timestamp", "clocks.sm", "power.draw", "clocks_throttle_reasons.active")
@@ -174,7 +176,7 @@ def _memory_kernel(torch: Any, device: str, dtype: Any, target_s: float) -> tupl
 
 def sweep(device: str = "cuda", duties: Sequence[float] = DUTIES, seconds: float = 4.0,
           n: int = 8192, pause_s: float = 1.0, interval_ms: int = 50,
-          other: str = "memory") -> dict[str, Any]:  # fmt: skip
+          other: str = "memory", gemm_dtype: str = "bf16") -> dict[str, Any]:  # fmt: skip
     """The GEMM's rate at each target duty cycle (see the module docstring).
 
     Parameters
@@ -191,6 +193,9 @@ def sweep(device: str = "cuda", duties: Sequence[float] = DUTIES, seconds: float
         nvidia-smi sampling period (ms).
     other : {'memory', 'idle'}
         What runs between GEMMs (:data:`OTHERS`).
+    gemm_dtype : {'bf16', 'fp8'}
+        The GEMM's operands (fp8: e4m3 through ``torch._scaled_mm``, bf16 out; CUDA only;
+        on a CPU bf16 means fp32). The memory pass is bf16 either way.
 
     Raises
     ------
@@ -201,13 +206,13 @@ def sweep(device: str = "cuda", duties: Sequence[float] = DUTIES, seconds: float
         raise CalibrationError("sweep: seconds, n and interval must be > 0, pause >= 0")
     if other not in OTHERS:
         raise CalibrationError(f"sweep: other {other!r} is unknown; allowed: {', '.join(OTHERS)}")
+    if gemm_dtype not in GEMM_DTYPES or (gemm_dtype == "fp8" and device != "cuda"):
+        raise CalibrationError(f"sweep: dtype {gemm_dtype!r} is not allowed on {device}; "
+                               "allowed: bf16, and fp8 on cuda")  # fmt: skip
     ks = [cycles_for(d) for d in duties]
     torch = resolve_device(device)
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
-
-    def gemm() -> Any:
-        return torch.matmul(a, b)
+    gemm = _square_gemm(torch, device, n, gemm_dtype)
 
     burst = statistics.median(_time_calls(torch, device, gemm, 13)[3:])
     if other == "memory":
@@ -226,9 +231,21 @@ def sweep(device: str = "cuda", duties: Sequence[float] = DUTIES, seconds: float
         p |= smi.between(p.pop("wall_half"), p.pop("wall_end"))
         p["tflops"] = round(flops / p["gemm_s"] / 1e12, 2)
         p["of_burst"] = round(burst / p["gemm_s"], 4)
-    return {"kind": "duty_sweep", "device": device, "n": n, "dtype": str(dtype).split(".")[-1],
+    name = "float8_e4m3fn" if gemm_dtype == "fp8" else str(dtype).split(".")[-1]
+    return {"kind": "duty_sweep", "device": device, "n": n, "dtype": name,
             "burst_gemm_s": burst, "burst_tflops": round(flops / burst / 1e12, 2),
             "other": other, "memory_pass_s": t_mem, "seconds_per_phase": seconds, "phases": phases}  # fmt: skip
+
+
+def _square_gemm(torch: Any, device: str, n: int, gemm_dtype: str) -> Callable[[], Any]:
+    """One ``n``^3 GEMM on random operands (bf16, fp32 on a CPU, or fp8 e4m3)."""
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+    if gemm_dtype != "fp8":
+        return lambda: torch.matmul(a, b)
+    one = torch.ones((), device=device)
+    x, w = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t()  # w column-major
+    return lambda: torch._scaled_mm(x, w, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
 
 
 def _phase(torch: Any, device: str, gemm: Callable[[], Any], mem: Callable[[], Any], k: int,
@@ -370,6 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sw.add_argument("--n", type=int, default=8192, help="GEMM side")
     sw.add_argument("--duties", default=",".join(map(str, DUTIES)), help="comma-separated")
     sw.add_argument("--other", default="memory", help="between GEMMs: memory or idle")
+    sw.add_argument("--dtype", default="bf16", help="the GEMM's: bf16, or fp8 (cuda)")
     rp = sub.add_parser("replay", help="a profiled step's GEMMs, alone")
     rp.add_argument("trace", help="calibrate step --trace file")
     rp.add_argument("--iters", type=int, default=200)
@@ -401,7 +419,15 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
         except ValueError:
             raise CalibrationError(f"--duties {args.duties!r}: expected numbers") from None
         pause = 1.0 if args.pause is None else args.pause
-        return sweep(args.device, duties, args.seconds, args.n, pause, other=args.other)
+        return sweep(
+            args.device,
+            duties,
+            args.seconds,
+            args.n,
+            pause,
+            other=args.other,
+            gemm_dtype=args.dtype,
+        )
     pause = 0.3 if args.pause is None else args.pause
     return replay(args.trace, args.device, args.iters, pause)
 

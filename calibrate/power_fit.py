@@ -20,7 +20,9 @@ measured. The memory sweeps, whose other work is an HBM-saturating pass drawing 
 a step's kernels, are a second check: each unthrottled phase gives the memory pass's own
 power, and their throttled phases' rates are predicted with it.
 
-``python -m calibrate.power_fit calibrate/measurements/h200-2026-12-04``
+``python -m calibrate.power_fit calibrate/measurements/h200-2026-12-04 [--gemm fp8]``
+(fp8: the GEMM draw and exponent from the fp8 sweeps, the other kernels' from the bf16
+steps).
 """
 
 from __future__ import annotations
@@ -31,14 +33,14 @@ import math
 import statistics
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from sim.errors import CalibrationError, ConfigError
 from sim.training.compute.power import PowerModel, gemm_rate
 
-__all__ = ["StepShares", "fit_power", "main", "step_shares"]
+__all__ = ["StepShares", "check", "check_sweep", "fit_power", "fitted", "main", "step_shares"]
 
 #: A phase "ran at the top clock" within this fraction of the highest SM clock seen.
 TOP_CLOCK = 0.99
@@ -174,37 +176,55 @@ def check_sweep(model: PowerModel, doc: dict[str, Any], top: float) -> list[dict
 _STEPS = ("replay-1b", "replay-8b", "replay", "replay-70b")
 
 
-def _load(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[StepShares]]:
+def _load(folder: Path, gemm: str = "bf16") -> tuple[dict[str, Any], list[dict[str, Any]],
+                                                    list[StepShares]]:  # fmt: skip
+    """The idle sweep, the memory sweeps and the traced steps of ``folder`` (the sweeps of
+    ``gemm`` GEMMs: ``duty-idle.json`` and ``duty-memory-*.json`` for bf16, ``...-fp8``
+    for fp8; the steps are bf16)."""
+
     def doc(name: str) -> dict[str, Any]:
         p = folder / name
         if not p.is_file():
             raise CalibrationError(f"power fit: {p} is missing (calibrate.duty_cycle writes it)")
         return dict(json.loads(p.read_text()))
 
-    sweeps = [doc(p.name) for p in sorted(folder.glob("duty-memory*.json"))]
+    suffix = "-fp8" if gemm == "fp8" else ""
+    sweeps = [doc(p.name) for p in sorted(folder.glob("duty-memory-*.json"))
+              if p.stem.endswith("-fp8") == (gemm == "fp8")]  # fmt: skip
     steps = [step_shares(folder / f"{n}.json", folder / f"step{n.removeprefix('replay')}"
                          "_trace.json.gz") for n in _STEPS if (folder / f"{n}.json").is_file()]  # fmt: skip
-    return doc("duty-idle.json"), sweeps, steps
+    return doc(f"duty-idle{suffix}.json"), sweeps, steps
+
+
+def fitted(folder: Path, gemm: str = "bf16", cap_w: float = 700.0) -> PowerModel:
+    """The model of ``gemm`` GEMMs fitted to ``folder``. For fp8 the GEMM draw and exponent
+    come from the fp8 sweeps and the other kernels' draw from the bf16 fit (the traced
+    steps run bf16 GEMMs)."""
+    idle, sweeps, steps = _load(folder)
+    model = fit_power(idle, sweeps, steps, cap_w)
+    if gemm == "bf16":
+        return model
+    idle8, sweeps8, _ = _load(folder, "fp8")
+    return replace(fit_power(idle8, sweeps8, [], cap_w), other_w=model.other_w)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Fit, print the model and its checks (JSON lines)."""
-    ap = argparse.ArgumentParser(
-        prog="python -m calibrate.power_fit",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    ap = argparse.ArgumentParser(prog="python -m calibrate.power_fit", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     ap.add_argument("folder", help="measurements of calibrate.duty_cycle (sweeps, replays, traces)")
     ap.add_argument("--cap-w", type=float, default=700.0, help="the board's power limit (W)")
+    ap.add_argument("--gemm", default="bf16", choices=("bf16", "fp8"), help="the sweeps' GEMMs")
     args = ap.parse_args(argv)
     try:
-        idle, sweeps, steps = _load(Path(args.folder))
-        model = fit_power(idle, sweeps, steps, args.cap_w)
+        folder = Path(args.folder)
+        model = fitted(folder, args.gemm, args.cap_w)
+        idle, sweeps, steps = _load(folder, args.gemm)
     except (CalibrationError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(json.dumps({"model": {k: round(v, 3) for k, v in asdict(model).items()}}))
-    for row in check(model, steps, steps):
+    for row in check(model, steps, steps) if args.gemm == "bf16" else []:
         print(json.dumps(row))
     top = max(p["sm_mhz"] for p in _phases(idle))
     for doc in sweeps:

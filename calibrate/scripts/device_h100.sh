@@ -23,6 +23,8 @@
 #   duty (60)       duty.json: one 8192^3 GEMM at GEMM duty cycles 1 to 0.15 (calibrate.duty_cycle
 #                   sweep): its rate, SM clock and power at each
 #   duty-idle (60)  duty-idle.json: the same with the GPU idling (a spin kernel) between GEMMs
+#   duty-fp8 (60), duty-idle-fp8 (60)  duty-fp8.json, duty-idle-fp8.json: both with an fp8 GEMM
+#                   (torch._scaled_mm; skipped on a CPU, where torch only emulates fp8)
 #   step (75)       step.json, step_trace.json: calibrate step: a 12-layer GPT (hidden 2048, seq
 #                   2048, batch 8, bf16) and its PyTorch profiler (Kineto) trace, 3 steps;
 #                   replay.json: the trace's GEMMs re-run alone (calibrate.duty_cycle replay)
@@ -62,7 +64,7 @@ piece() {  # piece NAME SECONDS CMD...: run one piece under a time limit, log it
 }
 
 PIECES=("${@:2}")
-[ "${#PIECES[@]}" -gt 0 ] || PIECES=(env compute clocks cnn duty duty-idle step step-8b step-70b step-175b step-1b)
+[ "${#PIECES[@]}" -gt 0 ] || PIECES=(env compute clocks cnn duty duty-idle duty-fp8 duty-idle-fp8 step step-8b step-70b step-175b step-1b)
 B8="layers=4,hidden=4096,heads=32,ffn_hidden=14336,vocab=32768,seq=4096,batch=2"
 B70="layers=2,hidden=8192,heads=64,ffn_hidden=28672,vocab=32768,seq=4096,batch=2"
 B175="layers=1,hidden=12288,heads=96,ffn_hidden=49152,vocab=32768,seq=2048,batch=4"
@@ -117,7 +119,16 @@ for p in "${PIECES[@]}"; do
         step-1b) stepjob step-1b --config "$B1" ;;
         duty-idle) piece duty-idle "${LIMIT[duty]}" "$PY" -m calibrate.duty_cycle sweep \
             "${DUTY[@]}" --other idle --out "$OUT/duty-idle.json" ;;
-        *) echo "== unknown piece '$p'; allowed: env compute clocks cnn duty duty-idle step step-8b step-70b step-175b step-1b" \
+        duty-fp8 | duty-idle-fp8)
+            if [ "$DEV" = cpu ]; then
+                echo "== $p: skipped on cpu (fp8 is emulated there)" | tee -a "$LOG"
+            else
+                other=memory
+                [ "$p" = duty-fp8 ] || other=idle
+                piece "$p" "${LIMIT[duty]}" "$PY" -m calibrate.duty_cycle sweep "${DUTY[@]}" \
+                    --other "$other" --dtype fp8 --out "$OUT/$p.json"
+            fi ;;
+        *) echo "== unknown piece '$p'; allowed: env compute clocks cnn duty duty-idle duty-fp8 duty-idle-fp8 step step-8b step-70b step-175b step-1b" \
                | tee -a "$LOG"; failed=$((failed + 1)) ;;
     esac
 done

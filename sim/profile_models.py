@@ -225,6 +225,12 @@ class ComputeSection(BaseModel):
     host_dispatch_s: _Time | None = None
     sm_count: Count | None = None
     vector_dtype: Literal["fp32", "tf32", "bf16", "fp16", "fp8"] | None = None
+    # the power-limit clock (sim.training.compute.power): watts, and the exponent
+    power_cap_w: NonNegative | None = None
+    power_gemm_w: NonNegative | None = None
+    power_exponent: NonNegative | None = None
+    power_other_w: NonNegative | None = None
+    power_idle_w: NonNegative | None = None
 
 
 class ProfileModel(BaseModel):

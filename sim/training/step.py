@@ -12,11 +12,14 @@ from typing import TYPE_CHECKING
 from sim.collectives.engine import SCOPE_NAME
 from sim.errors import ConfigError
 from sim.files import file_stamp
+from sim.kept import Kept
 from sim.result import StepResult
 from sim.scenario.load import Scenario
 from sim.topology.model import Topology
+from sim.training.compute.params import ComputeParams
 from sim.training.compute.passes import CollectiveTimer, timer_for
-from sim.training.graph.costs import chunk_costs
+from sim.training.compute.power import gemm_rate
+from sim.training.graph.costs import chunk_costs, layer_gemm_share
 from sim.training.graph.execute import StepRun, ideal_run, run_graph
 from sim.training.graph.fold import fold_run
 from sim.training.graph.task import COLLECTIVE, COMPUTE, Comm
@@ -155,6 +158,9 @@ def run_step(
     setup = prepare_step(scenario, network, profile=profile, force_profile=force_profile)
     if compute:
         setup = replace(setup, compute=setup.compute.overridden(compute, "compute"))
+    clock_note: list[str] = []
+    if not (compute and "sustained_clock" in compute):  # a clock set explicitly stays
+        setup, clock_note = _power_clock(setup, compute or {})
     timer = _timer(setup)
     if mixed_path(setup):  # mixed GPU models or a speed-based split: every replica class
         mixed = mixed_step(setup, timer, record=record, progress=progress)
@@ -162,20 +168,76 @@ def run_step(
         run, setup = crit.run, crit.setup
         ideal = _ideal(setup, timer, run)
         result = _result(setup, timer, run, ideal, mixed.total_microbatches)
-        notes = [*result.notes, *mixed_notes(mixed)]
+        notes = [*clock_note, *result.notes, *mixed_notes(mixed)]
         return replace(result, notes=notes, gpu_types=gpu_type_report(mixed)), run, setup
     costs = chunk_costs(setup, timer)
     folded = fold_run(setup, timer, costs)  # None on a simulated network (where record is)
     if folded is None:
         run = run_graph(setup, timer, record=record, progress=progress, costs=costs)
-        return _result(setup, timer, run, _ideal(setup, timer, run)), run, setup
+        result = _result(setup, timer, run, _ideal(setup, timer, run))
+        return replace(result, notes=[*clock_note, *result.notes]), run, setup
     result = _result(setup, timer, *folded)
+    result = replace(result, notes=[*clock_note, *result.notes])
     run = (
         run_graph(setup, timer, record=record, progress=progress, costs=costs)
         if whole
         else folded[0]
     )
     return result, run, setup
+
+
+#: Compute parameters at a power-limited clock, per (base parameters, clock): the same
+#: object for the same clock, so that what is costed per parameters stays kept.
+_CLOCKED: Kept[ComputeParams] = Kept(limit=256)
+
+
+def _clocked(compute: ComputeParams, clock: float) -> ComputeParams:
+    return _CLOCKED.get(clock, (compute,), lambda: replace(compute, sustained_clock=clock))
+
+
+def _power_clock(setup: StepSetup, overrides: Mapping[str, object]) -> tuple[StepSetup, list[str]]:
+    """``setup`` with its GPUs' clock under their power limit, and a note saying so, where
+    the compute parameters carry a power model (:mod:`sim.training.compute.power`); the
+    model's ``sustained_clock`` from the step's time shares (:func:`_full_clock_shares`).
+
+    A profile (or ``overrides``) that sets the GEMM ceiling (``matmul_eff_max``, from
+    ``calibrate compute``'s back-to-back micro-benchmarks) measured it at the clock those
+    ran at, so the model is not applied over it; nor on a cluster whose stages have their
+    own parameters (mixed GPU models)."""
+    model = setup.compute.power_model
+    if model is None or setup.stage_compute:
+        return setup, []
+    if "matmul_eff_max" in setup.profile.compute or "matmul_eff_max" in overrides:
+        return setup, ["power-limited clock not applied: the GEMM ceiling in use comes from "
+                       "micro-benchmarks timed at their own clock (a profile's matmul_eff_max)"]  # fmt: skip
+    g, k = _full_clock_shares(setup)
+    clock = gemm_rate(model, g, k)
+    note = (f"power-limited clock: tensor-core kernels at {clock:.3f} of their full-clock rate "
+            f"under the {model.cap_w:.0f} W limit (at full clock GEMMs take {g:.0%} of the "
+            f"step, other kernels {k:.0%}, waiting {max(0.0, 1 - g - k):.0%}; "
+            "sim/training/compute/power.py)")  # fmt: skip
+    return replace(setup, compute=_clocked(setup.compute, round(clock, 12))), [note]
+
+
+def _full_clock_shares(setup: StepSetup) -> tuple[float, float]:
+    """(GEMM share, other kernels' share) of the step run at full clock on the closed-form
+    network (folded where it folds): GEMMs are the layers' GEMM share of the critical
+    stage's compute; other kernels the rest of that compute plus the optimizer step; the
+    remainder (exposed communication, pipeline bubbles) is idle. Approximations:
+    overlapped communication adds no power; attention and convolution kernels count as
+    other work."""
+    full = replace(setup, network="analytical", compute=_clocked(setup.compute, 1.0))
+    timer = _timer(full)
+    costs = chunk_costs(full, timer)
+    folded = fold_run(full, timer, costs)
+    if folded is None:
+        run = run_graph(full, timer, costs=costs)
+        folded = (run, _ideal(full, timer, run))
+    first = _result(full, timer, *folded)
+    step, b = first.step_time_s, first.breakdown
+    share = layer_gemm_share(full, timer)
+    g = share * b["compute"] / step
+    return g, min(1.0 - g, ((1.0 - share) * b["compute"] + b["optimizer"]) / step)
 
 
 def _ideal(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> StepRun:

@@ -30,6 +30,7 @@ from sim.catalog import _entry
 from sim.errors import ConfigError, TopologyError
 from sim.files import load_shipped_yaml
 from sim.kept import Kept
+from sim.training.compute.power import PowerModel
 from sim.units import parse_time
 
 __all__ = ["ComputeParams", "compute_entry_names", "compute_params", "tunable_keys"]
@@ -41,9 +42,11 @@ _FRACTIONS = (
 )  # fmt: skip
 _MAY_BE_ZERO = ("fp8_matmul_eff_max", "comm_interference", "fp32_matmul_eff_max")
 _TIMES = ("launch_overhead_s", "optimizer_tensor_overhead_s", "host_dispatch_s")
+#: The power-limit clock model (:mod:`sim.training.compute.power`); ``power_cap_w`` 0: off.
+_POWER = ("power_cap_w", "power_gemm_w", "power_exponent", "power_other_w", "power_idle_w")
 _TUNABLE = (
     *_FRACTIONS, "fp32_matmul_eff_max", "matmul_half_flops", "matmul_k_half", "attn_seq_half",
-    "attn_head_dim_half", *_TIMES, "sm_count",
+    "attn_head_dim_half", *_TIMES, "sm_count", *_POWER,
 )  # fmt: skip
 
 
@@ -152,6 +155,13 @@ class ComputeParams:
         (:mod:`sim.training.compute.host`; layer-list models: transformer steps do not
         apply it yet). 0 (the default): the host keeps ahead (graph-mode frameworks, CUDA
         graphs, or not measured).
+    power_cap_w, power_gemm_w, power_exponent, power_other_w, power_idle_w : float
+        The power-limit clock (:mod:`sim.training.compute.power`): the board's limit, a GEMM
+        stream's draw at full clock, how that draw goes with the GEMM rate, a step's other
+        kernels' draw and idle draw (W; the exponent has no units). Where ``power_cap_w`` is
+        set, a step's ``sustained_clock`` is the rate its GEMMs keep under the limit, from
+        how the step divides its time (:func:`sim.training.step.run_step`). 0 (the default):
+        off, ``sustained_clock`` as set.
     comm_interference : float
         Slowdown of compute while a data-parallel collective (a ZeRO gather or a
         per-micro-batch gradient reduction) runs beside it: NCCL kernels take SMs and HBM
@@ -196,6 +206,11 @@ class ComputeParams:
     host_dispatch_s: float = 0.0
     fp32_matmul_eff_max: float = 0.0
     comm_interference: float = 0.0
+    power_cap_w: float = 0.0
+    power_gemm_w: float = 0.0
+    power_exponent: float = 2.0
+    power_other_w: float = 0.0
+    power_idle_w: float = 0.0
     estimate: bool = True
     basis: str = "dataclass defaults (no catalog entry)"
     validation: Mapping[str, Any] = field(default_factory=dict)
@@ -218,6 +233,28 @@ class ComputeParams:
             raise ConfigError(
                 f"compute: sm_count, gemm_tile and conv_tile must be >= 1 (GPU {self.gpu})"
             )
+        self._check_power()
+
+    def _check_power(self) -> None:
+        if self.power_cap_w < 0:
+            raise ConfigError(f"compute.power_cap_w: {self.power_cap_w!r} < 0 (0: no power model)")
+        if self.power_cap_w == 0:
+            return
+        for key in ("power_gemm_w", "power_other_w", "power_idle_w"):
+            if not getattr(self, key) > 0:
+                raise ConfigError(
+                    f"compute.{key}: {getattr(self, key)!r} must be > 0 where power_cap_w is set"
+                )
+        if not self.power_exponent >= 1:
+            raise ConfigError(f"compute.power_exponent: {self.power_exponent!r} must be >= 1")
+
+    @property
+    def power_model(self) -> PowerModel | None:
+        """The power-limit clock model, or None where ``power_cap_w`` is 0 (off)."""
+        if self.power_cap_w == 0:
+            return None
+        return PowerModel(self.power_cap_w, self.power_gemm_w, self.power_exponent,
+                          self.power_other_w, self.power_idle_w)  # fmt: skip
 
     @property
     def notes(self) -> list[str]:
@@ -307,6 +344,11 @@ class _Entry(BaseModel):
     optimizer_tensor_overhead: str | None = None
     fp32_matmul_eff_max: float | None = None
     comm_interference: float
+    power_cap_w: float | None = None
+    power_gemm_w: float | None = None
+    power_exponent: float | None = None
+    power_other_w: float | None = None
+    power_idle_w: float | None = None
     estimate: bool
     basis: str
     validation: dict[str, Any] = {}
@@ -322,6 +364,10 @@ _OFF_SOURCES = {
     "sustained_clock": "not measured: 1, the micro-benchmark clock (matmul_training_factor "
     "carries the difference where it was fitted)",
     "conv_eff": "not measured: 1, convolutions at the GEMM ceiling",
+    **{
+        key: "not measured: no power-limit clock model (sustained_clock applies as set)"
+        for key in _POWER
+    },
     "mem_training_factor": "not split: 1, mem_eff is the fitted training-level value (no "
     "kernel-level measurement of this GPU's elementwise kernels separates them)",
 }

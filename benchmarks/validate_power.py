@@ -1,0 +1,116 @@
+"""The power-limit GEMM clock: its fit to the H200 measurements, and what it would change.
+
+Prints three tables:
+
+1. the model fitted to ``calibrate/measurements/h200-2026-12-04`` (``calibrate.power_fit``)
+   and its checks: each traced step's GEMM rate predicted leave-one-out, and the memory
+   sweeps' phases;
+2. GPT-3 177B (TP 8, PP 6, interleaved v=4) from 96 to 4,608 H100 (Megatron-Core's strong
+   scaling, ``../shared/data``): the clock the model gives each point, with Megatron-Core's
+   TP overlap (7/8 hidden) and with none hidden, and the MFU error without and with it;
+3. the H100 tables the catalog is fitted to and validated on: mean and max error with
+   the catalog, and with the model laid over it (the catalog's end-to-end
+   ``matmul_training_factor`` unchanged: what opting in does to them).
+
+Run: ``python benchmarks/validate_power.py`` (tables 2 and 3 need ../shared/data or
+``$CLUSTERSIM_DATA``; about a minute).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from calibrate.fit_training import DATA, table_rows
+from calibrate.power_fit import _load, check, check_sweep, fit_power, fitted
+from calibrate.published import strong_scaling_curve, strong_scaling_scenario
+from sim.training.step import simulate_step
+
+ROOT = Path(__file__).resolve().parents[1]
+H200 = ROOT / "calibrate" / "measurements" / "h200-2026-12-04"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def _power(model: object) -> dict[str, float]:
+    return {f"power_{k}": float(v) for k, v in asdict(model).items()}  # type: ignore[call-overload]
+
+
+def _clock(result: object) -> float:
+    note = next(n for n in result.notes if n.startswith("power-limited clock"))  # type: ignore[attr-defined]
+    return float(note.split(" at ")[1].split(" ")[0])
+
+
+def fit_table() -> dict[str, float]:
+    """Print table 1; return the model as compute overrides."""
+    idle, sweeps, steps = _load(H200)
+    model = fit_power(idle, sweeps, steps, 700.0)
+    print("1. power model fitted to", H200.relative_to(ROOT))
+    print("   " + ", ".join(f"{k} {v:.4g}" for k, v in asdict(model).items()))
+    print(f"   {'traced step':<12} {'GEMM share':>10} {'other':>6} {'idle':>5} {'measured':>9} "
+          f"{'predicted (LOO)':>16}")  # fmt: skip
+    for r in check(model, steps, steps):
+        print(f"   {r['step']:<12} {r['gemm_share']:>10.3f} {r['other_share']:>6.3f} "
+              f"{r['idle_share']:>5.3f} {r['measured_r']:>9.3f} {r['predicted_r']:>16.3f}")  # fmt: skip
+    top = max(p["sm_mhz"] for p in idle["phases"])
+    for doc in sweeps:
+        rows = check_sweep(model, doc, top)
+        errs = [abs(r["predicted_r"] - r["measured_r"]) for r in rows]
+        print(
+            f"   memory sweep (pass {rows[0]['memory_w']:.0f} W): {len(rows)} phases, "
+            f"|predicted - measured| mean {statistics.fmean(errs):.3f}, max {max(errs):.3f}"
+        )
+    fp8 = fitted(H200, "fp8")
+    print(
+        f"   fp8 GEMMs (duty-*-fp8.json): gemm_w {fp8.gemm_w:.4g}, exponent {fp8.exponent:.4g}, "
+        f"idle_w {fp8.idle_w:.4g}"
+    )
+    return _power(model)
+
+
+def strong_scaling(power: dict[str, float]) -> None:
+    """Print table 2."""
+    from validate_strong_scaling import TABLE, _overlap
+
+    row, points = strong_scaling_curve(TABLE)
+    print("\n2. GPT-3 177B strong scaling on H100 (interleaved v=4): clock and MFU error")
+    for hidden, label in ((None, "Megatron-Core TP overlap"), (0.0, "nothing hidden")):
+        cells = []
+        for p in points:
+            sc = _overlap(strong_scaling_scenario(row, p.gpus, row.batch, 4), hidden, None)
+            base = simulate_step(sc, "analytical")
+            opt = simulate_step(sc, "analytical", compute=power)
+            cells.append(f"{p.gpus}: clock {_clock(opt):.3f}, {base.mfu / p.mfu - 1:+.1%} -> "
+                         f"{opt.mfu / p.mfu - 1:+.1%}")  # fmt: skip
+        print(f"   {label:<25} " + " | ".join(cells))
+
+
+def tables(power: dict[str, float], data: Path) -> None:
+    """Print table 3."""
+    print("\n3. H100 tables: mean / max |error|, catalog -> with the power clock laid over it")
+    for t in ("llm-foundry-mpt-h100-bf16.csv", "llm-foundry-mpt-h100-fp8.csv",
+              "megatron-core-h100-weak-scaling.csv"):  # fmt: skip
+        rows = table_rows(t, data)
+        base = [abs(r.read(simulate_step(r.scenario)) / r.measured - 1) for r in rows]
+        runs = [simulate_step(r.scenario, compute=power) for r in rows]
+        opt = [abs(r.read(x) / r.measured - 1) for r, x in zip(rows, runs, strict=True)]
+        slowed = sum(_clock(x) < 1 for x in runs)
+        print(
+            f"   {t:<38} {len(rows):>3} rows: {statistics.fmean(base):.1%} / {max(base):.1%} -> "
+            f"{statistics.fmean(opt):.1%} / {max(opt):.1%} ({slowed} rows below full clock)"
+        )
+
+
+def main() -> int:
+    power = fit_table()
+    if not DATA.is_dir():
+        print(f"\n(tables 2 and 3 need the shared data at {DATA}; skipped)")
+        return 0
+    strong_scaling(power)
+    tables(power, DATA)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

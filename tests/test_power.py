@@ -258,3 +258,10 @@ def test_fp8_gemms_draw_a_little_more_than_bf16_ones() -> None:
     top = max(p["sm_mhz"] for p in idle["phases"])
     for row in check_sweep(fp8, sweeps[0], top):
         assert abs(row["predicted_r"] - row["measured_r"]) <= 0.035, row
+
+
+def test_the_fit_command_fits_fp8_gemms(capsys: pytest.CaptureFixture) -> None:
+    assert main([str(H200), "--gemm", "fp8"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert lines[0]["model"]["gemm_w"] == pytest.approx(1002.7, abs=1.0)
+    assert len(lines) == 7 and all("memory_w" in x for x in lines[1:])  # the fp8 memory sweep

@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from calibrate.fit_training import DATA, table_rows
-from calibrate.power_fit import _load, check, check_sweep, fit_power, fitted
+from calibrate.power_fit import _load, check, check_power, check_sweep, fit_power, fitted
 from calibrate.published import strong_scaling_curve, strong_scaling_scenario
 from sim.training.step import simulate_step
 
@@ -60,6 +60,11 @@ def fit_table() -> dict[str, float]:
         print(
             f"   memory sweep (pass {rows[0]['memory_w']:.0f} W): {len(rows)} phases, "
             f"|predicted - measured| mean {statistics.fmean(errs):.3f}, max {max(errs):.3f}"
+        )
+    for r in check_power(model, H200, steps):
+        print(
+            f"   {r['step']}: measured {r['measured_w']:.0f} W at {r['measured_sm_mhz']:.0f} MHz "
+            f"(nvidia-smi, 60 steps), model {r['predicted_w']:.0f} W"
         )
     fp8 = fitted(H200, "fp8")
     print(

@@ -21,6 +21,10 @@ Two measurements, each written as one JSON document:
     step's own kernels of that GEMM. The step's duty cycle is its GEMM kernels' time over
     its step time.
 
+``power``
+    A command run while ``nvidia-smi`` samples the GPU: the median draw and SM clock of the
+    samples at work (a traced step's power, to check the model that the sweeps fit).
+
 The ratio in-step / burst at a step's duty cycle is what a simulator's GEMM ceiling (a
 burst measurement) must be multiplied by inside that step. On a CPU (the device script's
 dry run) GEMMs are fp32, times come from the host clock and ``nvidia-smi`` is absent.
@@ -31,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -41,7 +46,8 @@ from calibrate.clocks import smi_process
 from calibrate.compute import resolve_device
 from sim.errors import CalibrationError, ConfigError
 
-__all__ = ["DUTIES", "GEMM_DTYPES", "OTHERS", "cycles_for", "main", "replay", "step_gemms", "sweep"]
+__all__ = ["DUTIES", "GEMM_DTYPES", "OTHERS", "command_power", "cycles_for", "main", "replay",
+           "step_gemms", "sweep"]
 
 #: Target GEMM duty cycles of the sweep (GEMM time over wall time).
 DUTIES = (1.0, 0.8, 0.6, 0.4, 0.25, 0.15)
@@ -374,8 +380,43 @@ def _weighted(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
                                                                             strict=True)) / burst, 4)}  # fmt: skip
 
 
+def command_power(cmd: Sequence[str], busy_w: float = 200.0,
+                  interval_ms: int = 50) -> dict[str, Any]:  # fmt: skip
+    """Run ``cmd`` while ``nvidia-smi`` samples the GPU; its draw and SM clock at work.
+
+    The samples above ``busy_w`` are the GPU at work (a job's start-up, model building and
+    exit draw less): their median power and SM clock, and every sample, are returned with
+    the command's exit status and wall time (s). Without ``nvidia-smi`` there are no
+    samples and the summary says so.
+
+    Raises
+    ------
+    CalibrationError
+        No command given, or it cannot be started.
+    """
+    if not cmd:
+        raise CalibrationError("power: give the command to run after --, e.g. -- python3 job.py")
+    smi = _Smi("cuda", interval_ms)
+    start = time.time()
+    try:
+        rc = subprocess.run(list(cmd), check=False).returncode
+    except OSError as err:
+        raise CalibrationError(f"power: cannot run {cmd[0]!r}: {err.strerror or err}") from None
+    finally:
+        smi.stop()
+    busy = [x for x in smi.samples if x[2] > busy_w]
+    return {"kind": "command_power", "command": list(cmd), "exit_status": rc,
+            "seconds": round(time.time() - start, 2), "samples": len(smi.samples),
+            "busy_samples": len(busy), "busy_w_threshold": busy_w,
+            "busy_power_w": statistics.median(x[2] for x in busy) if busy else None,
+            "busy_sm_mhz": statistics.median(x[1] for x in busy) if busy else None,
+            "note": "" if smi.proc is not None else "nvidia-smi absent: no samples",
+            "trace": [[round(t - start, 3), mhz, w] for t, mhz, w, _ in smi.samples]}  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m calibrate.duty_cycle sweep|replay ... --out F.json`` (module docstring)."""
+    """``python -m calibrate.duty_cycle sweep|replay|power ... --out F.json`` (module
+    docstring)."""
     ap = argparse.ArgumentParser(
         prog="python -m calibrate.duty_cycle",
         description=__doc__,
@@ -395,6 +436,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.add_argument("--device", default="cuda", help="cuda or cpu")
         p.add_argument("--pause", type=float, default=None, help="idle seconds before each")
         p.add_argument("--out", required=True, help="JSON file to write")
+    pw = sub.add_parser("power", help="the power and clock a command runs the GPU at")
+    pw.add_argument("--out", required=True, help="JSON file to write")
+    pw.add_argument("--busy-w", type=float, default=200.0,
+                    help="samples above this draw (W) count as the GPU at work")  # fmt: skip
+    pw.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     args = ap.parse_args(argv)
     try:
         from sim.files import check_output_path, write_atomic
@@ -405,14 +451,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     write_atomic(args.out, json.dumps(doc, indent=1, sort_keys=True) + "\n", "--out")
-    brief = {k: v for k, v in doc.items() if k not in ("phases", "gemms")}
+    brief = {k: v for k, v in doc.items() if k not in ("phases", "gemms", "trace")}
     print(f"{doc['kind']}: {json.dumps(brief, sort_keys=True)}")
     for row in doc.get("phases", []):
         print(json.dumps(row, sort_keys=True))
-    return 0
+    return int(doc.get("exit_status", 0))
 
 
 def _measure(args: argparse.Namespace) -> dict[str, Any]:
+    if args.what == "power":
+        cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+        return command_power(cmd, args.busy_w)
     if args.what == "sweep":
         try:
             duties = [float(x) for x in args.duties.split(",") if x.strip()]

@@ -14,6 +14,9 @@ The fit, in order, each step closed-form (least squares or a median):
    rate, ``r = 1 / in_step_over_burst``) gives ``other_w`` from its time shares
    (GEMM, other kernels, idle) read off its trace; the median over the steps.
 
+A third check reads the draw of two steps measured directly (``power-1b.json``,
+``power-8b.json``: ``duty_cycle power``) against the draw the model gives them.
+
 The check predicts each step's ``r`` from its shares with the fitted model (leave one
 out for ``other_w``: the step is left out of step 3) and prints predicted against
 measured. The memory sweeps, whose other work is an HBM-saturating pass drawing more than
@@ -38,9 +41,18 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import CalibrationError, ConfigError
-from sim.training.compute.power import PowerModel, gemm_rate
+from sim.training.compute.power import PowerModel, average_power_w, gemm_rate
 
-__all__ = ["StepShares", "check", "check_sweep", "fit_power", "fitted", "main", "step_shares"]
+__all__ = [
+    "StepShares",
+    "check",
+    "check_power",
+    "check_sweep",
+    "fit_power",
+    "fitted",
+    "main",
+    "step_shares",
+]
 
 #: A phase "ran at the top clock" within this fraction of the highest SM clock seen.
 TOP_CLOCK = 0.99
@@ -176,6 +188,24 @@ def check_sweep(model: PowerModel, doc: dict[str, Any], top: float) -> list[dict
 _STEPS = ("replay-1b", "replay-8b", "replay", "replay-70b")
 
 
+def check_power(model: PowerModel, folder: Path,
+                steps: Sequence[StepShares]) -> list[dict[str, Any]]:  # fmt: skip
+    """Each step whose draw was read directly (``power-SIZE.json``: ``duty_cycle power``
+    around 60 steps) against the draw the model gives it from its traced shares."""
+    rows = []
+    for s in steps:
+        size = s.name.removeprefix("replay").removeprefix("-")
+        path = folder / f"power-{size}.json"
+        if not size or not path.is_file():
+            continue
+        doc = json.loads(path.read_text())
+        g, k = s.at_full_clock()
+        rows.append({"step": s.name, "measured_w": doc["busy_power_w"],
+                     "measured_sm_mhz": doc["busy_sm_mhz"],
+                     "predicted_w": round(average_power_w(model, g, k), 1)})  # fmt: skip
+    return rows
+
+
 def _load(folder: Path, gemm: str = "bf16") -> tuple[dict[str, Any], list[dict[str, Any]],
                                                     list[StepShares]]:  # fmt: skip
     """The idle sweep, the memory sweeps and the traced steps of ``folder`` (the sweeps of
@@ -225,6 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(json.dumps({"model": {k: round(v, 3) for k, v in asdict(model).items()}}))
     for row in check(model, steps, steps) if args.gemm == "bf16" else []:
+        print(json.dumps(row))
+    for row in check_power(model, folder, steps) if args.gemm == "bf16" else []:
         print(json.dumps(row))
     top = max(p["sm_mhz"] for p in _phases(idle))
     for doc in sweeps:

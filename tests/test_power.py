@@ -265,3 +265,39 @@ def test_the_fit_command_fits_fp8_gemms(capsys: pytest.CaptureFixture) -> None:
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert lines[0]["model"]["gemm_w"] == pytest.approx(1002.7, abs=1.0)
     assert len(lines) == 7 and all("memory_w" in x for x in lines[1:])  # the fp8 memory sweep
+
+
+def test_the_steps_measured_draw_against_the_model() -> None:
+    """nvidia-smi around 60 steps (calibrate.duty_cycle power): both steps run at the
+    board's limit (689 and 691 W; SM clock 1868 and 1590 MHz). The model puts the 8B-layer
+    step at the limit (within 2%) but the 1B one at 647 W, unthrottled: a known miss (its
+    other kernels draw more than the bigger steps' do), held here as one."""
+    from calibrate.power_fit import check_power
+
+    model = fit_power(*_load(H200)[:2], _load(H200)[2], 700.0)
+    rows = {r["step"]: r for r in check_power(model, H200, _load(H200)[2])}
+    assert set(rows) == {"replay-1b", "replay-8b"}
+    assert all(680 <= r["measured_w"] <= 700 for r in rows.values())
+    assert rows["replay-8b"]["predicted_w"] == pytest.approx(
+        rows["replay-8b"]["measured_w"], rel=0.02
+    )
+    assert rows["replay-1b"]["predicted_w"] < 0.95 * rows["replay-1b"]["measured_w"]
+
+
+def test_the_power_command_passes_its_commands_status_on(tmp_path: Path) -> None:
+    """Without nvidia-smi (this host) it still runs the command and says it has no samples."""
+    import sys
+
+    from calibrate.duty_cycle import main as duty_main
+
+    out = tmp_path / "p.json"
+    assert (
+        duty_main(["power", "--out", str(out), "--", sys.executable, "-c", "raise SystemExit(3)"])
+        == 3
+    )
+    doc = json.loads(out.read_text())
+    assert doc["exit_status"] == 3 and doc["kind"] == "command_power"
+    if doc["samples"] == 0:
+        assert doc["note"] == "nvidia-smi absent: no samples" and doc["busy_power_w"] is None
+    assert duty_main(["power", "--out", str(tmp_path / "q.json")]) == 2
+    assert not (tmp_path / "q.json").exists()

@@ -25,6 +25,9 @@
 #   duty-idle (60)  duty-idle.json: the same with the GPU idling (a spin kernel) between GEMMs
 #   duty-fp8 (60), duty-idle-fp8 (60)  duty-fp8.json, duty-idle-fp8.json: both with an fp8 GEMM
 #                   (torch._scaled_mm; skipped on a CPU, where torch only emulates fp8)
+#   step-power (150)  power-1b.json, power-8b.json: the 1b and 8b steps (below) run 60 steps
+#                   each under nvidia-smi (calibrate.duty_cycle power): the draw and SM clock
+#                   of a step, to check the power model fitted to the duty pieces
 #   step (75)       step.json, step_trace.json: calibrate step: a 12-layer GPT (hidden 2048, seq
 #                   2048, batch 8, bf16) and its PyTorch profiler (Kineto) trace, 3 steps;
 #                   replay.json: the trace's GEMMs re-run alone (calibrate.duty_cycle replay)
@@ -64,7 +67,7 @@ piece() {  # piece NAME SECONDS CMD...: run one piece under a time limit, log it
 }
 
 PIECES=("${@:2}")
-[ "${#PIECES[@]}" -gt 0 ] || PIECES=(env compute clocks cnn duty duty-idle duty-fp8 duty-idle-fp8 step step-8b step-70b step-175b step-1b)
+[ "${#PIECES[@]}" -gt 0 ] || PIECES=(env compute clocks cnn duty duty-idle duty-fp8 duty-idle-fp8 step step-8b step-70b step-175b step-1b step-power)
 B8="layers=4,hidden=4096,heads=32,ffn_hidden=14336,vocab=32768,seq=4096,batch=2"
 B70="layers=2,hidden=8192,heads=64,ffn_hidden=28672,vocab=32768,seq=4096,batch=2"
 B175="layers=1,hidden=12288,heads=96,ffn_hidden=49152,vocab=32768,seq=2048,batch=4"
@@ -78,6 +81,7 @@ if [ "$DEV" = cpu ]; then  # the dry run: small cases, and room for a shared 2-c
     DUTY=(--device cpu --seconds 0.3 --n 128 --pause 0 --duties 1,0.5)
     STEP=(--device cpu --quick --steps 2 --trace-steps 2)
     REPLAY=(--device cpu --iters 16 --pause 0)
+    POWER_STEPS=2
     B8="layers=1,hidden=64,heads=2,ffn_hidden=224,vocab=512,seq=64,batch=2"
     B70="layers=1,hidden=128,heads=2,ffn_hidden=448,vocab=512,seq=64,batch=2"
     B175="layers=1,hidden=96,heads=2,ffn_hidden=384,vocab=512,seq=32,batch=2"
@@ -91,6 +95,7 @@ else
     DUTY=(--device cuda)
     STEP=(--device cuda --steps 20 --trace-steps 3)
     REPLAY=(--device cuda)
+    POWER_STEPS=60
 fi
 
 stepjob() {  # stepjob NAME [CONFIG]: a traced step job and its GEMMs replayed alone
@@ -116,6 +121,15 @@ for p in "${PIECES[@]}"; do
         step-8b) stepjob step-8b --config "$B8" ;;
         step-70b) stepjob step-70b --config "$B70" ;;
         step-175b) stepjob step-175b --config "$B175" ;;
+        step-power)
+            for size in 1b 8b; do
+                cfg="$B1"
+                [ "$size" = 8b ] && cfg="$B8"
+                piece "power-$size" "${LIMIT[step]}" "$PY" -m calibrate.duty_cycle power \
+                    --out "$OUT/power-$size.json" -- "$PY" -m calibrate calibrate step \
+                    "${STEP[@]}" --steps "$POWER_STEPS" --config "$cfg" \
+                    --out "$OUT/step-power-$size.json"
+            done ;;
         step-1b) stepjob step-1b --config "$B1" ;;
         duty-idle) piece duty-idle "${LIMIT[duty]}" "$PY" -m calibrate.duty_cycle sweep \
             "${DUTY[@]}" --other idle --out "$OUT/duty-idle.json" ;;
@@ -128,7 +142,7 @@ for p in "${PIECES[@]}"; do
                 piece "$p" "${LIMIT[duty]}" "$PY" -m calibrate.duty_cycle sweep "${DUTY[@]}" \
                     --other "$other" --dtype fp8 --out "$OUT/$p.json"
             fi ;;
-        *) echo "== unknown piece '$p'; allowed: env compute clocks cnn duty duty-idle duty-fp8 duty-idle-fp8 step step-8b step-70b step-175b step-1b" \
+        *) echo "== unknown piece '$p'; allowed: env compute clocks cnn duty duty-idle duty-fp8 duty-idle-fp8 step step-8b step-70b step-175b step-1b step-power" \
                | tee -a "$LOG"; failed=$((failed + 1)) ;;
     esac
 done

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from sim.errors import ConfigError
 
-__all__ = ["PowerModel", "gemm_rate"]
+__all__ = ["PowerModel", "average_power_w", "gemm_rate"]
 
 #: Halvings of the bracket [0, 1] (the rate to 1e-15).
 _BISECTIONS = 50
@@ -103,3 +103,18 @@ def gemm_rate(model: PowerModel, gemm_share: float, other_share: float) -> float
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if excess(mid) <= 0 else (lo, mid)
     return lo
+
+
+def average_power_w(model: PowerModel, gemm_share: float, other_share: float) -> float:
+    """The step's time-averaged draw (W) with its GEMMs at :func:`gemm_rate` (shares as
+    there: at full clock): ``cap_w`` where the limit binds, less where it does not.
+
+    >>> m = PowerModel(cap_w=700, gemm_w=967, exponent=2, other_w=480, idle_w=127)
+    >>> round(average_power_w(m, 0.55, 0.43)), round(average_power_w(m, 0.3, 0.6), 1)
+    (700, 590.8)
+    """
+    r = gemm_rate(model, gemm_share, other_share)
+    g, k = gemm_share, other_share
+    i = max(0.0, 1.0 - g - k)
+    drawn = (g / r) * model.gemm_w * r**model.exponent + k * model.other_w + i * model.idle_w
+    return drawn / (g / r + k + i)

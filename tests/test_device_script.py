@@ -113,8 +113,11 @@ def test_the_whole_script_runs_dry_on_a_cpu(tmp_path: Path) -> None:
     steps = {f"step{s}{x}" for s in ("", "-8b", "-70b", "-175b", "-1b")
              for x in (".json", "_trace.json")}  # fmt: skip
     replays = {f"replay{s}.json" for s in ("", "-8b", "-70b", "-175b", "-1b")}
+    power = {f"{p}-{s}.json" for p in ("power", "step-power") for s in ("1b", "8b")}
     assert names == {"env.json", "compute.json", "clocks.csv", "cnn.json", "duty.json",
-                     "duty-idle.json"} | steps | replays  # fmt: skip
+                     "duty-idle.json"} | steps | replays | power  # fmt: skip
+    log = (tmp_path / "log.txt").read_text()
+    assert "== duty-fp8: skipped on cpu" in log and "== duty-idle-fp8: skipped on cpu" in log
     assert all(p.stat().st_size < 16 * 2**20 for p in tmp_path.iterdir())
     assert "device script: 0 piece(s) failed" in (tmp_path / "log.txt").read_text()
 

@@ -50,10 +50,10 @@ def fit_table() -> dict[str, float]:
     model = fit_power(idle, sweeps, steps, 700.0)
     print("1. power model fitted to", H200.relative_to(ROOT))
     print("   " + ", ".join(f"{k} {v:.4g}" for k, v in asdict(model).items()))
-    print(f"   {'traced step':<12} {'GEMM share':>10} {'other':>6} {'idle':>5} {'measured':>9} "
+    print(f"   {'traced step':<12} {'tensor share':>12} {'other':>6} {'idle':>5} {'measured':>9} "
           f"{'predicted (LOO)':>16}")  # fmt: skip
     for r in check(model, steps, steps):
-        print(f"   {r['step']:<12} {r['gemm_share']:>10.3f} {r['other_share']:>6.3f} "
+        print(f"   {r['step']:<12} {r['tensor_share']:>12.3f} {r['other_share']:>6.3f} "
               f"{r['idle_share']:>5.3f} {r['measured_r']:>9.3f} {r['predicted_r']:>16.3f}")  # fmt: skip
     top = max(p["sm_mhz"] for p in idle["phases"])
     for doc in sweeps:
@@ -95,17 +95,24 @@ def strong_scaling(power: dict[str, float]) -> None:
 
 def tables(power: dict[str, float], data: Path) -> None:
     """Print table 4."""
-    print("\n4. H100 tables: mean / max |error|, catalog -> with the power clock laid over it")
+    print(
+        "\n4. H100 tables: mean / max |error| with the catalog; with the power clock laid over it "
+        "(matmul_training_factor 0.961 kept); with the clock in place of that factor (1)"
+    )
     for t in ("llm-foundry-mpt-h100-bf16.csv", "llm-foundry-mpt-h100-fp8.csv",
               "megatron-core-h100-weak-scaling.csv"):  # fmt: skip
         rows = table_rows(t, data)
         base = [abs(r.read(simulate_step(r.scenario)) / r.measured - 1) for r in rows]
         runs = [simulate_step(r.scenario, compute=power) for r in rows]
-        opt = [abs(r.read(x) / r.measured - 1) for r, x in zip(rows, runs, strict=True)]
-        slowed = sum(_clock(x) < 1 for x in runs)
+        kept = [abs(r.read(x) / r.measured - 1) for r, x in zip(rows, runs, strict=True)]
+        one = {**power, "matmul_training_factor": 1.0}
+        swap = [abs(r.read(simulate_step(r.scenario, compute=one)) / r.measured - 1) for r in rows]
+        clocks = [_clock(x) for x in runs]
         print(
-            f"   {t:<38} {len(rows):>3} rows: {statistics.fmean(base):.1%} / {max(base):.1%} -> "
-            f"{statistics.fmean(opt):.1%} / {max(opt):.1%} ({slowed} rows below full clock)"
+            f"   {t:<38} {len(rows):>3} rows: {statistics.fmean(base):.1%} / {max(base):.1%}; "
+            f"{statistics.fmean(kept):.1%} / {max(kept):.1%}; "
+            f"{statistics.fmean(swap):.1%} / {max(swap):.1%} "
+            f"(clock {min(clocks):.3f}-{max(clocks):.3f})"
         )
 
 

@@ -46,8 +46,17 @@ from calibrate.clocks import smi_process
 from calibrate.compute import resolve_device
 from sim.errors import CalibrationError, ConfigError
 
-__all__ = ["DUTIES", "GEMM_DTYPES", "OTHERS", "command_power", "cycles_for", "main", "replay",
-           "step_gemms", "sweep"]
+__all__ = [
+    "DUTIES",
+    "GEMM_DTYPES",
+    "OTHERS",
+    "command_power",
+    "cycles_for",
+    "main",
+    "replay",
+    "step_gemms",
+    "sweep",
+]
 
 #: Target GEMM duty cycles of the sweep (GEMM time over wall time).
 DUTIES = (1.0, 0.8, 0.6, 0.4, 0.25, 0.15)

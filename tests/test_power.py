@@ -108,7 +108,7 @@ def test_the_h200_fit_finds_power_going_as_the_rate_squared(fitted: tuple) -> No
     assert model.gemm_w == pytest.approx(967.4, abs=1.0)
     assert model.idle_w == pytest.approx(126.8, abs=1.0)
     assert 1.85 <= model.exponent <= 2.15
-    assert 440 <= model.other_w <= 540  # a step's other kernels: between idle and HBM-saturating
+    assert 350 <= model.other_w <= 440  # a step's other kernels: between idle and HBM-saturating
 
 
 def test_the_h200_fit_predicts_its_steps_and_memory_sweeps(fitted: tuple) -> None:
@@ -171,7 +171,7 @@ POWER = {
     "power_cap_w": 700.0,
     "power_gemm_w": 967.4,
     "power_exponent": 1.992,
-    "power_other_w": 487.8,
+    "power_other_w": 395.3,
     "power_idle_w": 126.8,
 }  # the example profile's values
 
@@ -181,7 +181,7 @@ def test_a_gemm_heavy_step_runs_below_full_clock_and_says_so() -> None:
     the note's clock is what the model gives for the shares of the run at full clock, and
     the step is slower for it."""
     from sim.scenario.load import load_scenario
-    from sim.training.graph.costs import layer_gemm_share
+    from sim.training.graph.costs import layer_tensor_share
     from sim.training.setup import prepare_step
     from sim.training.step import _timer, simulate_step
 
@@ -190,7 +190,7 @@ def test_a_gemm_heavy_step_runs_below_full_clock_and_says_so() -> None:
     full = simulate_step(sc, network="analytical")
     assert not any(n.startswith("power-limited clock") for n in full.notes)  # off by default
     setup = prepare_step(sc, "analytical")
-    share = layer_gemm_share(setup, _timer(setup))
+    share = layer_tensor_share(setup, _timer(setup))
     b, step = full.breakdown, full.step_time_s
     g = share * b["compute"] / step
     k = ((1 - share) * b["compute"] + b["optimizer"]) / step
@@ -269,19 +269,18 @@ def test_the_fit_command_fits_fp8_gemms(capsys: pytest.CaptureFixture) -> None:
 
 def test_the_steps_measured_draw_against_the_model() -> None:
     """nvidia-smi around 60 steps (calibrate.duty_cycle power): both steps run at the
-    board's limit (689 and 691 W; SM clock 1868 and 1590 MHz). The model puts the 8B-layer
-    step at the limit (within 2%) but the 1B one at 647 W, unthrottled: a known miss (its
-    other kernels draw more than the bigger steps' do), held here as one."""
+    board's limit (689 and 691 W; SM clock 1868 and 1590 MHz). The model, fitted without
+    these readings, gives them 670 and 700 W: within 3% (counting attention with the other
+    kernels instead, the 1B step came out at 647 W)."""
     from calibrate.power_fit import check_power
 
-    model = fit_power(*_load(H200)[:2], _load(H200)[2], 700.0)
-    rows = {r["step"]: r for r in check_power(model, H200, _load(H200)[2])}
+    idle, sweeps, steps = _load(H200)
+    model = fit_power(idle, sweeps, steps, 700.0)
+    rows = {r["step"]: r for r in check_power(model, H200, steps)}
     assert set(rows) == {"replay-1b", "replay-8b"}
-    assert all(680 <= r["measured_w"] <= 700 for r in rows.values())
-    assert rows["replay-8b"]["predicted_w"] == pytest.approx(
-        rows["replay-8b"]["measured_w"], rel=0.02
-    )
-    assert rows["replay-1b"]["predicted_w"] < 0.95 * rows["replay-1b"]["measured_w"]
+    for r in rows.values():
+        assert 680 <= r["measured_w"] <= 700
+        assert r["predicted_w"] == pytest.approx(r["measured_w"], rel=0.03)
 
 
 def test_the_power_command_passes_its_commands_status_on(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from sim.topology.model import Topology
 from sim.training.compute.params import ComputeParams
 from sim.training.compute.passes import CollectiveTimer, timer_for
 from sim.training.compute.power import gemm_rate
-from sim.training.graph.costs import chunk_costs, layer_gemm_share
+from sim.training.graph.costs import chunk_costs, layer_tensor_share
 from sim.training.graph.execute import StepRun, ideal_run, run_graph
 from sim.training.graph.fold import fold_run
 from sim.training.graph.task import COLLECTIVE, COMPUTE, Comm
@@ -213,19 +213,19 @@ def _power_clock(setup: StepSetup, overrides: Mapping[str, object]) -> tuple[Ste
     g, k = _full_clock_shares(setup)
     clock = gemm_rate(model, g, k)
     note = (f"power-limited clock: tensor-core kernels at {clock:.3f} of their full-clock rate "
-            f"under the {model.cap_w:.0f} W limit (at full clock GEMMs take {g:.0%} of the "
+            f"under the {model.cap_w:.0f} W limit (at full clock they take {g:.0%} of the "
             f"step, other kernels {k:.0%}, waiting {max(0.0, 1 - g - k):.0%}; "
             "sim/training/compute/power.py)")  # fmt: skip
     return replace(setup, compute=_clocked(setup.compute, round(clock, 12))), [note]
 
 
 def _full_clock_shares(setup: StepSetup) -> tuple[float, float]:
-    """(GEMM share, other kernels' share) of the step run at full clock on the closed-form
-    network (folded where it folds): GEMMs are the layers' GEMM share of the critical
-    stage's compute; other kernels the rest of that compute plus the optimizer step; the
-    remainder (exposed communication, pipeline bubbles) is idle. Approximations:
-    overlapped communication adds no power; attention and convolution kernels count as
-    other work."""
+    """(tensor-core share, other kernels' share) of the step run at full clock on the
+    closed-form network (folded where it folds): tensor-core kernels (GEMMs and attention,
+    which draw alike) are the layers' share of the critical stage's compute; other kernels
+    the rest of that compute plus the optimizer step; the remainder (exposed
+    communication, pipeline bubbles) is idle. Approximations: overlapped communication
+    adds no power; convolutions count as other work."""
     full = replace(setup, network="analytical", compute=_clocked(setup.compute, 1.0))
     timer = _timer(full)
     costs = chunk_costs(full, timer)
@@ -235,7 +235,7 @@ def _full_clock_shares(setup: StepSetup) -> tuple[float, float]:
         folded = (run, _ideal(full, timer, run))
     first = _result(full, timer, *folded)
     step, b = first.step_time_s, first.breakdown
-    share = layer_gemm_share(full, timer)
+    share = layer_tensor_share(full, timer)
     g = share * b["compute"] / step
     return g, min(1.0 - g, ((1.0 - share) * b["compute"] + b["optimizer"]) / step)
 

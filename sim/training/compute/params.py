@@ -156,9 +156,10 @@ class ComputeParams:
         apply it yet). 0 (the default): the host keeps ahead (graph-mode frameworks, CUDA
         graphs, or not measured).
     power_cap_w, power_gemm_w, power_exponent, power_other_w, power_idle_w : float
-        The power-limit clock (:mod:`sim.training.compute.power`): the board's limit, a GEMM
-        stream's draw at full clock, how that draw goes with the GEMM rate, a step's other
-        kernels' draw and idle draw (W; the exponent has no units). Where ``power_cap_w`` is
+        The power-limit clock (:mod:`sim.training.compute.power`): the board's limit,
+        tensor-core kernels' (GEMMs', attention's) draw at full clock, how that draw goes
+        with their rate, a step's other kernels' draw and idle draw (W; the exponent has
+        no units). Where ``power_cap_w`` is
         set, a step's ``sustained_clock`` is the rate its GEMMs keep under the limit, from
         how the step divides its time (:func:`sim.training.step.run_step`). 0 (the default):
         off, ``sustained_clock`` as set.

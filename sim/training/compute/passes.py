@@ -211,7 +211,7 @@ class OpsCost:
     """Kernels and collectives of a sequence of ops (one unit): seconds and FLOPs.
 
     ``gemm_s`` is the part of ``compute_s`` spent in GEMMs (the kernels TP communication
-    overlaps with)."""
+    overlaps with), ``attn_s`` the part in attention kernels."""
 
     compute_s: float
     tp_s: float
@@ -222,6 +222,7 @@ class OpsCost:
     cp_s: float = 0.0  # ring attention's K/V transfers left exposed (seconds)
     cp_bytes: float = 0.0  # ring attention bytes this rank sends
     gemm_s: float = 0.0
+    attn_s: float = 0.0
 
     def busy_s(self, overlap: TPOverlap | None) -> float:
         """Compute (slowed where TP overlaps it) plus exposed TP plus EP plus the exposed
@@ -320,7 +321,7 @@ def unit_cost(
     in the list: each step's transfer hides behind one step of attention compute (the
     kernels' time over ``steps + 1``), and the rest is exposed (:func:`ring_exposed_s`).
     """
-    compute = tp = ep = cp = cp_bytes = attn = gemm = 0.0
+    compute = tp = ep = cp = cp_bytes = attn = gemm = attn_total = 0.0
     wire: dict[str, dict[str, float]] = {}
     times = [_op_time_s(op, gpu or topology.gpu, gpu_time, timer, groups, cache, cp_ring)
              for op in ops]  # fmt: skip
@@ -328,6 +329,7 @@ def unit_cost(
         if op.kind == "compute":
             compute += t
             attn += t if op.cls in ("attn_fwd", "attn_bwd") else 0.0
+            attn_total += t if op.cls in ("attn_fwd", "attn_bwd") else 0.0
             gemm += t if op.cls == "gemm" else 0.0
             continue
         assert op.comm_op is not None and op.group is not None
@@ -347,7 +349,7 @@ def unit_cost(
             ep += t
     flops = LayerOps(tuple(ops), ())
     return OpsCost(compute, tp, ep, flops.model_flops, flops.hardware_flops, wire, cp, cp_bytes,
-                   gemm)  # fmt: skip
+                   gemm, attn_total)  # fmt: skip
 
 
 def _op_time_s(

@@ -3,14 +3,15 @@
 A Hopper GPU at its power limit (700 W for the H100 and H200 SXM) lowers its clock until
 the power averaged over the limiter's window is at the limit. That window is long against
 a training step's kernels, so what sets the clock is the time-weighted mix of what the GPU
-does: tensor-core GEMMs draw the most (more than the limit at full clock), a step's other
-kernels (elementwise, norms, attention, the optimizer) less, and idle time (waiting on
-the network, pipeline bubbles, host gaps) least.
+does: tensor-core kernels (GEMMs, and fused attention, which draws alike) the most (more
+than the limit at full clock), a step's other kernels (elementwise, norms, the
+optimizer) less, and idle time (waiting on the network, pipeline bubbles, host gaps)
+least.
 
-With shares of the step's time at full clock ``g`` (GEMMs), ``k`` (other kernels) and
-``i = 1 - g - k`` (idle), GEMMs running at a fraction ``r`` of their full-clock rate
-draw ``P_g(r) = gemm_w r^exponent``; the other kernels and idle time are taken as
-unaffected by the clock (they are memory-, latency- or host-bound). The average power is
+With shares of the step's time at full clock ``g`` (tensor-core kernels), ``k`` (other
+kernels) and ``i = 1 - g - k`` (idle), tensor-core kernels running at a fraction ``r``
+of their full-clock rate draw ``P_g(r) = gemm_w r^exponent``; the other kernels and idle
+time are taken as unaffected by the clock (they are memory-, latency- or host-bound). The average power is
 
     (g/r P_g(r) + k other_w + i idle_w) / (g/r + k + i)
 
@@ -75,7 +76,8 @@ def gemm_rate(model: PowerModel, gemm_share: float, other_share: float) -> float
     ----------
     model : PowerModel
     gemm_share : float
-        GEMMs' share of the step's time at full clock, in [0, 1].
+        Tensor-core kernels' (GEMMs' and attention's) share of the step's time at full
+        clock, in [0, 1].
     other_share : float
         The other kernels' share; the rest of the step (``1 - gemm_share - other_share``)
         is idle.

@@ -248,12 +248,13 @@ def chunk_costs(setup: StepSetup, timer: CollectiveTimer) -> dict[tuple[int, str
     return out
 
 
-def layer_gemm_share(setup: StepSetup, timer: CollectiveTimer, s: int = 0) -> float:
-    """GEMMs' share of one layer's kernel time (forward and backward) on stage ``s`` (no
-    units; 0 for a layer without GEMMs)."""
+def layer_tensor_share(setup: StepSetup, timer: CollectiveTimer, s: int = 0) -> float:
+    """Tensor-core kernels' (GEMMs' and attention's) share of one layer's kernel time,
+    forward and backward, on stage ``s`` (no units; 0 for a layer without them)."""
     f, b = _unit_costs(setup, timer, s, {})["layer"]
     total = f.compute_s + b.compute_s
-    return (f.gemm_s + b.gemm_s) / total if total > 0 else 0.0
+    tensor = f.gemm_s + b.gemm_s + f.attn_s + b.attn_s
+    return tensor / total if total > 0 else 0.0
 
 
 def param_units(setup: StepSetup, vs: int) -> list[tuple[float, float]]:

@@ -1,5 +1,8 @@
-"""Sustained clocks under a long GEMM stream: how far a GPU's clocks (and so its matmul
-rate) fall below the best single-GEMM result once power and heat settle.
+"""Clocks and power read with ``nvidia-smi`` (read-only): sustained clocks under a long GEMM
+stream, how far a GPU's clocks (and so its matmul rate) fall below the best single-GEMM
+result once power and heat settle; the timestamped sampler the duty-cycle measurements
+use (:class:`SmiSampler`); and the draw and clock a command runs the GPU at
+(:func:`command_power`, ``python -m calibrate.duty_cycle power -- CMD``).
 
 ``run_clocks`` runs back-to-back square bf16 GEMMs (``n`` x ``n`` x ``n``, default 8192)
 for ``seconds``, timing each window of ``window`` GEMMs with CUDA events (TFLOP/s per
@@ -24,16 +27,26 @@ import csv
 import io
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from calibrate.compute import resolve_device
 from sim.errors import CalibrationError
 
-__all__ = ["SMI_FIELDS", "main", "run_clocks", "smi_process"]
+__all__ = [
+    "SMI_FIELDS",
+    "TIMESTAMPED",
+    "SmiSampler",
+    "command_power",
+    "main",
+    "run_clocks",
+    "smi_process",
+]
 
 #: nvidia-smi --query-gpu fields sampled (read-only).
 SMI_FIELDS = ("clocks.sm", "clocks.mem", "power.draw", "temperature.gpu",
@@ -51,6 +64,78 @@ def smi_process(
     cmd = [exe, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits",
            f"-lms={interval_ms}"]  # fmt: skip
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+#: Fields of the timestamped samples (:class:`SmiSampler`).
+TIMESTAMPED = ("timestamp", "clocks.sm", "power.draw", "clocks_throttle_reasons.active")
+
+
+class SmiSampler:
+    """Timestamped nvidia-smi samples: (wall time s, SM MHz, power W, throttle reasons)."""
+
+    def __init__(self, device: str, interval_ms: int) -> None:
+        self.proc = smi_process(interval_ms, TIMESTAMPED) if device == "cuda" else None
+        self.samples: list[tuple[float, float, float, str]] = []
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            out, _ = self.proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # a sampler that ignores the signal
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+        for line in out.splitlines():
+            parts = [p.strip() for p in line.split(",")]
+            try:
+                when = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                self.samples.append((when, float(parts[1]), float(parts[2]), parts[3]))
+            except (ValueError, IndexError):
+                continue
+
+    def between(self, t0: float, t1: float) -> dict[str, Any]:
+        """Mean SM clock and power of the samples in [t0, t1] (wall seconds)."""
+        s = [x for x in self.samples if t0 <= x[0] <= t1]
+        if not s:
+            return {"sm_mhz": None, "power_w": None, "samples": 0, "throttle": []}
+        return {"sm_mhz": round(statistics.fmean(x[1] for x in s), 1),
+                "power_w": round(statistics.fmean(x[2] for x in s), 1), "samples": len(s),
+                "throttle": sorted({x[3] for x in s})}  # fmt: skip
+
+
+def command_power(cmd: Sequence[str], busy_w: float = 200.0,
+                  interval_ms: int = 50) -> dict[str, Any]:  # fmt: skip
+    """Run ``cmd`` while ``nvidia-smi`` samples the GPU; its draw and SM clock at work.
+
+    The samples above ``busy_w`` are the GPU at work (a job's start-up, model building and
+    exit draw less): their median power and SM clock, and every sample, are returned with
+    the command's exit status and wall time (s). Without ``nvidia-smi`` there are no
+    samples and the summary says so.
+
+    Raises
+    ------
+    CalibrationError
+        No command given, or it cannot be started.
+    """
+    if not cmd:
+        raise CalibrationError("power: give the command to run after --, e.g. -- python3 job.py")
+    smi = SmiSampler("cuda", interval_ms)
+    start = time.time()
+    try:
+        rc = subprocess.run(list(cmd), check=False).returncode
+    except OSError as err:
+        raise CalibrationError(f"power: cannot run {cmd[0]!r}: {err.strerror or err}") from None
+    finally:
+        smi.stop()
+    busy = [x for x in smi.samples if x[2] > busy_w]
+    return {"kind": "command_power", "command": list(cmd), "exit_status": rc,
+            "seconds": round(time.time() - start, 2), "samples": len(smi.samples),
+            "busy_samples": len(busy), "busy_w_threshold": busy_w,
+            "busy_power_w": statistics.median(x[2] for x in busy) if busy else None,
+            "busy_sm_mhz": statistics.median(x[1] for x in busy) if busy else None,
+            "note": "" if smi.proc is not None else "nvidia-smi absent: no samples",
+            "trace": [[round(t - start, 3), mhz, w] for t, mhz, w, _ in smi.samples]}  # fmt: skip
 
 
 def run_clocks(device: str = "cuda", seconds: float = 60.0, n: int = 8192, window: int = 10,

@@ -35,14 +35,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any
 
-from calibrate.clocks import smi_process
+from calibrate.clocks import SmiSampler, command_power
 from calibrate.compute import resolve_device
 from sim.errors import CalibrationError, ConfigError
 
@@ -64,7 +62,6 @@ DUTIES = (1.0, 0.8, 0.6, 0.4, 0.25, 0.15)
 GEMM_DTYPES = ("bf16", "fp8")
 #: Passes of the memory kernel per GEMM burst time (the sweep's memory kernel takes 1/8).
 _SLICES = 8
-_SMI = ("timestamp", "clocks.sm", "power.draw", "clocks_throttle_reasons.active")
 
 
 def cycles_for(duty: float) -> int:
@@ -121,36 +118,6 @@ def _time_calls(torch: Any, device: str, fn: Callable[[], Any], n: int) -> list[
     for _ in range(n):
         t.call(fn)
     return t.times()
-
-
-class _Smi:
-    """Timestamped nvidia-smi samples: (wall time s, SM MHz, power W, throttle reasons)."""
-
-    def __init__(self, device: str, interval_ms: int) -> None:
-        self.proc = smi_process(interval_ms, _SMI) if device == "cuda" else None
-        self.samples: list[tuple[float, float, float, str]] = []
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.proc.terminate()
-        out, _ = self.proc.communicate(timeout=10)
-        for line in out.splitlines():
-            parts = [p.strip() for p in line.split(",")]
-            try:
-                when = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-                self.samples.append((when, float(parts[1]), float(parts[2]), parts[3]))
-            except (ValueError, IndexError):
-                continue
-
-    def between(self, t0: float, t1: float) -> dict[str, Any]:
-        """Mean SM clock and power of the samples in [t0, t1] (wall seconds)."""
-        s = [x for x in self.samples if t0 <= x[0] <= t1]
-        if not s:
-            return {"sm_mhz": None, "power_w": None, "samples": 0, "throttle": []}
-        return {"sm_mhz": round(statistics.fmean(x[1] for x in s), 1),
-                "power_w": round(statistics.fmean(x[2] for x in s), 1), "samples": len(s),
-                "throttle": sorted({x[3] for x in s})}  # fmt: skip
 
 
 #: What the sweep runs between GEMMs: an HBM-bound elementwise pass, or the GPU idling in a
@@ -234,7 +201,7 @@ def sweep(device: str = "cuda", duties: Sequence[float] = DUTIES, seconds: float
         mem, t_mem = _memory_kernel(torch, device, dtype, burst / _SLICES)
     else:
         mem, t_mem = _idle_kernel(torch, device, burst / _SLICES)
-    smi = _Smi(device, interval_ms)
+    smi = SmiSampler(device, interval_ms)
     phases = []
     try:
         for duty, k in zip(duties, ks, strict=True):
@@ -368,7 +335,8 @@ def _replay_one(torch: Any, device: str, key: tuple[Any, ...], durs: Sequence[fl
     op, dims, strides, dt = key
     fn = _gemm_call(torch, device, op, dims, strides, getattr(torch, dt))
     fn()
-    torch.cuda.synchronize() if device == "cuda" else None
+    if device == "cuda":
+        torch.cuda.synchronize()
     time.sleep(pause_s)
     ts = _time_calls(torch, device, fn, iters)
     mats = [d for d in dims if len(d) == 2]
@@ -387,40 +355,6 @@ def _weighted(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
                                                                               strict=True)) / burst, 4),
             "stream_over_burst": round(sum(r["stream_s"] * x for r, x in zip(rows, w,
                                                                             strict=True)) / burst, 4)}  # fmt: skip
-
-
-def command_power(cmd: Sequence[str], busy_w: float = 200.0,
-                  interval_ms: int = 50) -> dict[str, Any]:  # fmt: skip
-    """Run ``cmd`` while ``nvidia-smi`` samples the GPU; its draw and SM clock at work.
-
-    The samples above ``busy_w`` are the GPU at work (a job's start-up, model building and
-    exit draw less): their median power and SM clock, and every sample, are returned with
-    the command's exit status and wall time (s). Without ``nvidia-smi`` there are no
-    samples and the summary says so.
-
-    Raises
-    ------
-    CalibrationError
-        No command given, or it cannot be started.
-    """
-    if not cmd:
-        raise CalibrationError("power: give the command to run after --, e.g. -- python3 job.py")
-    smi = _Smi("cuda", interval_ms)
-    start = time.time()
-    try:
-        rc = subprocess.run(list(cmd), check=False).returncode
-    except OSError as err:
-        raise CalibrationError(f"power: cannot run {cmd[0]!r}: {err.strerror or err}") from None
-    finally:
-        smi.stop()
-    busy = [x for x in smi.samples if x[2] > busy_w]
-    return {"kind": "command_power", "command": list(cmd), "exit_status": rc,
-            "seconds": round(time.time() - start, 2), "samples": len(smi.samples),
-            "busy_samples": len(busy), "busy_w_threshold": busy_w,
-            "busy_power_w": statistics.median(x[2] for x in busy) if busy else None,
-            "busy_sm_mhz": statistics.median(x[1] for x in busy) if busy else None,
-            "note": "" if smi.proc is not None else "nvidia-smi absent: no samples",
-            "trace": [[round(t - start, 3), mhz, w] for t, mhz, w, _ in smi.samples]}  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -318,3 +318,32 @@ def test_the_h200_gemm_model_matches_the_steps_gemms_at_their_burst() -> None:
     assert len(rows) == 60
     assert statistics.fmean(abs(e) for e in errs) <= 0.05
     assert sum(abs(e) <= 0.10 for e in errs) >= 59
+
+
+def test_command_power_reads_the_samples_of_nvidia_smi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stand-in ``nvidia-smi`` on PATH prints timestamped CSV lines as the real one does
+    with ``--query-gpu=timestamp,clocks.sm,power.draw,...``: the samples above the busy
+    threshold give the medians; a malformed line is skipped."""
+    import datetime as dt
+    import os
+    import sys
+
+    from calibrate.clocks import command_power
+
+    now = dt.datetime.now()
+    lines = [f"{(now + dt.timedelta(milliseconds=50 * i)).strftime('%Y/%m/%d %H:%M:%S.%f')[:-3]}, "
+             f"{mhz}, {w}, 0x0000000000000004" for i, (mhz, w) in
+             enumerate([(345, 80.0), (1980, 690.5), (1590, 691.0), (1600, 689.0)])]  # fmt: skip
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(
+        "#!/bin/sh\ncat <<'EOF'\n"
+        + "\n".join([*lines, "not, a, sample"])
+        + "\nEOF\nexec sleep 30\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    doc = command_power([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    assert doc["samples"] == 4 and doc["busy_samples"] == 3 and doc["exit_status"] == 0
+    assert doc["busy_power_w"] == 690.5 and doc["busy_sm_mhz"] == 1600.0 and doc["note"] == ""

@@ -26,7 +26,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from calibrate.fit_training import DATA, table_rows
-from calibrate.power_fit import _load, check, check_power, check_sweep, fit_power, fitted
+from calibrate.power_fit import check, check_power, check_sweep, fit_power, fitted, load_folder
 from calibrate.published import strong_scaling_curve, strong_scaling_scenario
 from sim.training.step import simulate_step
 
@@ -46,7 +46,7 @@ def _clock(result: object) -> float:
 
 def fit_table() -> dict[str, float]:
     """Print table 1; return the model as compute overrides."""
-    idle, sweeps, steps = _load(H200)
+    idle, sweeps, steps = load_folder(H200)
     model = fit_power(idle, sweeps, steps, 700.0)
     print("1. power model fitted to", H200.relative_to(ROOT))
     print("   " + ", ".join(f"{k} {v:.4g}" for k, v in asdict(model).items()))

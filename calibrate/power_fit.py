@@ -212,7 +212,7 @@ def check_power(model: PowerModel, folder: Path,
     return rows
 
 
-def _load(folder: Path, gemm: str = "bf16") -> tuple[dict[str, Any], list[dict[str, Any]],
+def load_folder(folder: Path, gemm: str = "bf16") -> tuple[dict[str, Any], list[dict[str, Any]],
                                                     list[StepShares]]:  # fmt: skip
     """The idle sweep, the memory sweeps and the traced steps of ``folder`` (the sweeps of
     ``gemm`` GEMMs: ``duty-idle.json`` and ``duty-memory-*.json`` for bf16, ``...-fp8``
@@ -236,11 +236,11 @@ def fitted(folder: Path, gemm: str = "bf16", cap_w: float = 700.0) -> PowerModel
     """The model of ``gemm`` GEMMs fitted to ``folder``. For fp8 the GEMM draw and exponent
     come from the fp8 sweeps and the other kernels' draw from the bf16 fit (the traced
     steps run bf16 GEMMs)."""
-    idle, sweeps, steps = _load(folder)
+    idle, sweeps, steps = load_folder(folder)
     model = fit_power(idle, sweeps, steps, cap_w)
     if gemm == "bf16":
         return model
-    idle8, sweeps8, _ = _load(folder, "fp8")
+    idle8, sweeps8, _ = load_folder(folder, "fp8")
     return replace(fit_power(idle8, sweeps8, [], cap_w), other_w=model.other_w)
 
 
@@ -255,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         folder = Path(args.folder)
         model = fitted(folder, args.gemm, args.cap_w)
-        idle, sweeps, steps = _load(folder, args.gemm)
+        idle, sweeps, steps = load_folder(folder, args.gemm)
     except (CalibrationError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

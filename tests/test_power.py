@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from calibrate.power_fit import _load, check, check_sweep, fit_power, main
+from calibrate.power_fit import check, check_sweep, fit_power, load_folder, main
 from sim.errors import ConfigError
 from sim.training.compute.power import PowerModel, gemm_rate
 
@@ -97,7 +97,7 @@ def test_shares_outside_the_step_are_refused() -> None:
 
 @pytest.fixture(scope="module")
 def fitted() -> tuple:
-    idle, sweeps, steps = _load(H200)
+    idle, sweeps, steps = load_folder(H200)
     return fit_power(idle, sweeps, steps, 700.0), idle, sweeps, steps
 
 
@@ -235,7 +235,7 @@ def test_the_example_profile_opts_a_run_in() -> None:
 
     path = ROOT / "calibrate" / "examples" / "h200-power-clock.yaml"
     prof = load_profile(str(path))
-    idle, sweeps, steps = _load(H200)
+    idle, sweeps, steps = load_folder(H200)
     fitted = fit_power(idle, sweeps, steps, 700.0)
     for key in ("gemm_w", "exponent", "other_w", "idle_w"):
         assert prof.compute[f"power_{key}"] == pytest.approx(getattr(fitted, key), abs=0.05)
@@ -253,7 +253,7 @@ def test_fp8_gemms_draw_a_little_more_than_bf16_ones() -> None:
     assert fp8.gemm_w == pytest.approx(1002.7, abs=1.0) and fp8.gemm_w > bf16.gemm_w
     assert 1.85 <= fp8.exponent <= 2.15 and fp8.other_w == bf16.other_w
     assert gemm_rate(fp8, 1.0, 0.0) == pytest.approx(0.828, abs=0.01)
-    idle, sweeps, _ = _load(H200, "fp8")
+    idle, sweeps, _ = load_folder(H200, "fp8")
     assert len(sweeps) == 1 and idle["dtype"] == sweeps[0]["dtype"] == "float8_e4m3fn"
     top = max(p["sm_mhz"] for p in idle["phases"])
     for row in check_sweep(fp8, sweeps[0], top):
@@ -274,7 +274,7 @@ def test_the_steps_measured_draw_against_the_model() -> None:
     kernels instead, the 1B step came out at 647 W)."""
     from calibrate.power_fit import check_power
 
-    idle, sweeps, steps = _load(H200)
+    idle, sweeps, steps = load_folder(H200)
     model = fit_power(idle, sweeps, steps, 700.0)
     rows = {r["step"]: r for r in check_power(model, H200, steps)}
     assert set(rows) == {"replay-1b", "replay-8b"}

@@ -53,6 +53,7 @@ __all__ = [
     "check_sweep",
     "fit_power",
     "fitted",
+    "load_folder",
     "main",
     "step_shares",
 ]

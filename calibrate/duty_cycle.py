@@ -126,34 +126,33 @@ def _time_calls(torch: Any, device: str, fn: Callable[[], Any], n: int) -> list[
 OTHERS = ("memory", "idle")
 
 
+def _sized(torch: Any, device: str, make: Callable[[int], Callable[[], Any]], size: int,
+           floor: int, target_s: float) -> tuple[Callable[[], Any], float]:  # fmt: skip
+    """``make(size)``'s kernel resized three times toward ``target_s`` (never below
+    ``floor``): the last one made, and its median time (s)."""
+    for _ in range(3):
+        fn = make(size)
+        t = statistics.median(_time_calls(torch, device, fn, 20)[5:])
+        size = max(floor, int(size * target_s / t))
+    return fn, t
+
+
 def _idle_kernel(torch: Any, device: str, target_s: float) -> tuple[Any, float]:
     """A spin kernel (on a CPU a host sleep) of about ``target_s``; the function and its time."""
     if device != "cuda":
         return (lambda: time.sleep(target_s)), target_s
-    cycles = 1 << 16
-    for _ in range(3):
-
-        def idle(cycles: int = cycles) -> Any:
-            return torch.cuda._sleep(cycles)
-
-        t = statistics.median(_time_calls(torch, device, idle, 20)[5:])
-        cycles = max(1 << 10, int(cycles * target_s / t))
-    return idle, t
+    return _sized(torch, device, lambda c: lambda: torch.cuda._sleep(c), 1 << 16, 1 << 10, target_s)
 
 
 def _memory_kernel(torch: Any, device: str, dtype: Any, target_s: float) -> tuple[Any, float]:
     """An elementwise pass sized to take about ``target_s``; the function and its time."""
-    numel = 1 << 22
-    for _ in range(3):
+
+    def make(numel: int) -> Callable[[], Any]:
         x = torch.randn(numel, device=device, dtype=dtype)
         y = torch.empty_like(x)
+        return lambda: torch.mul(x, 1.0001, out=y)
 
-        def mem(x: Any = x, y: Any = y) -> Any:
-            return torch.mul(x, 1.0001, out=y)
-
-        t = statistics.median(_time_calls(torch, device, mem, 20)[5:])
-        numel = max(1 << 16, int(numel * target_s / t))
-    return mem, t
+    return _sized(torch, device, make, 1 << 22, 1 << 16, target_s)
 
 
 def sweep(device: str = "cuda", duties: Sequence[float] = DUTIES, seconds: float = 4.0,

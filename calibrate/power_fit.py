@@ -43,6 +43,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from sim.errors import CalibrationError, ConfigError
 from sim.training.compute.power import PowerModel, average_power_w, gemm_rate
 
@@ -114,14 +116,10 @@ def _phases(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     """Least-squares ``y = x A + (1 - x) B``: (A, B)."""
-    n = len(xs)
-    if n < 2:
+    if len(xs) < 2:
         raise CalibrationError("power fit: fewer than two unthrottled idle-sweep phases")
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
-    b = my - slope * mx  # y = b + slope x = x (b + slope) + (1 - x) b
-    return b + slope, b
+    slope, b = np.polyfit(xs, ys, 1)  # y = b + slope x = x (b + slope) + (1 - x) b
+    return float(b + slope), float(b)
 
 
 def fit_power(idle_sweep: dict[str, Any], sweeps: Sequence[dict[str, Any]],
@@ -147,8 +145,7 @@ def fit_power(idle_sweep: dict[str, Any], sweeps: Sequence[dict[str, Any]],
         raise CalibrationError("power fit: no phase ran below the top clock (no limit seen)")
     base = PowerModel(cap_w, gemm_w, max(1.0, statistics.median(exponents)), idle_w, idle_w)
     others = [_other_w(base, s) for s in steps if s.rate < 0.995]
-    other_w = statistics.median(others) if others else idle_w
-    return PowerModel(cap_w, gemm_w, base.exponent, other_w, idle_w)
+    return replace(base, other_w=statistics.median(others)) if others else base
 
 
 def _other_w(m: PowerModel, s: StepShares) -> float:
@@ -164,8 +161,7 @@ def check(model: PowerModel, steps: Sequence[StepShares],
     rows = []
     for s in steps:
         rest = [_other_w(model, x) for x in full if x.name != s.name and x.rate < 0.995]
-        m = PowerModel(model.cap_w, model.gemm_w, model.exponent,
-                       statistics.median(rest) if rest else model.other_w, model.idle_w)  # fmt: skip
+        m = replace(model, other_w=statistics.median(rest)) if rest else model
         g, k = s.at_full_clock()
         rows.append({"step": s.name, "tensor_share": round(s.gemm, 3), "other_share": round(s.other, 3),
                      "idle_share": round(s.idle, 3), "measured_r": round(s.rate, 3),
@@ -182,7 +178,7 @@ def check_sweep(model: PowerModel, doc: dict[str, Any], top: float) -> list[dict
         return []
     mem_w = statistics.median((p["power_w"] - p["duty"] * model.gemm_w) / (1 - p["duty"])
                               for p in free)  # fmt: skip
-    m = PowerModel(model.cap_w, model.gemm_w, model.exponent, mem_w, model.idle_w)
+    m = replace(model, other_w=mem_w)
     rows = []
     for p in phases:
         g = p["duty"] * p["of_burst"] / (p["duty"] * p["of_burst"] + 1 - p["duty"])

@@ -158,9 +158,16 @@ def run_step(
     setup = prepare_step(scenario, network, profile=profile, force_profile=force_profile)
     if compute:
         setup = replace(setup, compute=setup.compute.overridden(compute, "compute"))
-    clock_note: list[str] = []
+    notes: list[str] = []
     if not (compute and "sustained_clock" in compute):  # a clock set explicitly stays
-        setup, clock_note = _power_clock(setup, compute or {})
+        setup, notes = _power_clock(setup, compute or {})
+    result, run, setup = _run(setup, record, progress, whole)
+    return (replace(result, notes=[*notes, *result.notes]) if notes else result), run, setup
+
+
+def _run(setup: StepSetup, record: bool = False, progress: Progress | None = None,
+         whole: bool = True) -> tuple[StepResult, StepRun, StepSetup]:  # fmt: skip
+    """The work of :func:`run_step` once ``setup`` is resolved."""
     timer = _timer(setup)
     if mixed_path(setup):  # mixed GPU models or a speed-based split: every replica class
         mixed = mixed_step(setup, timer, record=record, progress=progress)
@@ -168,16 +175,14 @@ def run_step(
         run, setup = crit.run, crit.setup
         ideal = _ideal(setup, timer, run)
         result = _result(setup, timer, run, ideal, mixed.total_microbatches)
-        notes = [*clock_note, *result.notes, *mixed_notes(mixed)]
+        notes = [*result.notes, *mixed_notes(mixed)]
         return replace(result, notes=notes, gpu_types=gpu_type_report(mixed)), run, setup
     costs = chunk_costs(setup, timer)
     folded = fold_run(setup, timer, costs)  # None on a simulated network (where record is)
     if folded is None:
         run = run_graph(setup, timer, record=record, progress=progress, costs=costs)
-        result = _result(setup, timer, run, _ideal(setup, timer, run))
-        return replace(result, notes=[*clock_note, *result.notes]), run, setup
+        return _result(setup, timer, run, _ideal(setup, timer, run)), run, setup
     result = _result(setup, timer, *folded)
-    result = replace(result, notes=[*clock_note, *result.notes])
     run = (
         run_graph(setup, timer, record=record, progress=progress, costs=costs)
         if whole
@@ -227,15 +232,9 @@ def _full_clock_shares(setup: StepSetup) -> tuple[float, float]:
     communication, pipeline bubbles) is idle. Approximations: overlapped communication
     adds no power; convolutions count as other work."""
     full = replace(setup, network="analytical", compute=_clocked(setup.compute, 1.0))
-    timer = _timer(full)
-    costs = chunk_costs(full, timer)
-    folded = fold_run(full, timer, costs)
-    if folded is None:
-        run = run_graph(full, timer, costs=costs)
-        folded = (run, _ideal(full, timer, run))
-    first = _result(full, timer, *folded)
+    first, _, full = _run(full, whole=False)
     step, b = first.step_time_s, first.breakdown
-    share = layer_tensor_share(full, timer)
+    share = layer_tensor_share(full, _timer(full))
     g = share * b["compute"] / step
     return g, min(1.0 - g, ((1.0 - share) * b["compute"] + b["optimizer"]) / step)
 

@@ -328,8 +328,8 @@ def unit_cost(
     for i, (op, t) in enumerate(zip(ops, times, strict=True)):
         if op.kind == "compute":
             compute += t
-            attn += t if op.cls in ("attn_fwd", "attn_bwd") else 0.0
-            attn_total += t if op.cls in ("attn_fwd", "attn_bwd") else 0.0
+            a = t if op.cls in ("attn_fwd", "attn_bwd") else 0.0
+            attn, attn_total = attn + a, attn_total + a
             gemm += t if op.cls == "gemm" else 0.0
             continue
         assert op.comm_op is not None and op.group is not None

@@ -221,7 +221,9 @@ _A100P_LOG = "7502-A100-PCIE-40GB.logs"
 #: The same benchmark on an A100 SXM4 40GB (400 W) under TensorFlow 2.3 without XLA (no
 #: 'Compiled cluster' line; V100's logs: TensorFlow 2.2, no XLA). Its VGG-16 run is not
 #: used: 70.3 images/s, 6% of the 250 W PCIe card's, a broken run, so no row of this card
-#: solves conv_eff.
+#: solves conv_eff. The same machine's TensorFlow 2.3 runs with XLA
+#: (logs/7742-A100-SXM4-40GB_TF2_3_XLA.logs) are no better: VGG-16 68.4, ResNet-50 1888,
+#: Inception V3 1154 images/s, so the stack, not XLA, sets this card's rows.
 _A100S_LOG = "7742-1xA100-SXM4-40GB_TF2_3.logs"
 _TF_DOCS = (
     "github.com/tensorflow/docs site/en/r1/guide/performance/benchmarks.md, 'Training "

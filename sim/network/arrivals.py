@@ -82,17 +82,30 @@ class Arrivals:
         """Flows (their event numbers, in flow order) whose last byte was just sent
         arrive ``latency_s`` later: one timer per distinct latency, in order of each
         latency's first flow."""
+        if not events.size:
+            return
+        if events.size == 1:  # most landings: one flow, one timer (same as the general path)
+            self._timer(float(latency_s[0]), [int(events[0])], [1])
+            return
+        if latency_s.min() == latency_s.max():  # one latency: one timer for every flow
+            self._land_group(events, float(latency_s[0]))
+            return
         lats, first, group = np.unique(latency_s, return_index=True, return_inverse=True)
         for g in np.argsort(first, kind="stable").tolist():
-            ids = events[group == g]
-            num, where, count = np.unique(ids[::-1], return_index=True, return_counts=True)
-            last = ids.size - 1 - where  # each event's last flow in this timer
-            order = np.argsort(last, kind="stable")
-            self.landing += ids.size
-            timer = self.env.timeout(float(lats[g]))
-            timer.callbacks.append(
-                functools.partial(self._arrive, num[order].tolist(), count[order].tolist())
-            )
+            self._land_group(events[group == g], float(lats[g]))
+
+    def _land_group(self, ids: np.ndarray, latency_s: float) -> None:
+        """One timer for flows ``ids`` (event numbers, in flow order): each event told how
+        many of its flows landed, in order of its last flow."""
+        num, where, count = np.unique(ids[::-1], return_index=True, return_counts=True)
+        last = ids.size - 1 - where  # each event's last flow in this timer
+        order = np.argsort(last, kind="stable")
+        self._timer(latency_s, num[order].tolist(), count[order].tolist())
+
+    def _timer(self, latency_s: float, nums: list[int], counts: list[int]) -> None:
+        self.landing += sum(counts)
+        timer = self.env.timeout(latency_s)
+        timer.callbacks.append(functools.partial(self._arrive, nums, counts))
 
     def _arrive(self, nums: list[int], counts: list[int], _timer: simpy.Event) -> None:
         self.landing -= sum(counts)

@@ -71,9 +71,9 @@ def fit_table() -> dict[str, float]:
     fp8 = fitted(H200, "fp8")
     print(
         f"   fp8 GEMMs (duty-*-fp8.json): gemm_w {fp8.gemm_w:.4g}, exponent {fp8.exponent:.4g}, "
-        f"idle_w {fp8.idle_w:.4g}"
+        f"idle_w {fp8.idle_w:.4g} (power_gemm_fp8_w: fp8 steps' GEMMs draw it below)"
     )
-    return _power(model)
+    return {**_power(model), "power_gemm_fp8_w": fp8.gemm_w}
 
 
 def strong_scaling(power: dict[str, float]) -> None:

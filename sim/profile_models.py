@@ -231,6 +231,7 @@ class ComputeSection(BaseModel):
     power_exponent: NonNegative | None = None
     power_other_w: NonNegative | None = None
     power_idle_w: NonNegative | None = None
+    power_gemm_fp8_w: NonNegative | None = None
 
 
 class ProfileModel(BaseModel):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -239,8 +240,33 @@ def test_the_example_profile_opts_a_run_in() -> None:
     fitted = fit_power(idle, sweeps, steps, 700.0)
     for key in ("gemm_w", "exponent", "other_w", "idle_w"):
         assert prof.compute[f"power_{key}"] == pytest.approx(getattr(fitted, key), abs=0.05)
+    fp8 = fit_power(*load_folder(H200, "fp8")[:2], steps, 700.0)
+    assert prof.compute["power_gemm_fp8_w"] == pytest.approx(fp8.gemm_w, abs=0.05)
     r = simulate_step(load_scenario("gpt3-175b-1024"), network="analytical", profile=str(path))
     assert 0.85 < _clock(r) < 1
+
+
+def test_fp8_gemms_in_an_fp8_step_draw_their_own_power() -> None:
+    """``power_gemm_fp8_w``: an fp8 step's GEMMs draw it, its attention ``power_gemm_w``
+    (the note gives the blend, between the two); the clock is lower than at bf16's draw
+    and the step slower. A bf16 step ignores the key; a negative draw is refused."""
+    from sim.scenario.load import load_scenario
+    from sim.training.compute.params import compute_params
+    from sim.training.step import simulate_step
+
+    sc = load_scenario("gpt3-175b-1024")
+    fp8 = replace(sc, training=replace(sc.training, precision="fp8"))
+    same = simulate_step(fp8, network="analytical", compute=POWER)
+    own = simulate_step(fp8, network="analytical", compute={**POWER, "power_gemm_fp8_w": 1002.7})
+    assert _clock(own) < _clock(same) and own.step_time_s > same.step_time_s
+    note = next(n for n in own.notes if n.startswith("power-limited clock"))
+    blend = float(note.split(" W at full clock")[0].rsplit(", ", 1)[1])
+    assert POWER["power_gemm_w"] < blend < 1002.7
+    bf16 = simulate_step(sc, network="analytical", compute={**POWER, "power_gemm_fp8_w": 1002.7})
+    plain = simulate_step(sc, network="analytical", compute=POWER)
+    assert bf16.step_time_s == plain.step_time_s
+    with pytest.raises(ConfigError, match=r"compute\.power_gemm_fp8_w: -1\.0 < 0"):
+        compute_params("H100-SXM").overridden({**POWER, "power_gemm_fp8_w": -1})
 
 
 def test_fp8_gemms_draw_a_little_more_than_bf16_ones() -> None:

@@ -19,7 +19,7 @@ from sim.topology.model import Topology
 from sim.training.compute.params import ComputeParams
 from sim.training.compute.passes import CollectiveTimer, timer_for
 from sim.training.compute.power import gemm_rate
-from sim.training.graph.costs import chunk_costs, layer_tensor_share
+from sim.training.graph.costs import chunk_costs, layer_tensor_shares
 from sim.training.graph.execute import StepRun, ideal_run, run_graph
 from sim.training.graph.fold import fold_run
 from sim.training.graph.task import COLLECTIVE, COMPUTE, Comm
@@ -215,28 +215,36 @@ def _power_clock(setup: StepSetup, overrides: Mapping[str, object]) -> tuple[Ste
     if "matmul_eff_max" in setup.profile.compute or "matmul_eff_max" in overrides:
         return setup, ["power-limited clock not applied: the GEMM ceiling in use comes from "
                        "micro-benchmarks timed at their own clock (a profile's matmul_eff_max)"]  # fmt: skip
-    g, k = _full_clock_shares(setup)
+    g, k, fp8 = _full_clock_shares(setup)
+    fp8_w = setup.compute.power_gemm_fp8_w
+    drawn = ""
+    if fp8 > 0 and fp8_w > 0:  # fp8 GEMMs draw their own; attention stays at gemm_w
+        model = replace(model, gemm_w=fp8 * fp8_w + (1.0 - fp8) * model.gemm_w)
+        drawn = f", {model.gemm_w:.0f} W at full clock with fp8 GEMMs {fp8:.0%} of that time"
     clock = gemm_rate(model, g, k)
     note = (f"power-limited clock: tensor-core kernels at {clock:.3f} of their full-clock rate "
             f"under the {model.cap_w:.0f} W limit (at full clock they take {g:.0%} of the "
-            f"step, other kernels {k:.0%}, waiting {max(0.0, 1 - g - k):.0%}; "
+            f"step{drawn}, other kernels {k:.0%}, waiting {max(0.0, 1 - g - k):.0%}; "
             "sim/training/compute/power.py)")  # fmt: skip
     return replace(setup, compute=_clocked(setup.compute, round(clock, 12))), [note]
 
 
-def _full_clock_shares(setup: StepSetup) -> tuple[float, float]:
+def _full_clock_shares(setup: StepSetup) -> tuple[float, float, float]:
     """(tensor-core share, other kernels' share) of the step run at full clock on the
-    closed-form network (folded where it folds): tensor-core kernels (GEMMs and attention,
-    which draw alike) are the layers' share of the critical stage's compute; other kernels
-    the rest of that compute plus the optimizer step; the remainder (exposed
-    communication, pipeline bubbles) is idle. Approximations: overlapped communication
-    adds no power; convolutions count as other work."""
+    closed-form network (folded where it folds), and the fp8 GEMMs' part of the
+    tensor-core time (0 unless the step is in fp8): tensor-core kernels (GEMMs and
+    attention) are the layers' share of the critical stage's compute; other kernels the
+    rest of that compute plus the optimizer step; the remainder (exposed communication,
+    pipeline bubbles) is idle. Approximations: overlapped communication adds no power;
+    convolutions count as other work."""
     full = replace(setup, network="analytical", compute=_clocked(setup.compute, 1.0))
     first, _, full = _run(full, whole=False)
     step, b = first.step_time_s, first.breakdown
-    share = layer_tensor_share(full, _timer(full))
+    gemm, attn = layer_tensor_shares(full, _timer(full))
+    share = gemm + attn
     g = share * b["compute"] / step
-    return g, min(1.0 - g, ((1.0 - share) * b["compute"] + b["optimizer"]) / step)
+    fp8 = gemm / share if share > 0 and setup.scenario.training.precision == "fp8" else 0.0
+    return g, min(1.0 - g, ((1.0 - share) * b["compute"] + b["optimizer"]) / step), fp8
 
 
 def _ideal(setup: StepSetup, timer: CollectiveTimer, run: StepRun) -> StepRun:

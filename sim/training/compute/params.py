@@ -43,7 +43,14 @@ _FRACTIONS = (
 _MAY_BE_ZERO = ("fp8_matmul_eff_max", "comm_interference", "fp32_matmul_eff_max")
 _TIMES = ("launch_overhead_s", "optimizer_tensor_overhead_s", "host_dispatch_s")
 #: The power-limit clock model (:mod:`sim.training.compute.power`); ``power_cap_w`` 0: off.
-_POWER = ("power_cap_w", "power_gemm_w", "power_exponent", "power_other_w", "power_idle_w")
+_POWER = (
+    "power_cap_w",
+    "power_gemm_w",
+    "power_exponent",
+    "power_other_w",
+    "power_idle_w",
+    "power_gemm_fp8_w",
+)
 _TUNABLE = (
     *_FRACTIONS, "fp32_matmul_eff_max", "matmul_half_flops", "matmul_k_half", "attn_seq_half",
     "attn_head_dim_half", *_TIMES, "sm_count", *_POWER,
@@ -163,6 +170,9 @@ class ComputeParams:
         set, a step's ``sustained_clock`` is the rate its GEMMs keep under the limit, from
         how the step divides its time (:func:`sim.training.step.run_step`). 0 (the default):
         off, ``sustained_clock`` as set.
+    power_gemm_fp8_w : float
+        fp8 GEMMs' draw at full clock (W), for steps in fp8 (their attention draws
+        ``power_gemm_w``); 0 (the default): ``power_gemm_w``. Same exponent.
     comm_interference : float
         Slowdown of compute while a data-parallel collective (a ZeRO gather or a
         per-micro-batch gradient reduction) runs beside it: NCCL kernels take SMs and HBM
@@ -212,6 +222,7 @@ class ComputeParams:
     power_exponent: float = 2.0
     power_other_w: float = 0.0
     power_idle_w: float = 0.0
+    power_gemm_fp8_w: float = 0.0
     estimate: bool = True
     basis: str = "dataclass defaults (no catalog entry)"
     validation: Mapping[str, Any] = field(default_factory=dict)
@@ -248,6 +259,9 @@ class ComputeParams:
                 )
         if not self.power_exponent >= 1:
             raise ConfigError(f"compute.power_exponent: {self.power_exponent!r} must be >= 1")
+        if self.power_gemm_fp8_w < 0:
+            raise ConfigError(f"compute.power_gemm_fp8_w: {self.power_gemm_fp8_w!r} < 0 "
+                              "(0: fp8 GEMMs draw power_gemm_w)")  # fmt: skip
 
     @property
     def power_model(self) -> PowerModel | None:
@@ -350,6 +364,7 @@ class _Entry(BaseModel):
     power_exponent: float | None = None
     power_other_w: float | None = None
     power_idle_w: float | None = None
+    power_gemm_fp8_w: float | None = None
     estimate: bool
     basis: str
     validation: dict[str, Any] = {}

@@ -39,6 +39,8 @@ __all__ = [
     "FSDP_FLAT_GRAD_BYTES",
     "bucket_s",
     "chunk_costs",
+    "layer_tensor_share",
+    "layer_tensor_shares",
     "op_context",
     "param_units",
     "tp_overlap",
@@ -251,10 +253,19 @@ def chunk_costs(setup: StepSetup, timer: CollectiveTimer) -> dict[tuple[int, str
 def layer_tensor_share(setup: StepSetup, timer: CollectiveTimer, s: int = 0) -> float:
     """Tensor-core kernels' (GEMMs' and attention's) share of one layer's kernel time,
     forward and backward, on stage ``s`` (no units; 0 for a layer without them)."""
+    return sum(layer_tensor_shares(setup, timer, s))
+
+
+def layer_tensor_shares(
+    setup: StepSetup, timer: CollectiveTimer, s: int = 0
+) -> tuple[float, float]:
+    """(GEMMs', fused attention's) shares of one layer's kernel time, forward and
+    backward, on stage ``s`` (no units; 0 for a layer without kernels)."""
     f, b = _unit_costs(setup, timer, s, {})["layer"]
     total = f.compute_s + b.compute_s
-    tensor = f.gemm_s + b.gemm_s + f.attn_s + b.attn_s
-    return tensor / total if total > 0 else 0.0
+    if total <= 0:
+        return 0.0, 0.0
+    return (f.gemm_s + b.gemm_s) / total, (f.attn_s + b.attn_s) / total
 
 
 def param_units(setup: StepSetup, vs: int) -> list[tuple[float, float]]:

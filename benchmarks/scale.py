@@ -12,7 +12,8 @@ GPT-3 175B (``scenarios/gpt3-175b-1024.yaml``: TP 8, PP 8, 96 micro-batches per 
 the data-parallel degree grown with ``--set cluster.nodes=N``) and Llama-3-405B as Meta
 trained it on 16,384 H100 (``benchmarks/beyond_the_step.py``'s scenario, arXiv:2407.21783
 Table 4: TP 8, PP 16, interleaved, 16 micro-batches per replica) at 16,384 and 65,536
-GPUs; GPT-3 flow at 64...4,096 GPUs for the exponent.
+GPUs; GPT-3 flow at 64...4,096 GPUs for the exponent; Llama-2-70B with ZeRO-3 on 256
+GPUs, flow (``zero3-256``: the shipped RoCE scenario with ``parallel.zero=3``).
 
 Run: ``python benchmarks/scale.py`` (about 10 minutes on one core), ``--quick`` (the
 smaller cases only), ``--only CASE`` (a case name, or a prefix such as ``flow-``).
@@ -36,6 +37,11 @@ After coalesced ring phases in the training step (``benchmarks/coalesce.py``: wi
 lockstep) and the tuner's schedules kept per (group, op, size), one other job on the host:
 Llama-3 16k flow 33 s, 641 MB; GPT-3 16k flow 38 -> 5.1 s, 459 MB; flow-4096 2.2 s; flow
 wall time ~ N^0.13 over 64..4096; sweep-4096 16 s (its path is unchanged).
+
+``zero3-256`` (Llama-2-70B with ZeRO-3 on 256 H100 over RoCE, flow: its per-layer gathers
+and reductions make ~800,000 rate solves and landings): 234 -> 171 s after a landing of one
+flow (or of one latency) skips its sorting passes (2026-12-04, run in turn with the code
+before on the same host, same output).
 """
 
 from __future__ import annotations
@@ -115,6 +121,8 @@ def cases(llama_file: Path) -> list[Case]:
     ]  # fmt: skip
     for n in (64, 256, 1024, 4096):
         out.append(Case(f"flow-{n}", n, "flow", gpt3(n, "flow"), quick=n <= 1024))
+    zero3 = ("run", "llama2-70b-256-roce", "--set", "parallel.zero=3")
+    out.append(Case("zero3-256", 256, "flow", zero3, 240.0, quick=False))
     return out
 
 

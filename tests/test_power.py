@@ -182,7 +182,7 @@ def test_a_gemm_heavy_step_runs_below_full_clock_and_says_so() -> None:
     the note's clock is what the model gives for the shares of the run at full clock, and
     the step is slower for it."""
     from sim.scenario.load import load_scenario
-    from sim.training.graph.costs import layer_tensor_share
+    from sim.training.graph.costs import layer_tensor_shares
     from sim.training.setup import prepare_step
     from sim.training.step import _timer, simulate_step
 
@@ -191,7 +191,7 @@ def test_a_gemm_heavy_step_runs_below_full_clock_and_says_so() -> None:
     full = simulate_step(sc, network="analytical")
     assert not any(n.startswith("power-limited clock") for n in full.notes)  # off by default
     setup = prepare_step(sc, "analytical")
-    share = layer_tensor_share(setup, _timer(setup))
+    share = sum(layer_tensor_shares(setup, _timer(setup)))
     b, step = full.breakdown, full.step_time_s
     g = share * b["compute"] / step
     k = ((1 - share) * b["compute"] + b["optimizer"]) / step

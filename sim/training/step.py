@@ -216,10 +216,10 @@ def _power_clock(setup: StepSetup, overrides: Mapping[str, object]) -> tuple[Ste
         return setup, ["power-limited clock not applied: the GEMM ceiling in use comes from "
                        "micro-benchmarks timed at their own clock (a profile's matmul_eff_max)"]  # fmt: skip
     g, k, fp8 = _full_clock_shares(setup)
-    fp8_w = setup.compute.power_gemm_fp8_w
+    model = setup.compute.step_power_model(fp8)
+    assert model is not None  # power_cap_w is set: power_model was not None
     drawn = ""
-    if fp8 > 0 and fp8_w > 0:  # fp8 GEMMs draw their own; attention stays at gemm_w
-        model = replace(model, gemm_w=fp8 * fp8_w + (1.0 - fp8) * model.gemm_w)
+    if fp8 > 0 and setup.compute.power_gemm_fp8_w > 0:  # fp8 GEMMs' own draw blended in
         drawn = f", {model.gemm_w:.0f} W at full clock with fp8 GEMMs {fp8:.0%} of that time"
     clock = gemm_rate(model, g, k)
     note = (f"power-limited clock: tensor-core kernels at {clock:.3f} of their full-clock rate "

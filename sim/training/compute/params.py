@@ -266,9 +266,18 @@ class ComputeParams:
     @property
     def power_model(self) -> PowerModel | None:
         """The power-limit clock model, or None where ``power_cap_w`` is 0 (off)."""
+        return self.step_power_model(0.0)
+
+    def step_power_model(self, fp8_share: float) -> PowerModel | None:
+        """:attr:`power_model` for a step whose tensor-core time at full clock is
+        ``fp8_share`` fp8 GEMMs: their draw ``power_gemm_fp8_w`` (where set) blended with
+        ``power_gemm_w`` (bf16 GEMMs, attention) by time."""
         if self.power_cap_w == 0:
             return None
-        return PowerModel(self.power_cap_w, self.power_gemm_w, self.power_exponent,
+        gemm_w = self.power_gemm_w
+        if fp8_share > 0 and self.power_gemm_fp8_w > 0:
+            gemm_w = fp8_share * self.power_gemm_fp8_w + (1.0 - fp8_share) * gemm_w
+        return PowerModel(self.power_cap_w, gemm_w, self.power_exponent,
                           self.power_other_w, self.power_idle_w)  # fmt: skip
 
     @property

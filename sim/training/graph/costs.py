@@ -39,7 +39,6 @@ __all__ = [
     "FSDP_FLAT_GRAD_BYTES",
     "bucket_s",
     "chunk_costs",
-    "layer_tensor_share",
     "layer_tensor_shares",
     "op_context",
     "param_units",
@@ -248,12 +247,6 @@ def chunk_costs(setup: StepSetup, timer: CollectiveTimer) -> dict[tuple[int, str
             shapes[key] = _interfered(setup, timer, s, f, b)
         out[(vs, "F")], out[(vs, "B")] = shapes[key]
     return out
-
-
-def layer_tensor_share(setup: StepSetup, timer: CollectiveTimer, s: int = 0) -> float:
-    """Tensor-core kernels' (GEMMs' and attention's) share of one layer's kernel time,
-    forward and backward, on stage ``s`` (no units; 0 for a layer without them)."""
-    return sum(layer_tensor_shares(setup, timer, s))
 
 
 def layer_tensor_shares(

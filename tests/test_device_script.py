@@ -114,10 +114,13 @@ def test_the_whole_script_runs_dry_on_a_cpu(tmp_path: Path) -> None:
              for x in (".json", "_trace.json")}  # fmt: skip
     replays = {f"replay{s}.json" for s in ("", "-8b", "-70b", "-175b", "-1b")}
     power = {f"{p}-{s}.json" for p in ("power", "step-power") for s in ("1b", "8b")}
+    titan = {"titan-flash.json", "titan-flash_trace.json", "power-titan.json",
+             "titan-flash-8.json", "titan-full.json"}  # fmt: skip
     assert names == {"env.json", "compute.json", "clocks.csv", "cnn.json", "duty.json",
-                     "duty-idle.json"} | steps | replays | power  # fmt: skip
+                     "duty-idle.json"} | steps | replays | power | titan  # fmt: skip
     log = (tmp_path / "log.txt").read_text()
     assert "== duty-fp8: skipped on cpu" in log and "== duty-idle-fp8: skipped on cpu" in log
+    assert "== titan-cudnn: skipped on cpu" in log
     assert all(p.stat().st_size < 16 * 2**20 for p in tmp_path.iterdir())
     assert "device script: 0 piece(s) failed" in (tmp_path / "log.txt").read_text()
 

@@ -28,6 +28,13 @@
 #   step-power (150)  power-1b.json, power-8b.json: the 1b and 8b steps (below) run 60 steps
 #                   each under nvidia-smi (calibrate.duty_cycle power): the draw and SM clock
 #                   of a step, to check the power model fitted to the duty pieces
+#   titan (150)     titan-flash.json, titan-flash_trace.json: calibrate.titan_step, a
+#                   torchtitan-shaped Llama 3 8B step (16 of its layers, batch 2 x 8192,
+#                   FSDP2 bf16 parameters on one rank, per-op SAC, SDPA pinned to flash),
+#                   10 timed steps, a trace of 2, under nvidia-smi (power-titan.json)
+#   titan-cudnn (90), titan-8 (90), titan-full (90)  titan-cudnn.json, titan-flash-8.json,
+#                   titan-full.json: the same with SDPA's cuDNN backend, with 8 layers
+#                   (the per-layer time by difference), with full recomputation
 #   step (75)       step.json, step_trace.json: calibrate step: a 12-layer GPT (hidden 2048, seq
 #                   2048, batch 8, bf16) and its PyTorch profiler (Kineto) trace, 3 steps;
 #                   replay.json: the trace's GEMMs re-run alone (calibrate.duty_cycle replay)
@@ -67,14 +74,14 @@ piece() {  # piece NAME SECONDS CMD...: run one piece under a time limit, log it
 }
 
 PIECES=("${@:2}")
-[ "${#PIECES[@]}" -gt 0 ] || PIECES=(env compute clocks cnn duty duty-idle duty-fp8 duty-idle-fp8 step step-8b step-70b step-175b step-1b step-power)
+[ "${#PIECES[@]}" -gt 0 ] || PIECES=(env compute clocks cnn duty duty-idle duty-fp8 duty-idle-fp8 step step-8b step-70b step-175b step-1b step-power titan titan-cudnn titan-8 titan-full)
 B8="layers=4,hidden=4096,heads=32,ffn_hidden=14336,vocab=32768,seq=4096,batch=2"
 B70="layers=2,hidden=8192,heads=64,ffn_hidden=28672,vocab=32768,seq=4096,batch=2"
 B175="layers=1,hidden=12288,heads=96,ffn_hidden=49152,vocab=32768,seq=2048,batch=4"
 B1="layers=8,hidden=1024,heads=16,ffn_hidden=4096,vocab=32768,seq=2048,batch=8"
 if [ "$DEV" = cpu ]; then  # the dry run: small cases, and room for a shared 2-core host
     declare -A LIMIT=([env]=120 [compute]=900 [clocks]=300 [cnn]=600 [duty]=300 [step]=600
-                      [replay]=300)
+                      [replay]=300 [titan]=300)
     COMPUTE=(--device cpu --quick)
     CLOCKS=(--device cpu --seconds 2 --n 256 --window 2)
     CNN=(--device cpu --batch 1 --steps 1 --warmup 0)
@@ -82,13 +89,14 @@ if [ "$DEV" = cpu ]; then  # the dry run: small cases, and room for a shared 2-c
     STEP=(--device cpu --quick --steps 2 --trace-steps 2)
     REPLAY=(--device cpu --iters 16 --pause 0)
     POWER_STEPS=2
+    TITAN=(--device cpu --quick --steps 2 --warmup 1 --attention math)
     B8="layers=1,hidden=64,heads=2,ffn_hidden=224,vocab=512,seq=64,batch=2"
     B70="layers=1,hidden=128,heads=2,ffn_hidden=448,vocab=512,seq=64,batch=2"
     B175="layers=1,hidden=96,heads=2,ffn_hidden=384,vocab=512,seq=32,batch=2"
     B1="layers=2,hidden=32,heads=2,ffn_hidden=128,vocab=512,seq=64,batch=2"
 else
     declare -A LIMIT=([env]=20 [compute]=180 [clocks]=95 [cnn]=110 [duty]=60 [step]=75
-                      [replay]=75)
+                      [replay]=75 [titan]=150)
     COMPUTE=(--device cuda)
     CLOCKS=(--device cuda --seconds 75)
     CNN=(--device cuda)
@@ -96,6 +104,7 @@ else
     STEP=(--device cuda --steps 20 --trace-steps 3)
     REPLAY=(--device cuda)
     POWER_STEPS=60
+    TITAN=(--device cuda --steps 10 --warmup 3)
 fi
 
 stepjob() {  # stepjob NAME [CONFIG]: a traced step job and its GEMMs replayed alone
@@ -131,6 +140,21 @@ for p in "${PIECES[@]}"; do
                     --out "$OUT/step-power-$size.json"
             done ;;
         step-1b) stepjob step-1b --config "$B1" ;;
+        titan) piece titan "${LIMIT[titan]}" "$PY" -m calibrate.duty_cycle power \
+            --out "$OUT/power-titan.json" -- "$PY" -m calibrate.titan_step "${TITAN[@]}" \
+            --out "$OUT/titan-flash.json" --trace "$OUT/titan-flash_trace.json" ;;
+        titan-cudnn | titan-8 | titan-full)
+            if [ "$p" = titan-cudnn ] && [ "$DEV" = cpu ]; then
+                echo "== $p: skipped on cpu (no cuDNN attention there)" | tee -a "$LOG"
+                continue
+            fi
+            extra=(--attention cudnn)
+            name=titan-cudnn
+            [ "$p" = titan-8 ] && extra=(--layers 8) && name=titan-flash-8
+            [ "$p" = titan-full ] && extra=(--ac full) && name=titan-full
+            [ "$DEV" = cpu ] && [ "$p" = titan-8 ] && extra=()
+            piece "$p" $((LIMIT[titan] * 3 / 5)) "$PY" -m calibrate.titan_step "${TITAN[@]}" \
+                "${extra[@]}" --out "$OUT/$name.json" ;;
         duty-idle) piece duty-idle "${LIMIT[duty]}" "$PY" -m calibrate.duty_cycle sweep \
             "${DUTY[@]}" --other idle --out "$OUT/duty-idle.json" ;;
         duty-fp8 | duty-idle-fp8)
@@ -142,7 +166,7 @@ for p in "${PIECES[@]}"; do
                 piece "$p" "${LIMIT[duty]}" "$PY" -m calibrate.duty_cycle sweep "${DUTY[@]}" \
                     --other "$other" --dtype fp8 --out "$OUT/$p.json"
             fi ;;
-        *) echo "== unknown piece '$p'; allowed: env compute clocks cnn duty duty-idle duty-fp8 duty-idle-fp8 step step-8b step-70b step-175b step-1b step-power" \
+        *) echo "== unknown piece '$p'; allowed: env compute clocks cnn duty duty-idle duty-fp8 duty-idle-fp8 step step-8b step-70b step-175b step-1b step-power titan titan-cudnn titan-8 titan-full" \
                | tee -a "$LOG"; failed=$((failed + 1)) ;;
     esac
 done

@@ -1,0 +1,72 @@
+"""The torchtitan-shaped Llama step job (calibrate/titan_step.py), at CPU sizes.
+
+It is built for a lent GPU (the device script's ``titan`` pieces); here it runs tiny and
+its checkpointing policy is checked against torchtitan's rule by counting the matmuls
+that really execute.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="real runs need torch (clustersim[calibrate])")
+
+from calibrate.titan_step import QUICK, build_model  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _mm_calls(ac: str) -> int:
+    """``aten.mm`` calls that execute in one forward and backward of the quick model."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            if func == torch.ops.aten.mm.default:
+                Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    c = replace(QUICK, ac=ac, fsdp=False, attention="math")
+    torch.manual_seed(0)
+    model = build_model(c, torch.device("cpu"))
+    tokens = torch.randint(0, c.vocab, (c.batch, c.seq))
+    with Count():
+        model(tokens).float().sum().backward()
+    return Count.n
+
+
+def test_per_op_sac_reruns_every_second_matmul_of_a_block() -> None:
+    """7 matmuls per block and the head: 15 forward, 30 backward. torchtitan's per-op SAC
+    re-runs wk, wo and w3 (3 per block); full checkpointing re-runs all but the last one,
+    w2, whose output no backward needs (PyTorch's non-reentrant checkpoint stops early)."""
+    assert _mm_calls("none") == 15 + 30
+    assert _mm_calls("op") == 45 + 3 * QUICK.layers
+    assert _mm_calls("full") == 45 + 6 * QUICK.layers
+
+
+def test_the_job_runs_under_fsdp_on_one_rank_and_writes_its_record(tmp_path: Path) -> None:
+    out, trace = tmp_path / "t.json", tmp_path / "trace.json"
+    r = subprocess.run([sys.executable, "-m", "calibrate.titan_step", "--quick", "--device", "cpu",
+                        "--attention", "math", "--steps", "2", "--warmup", "1", "--out", str(out),
+                        "--trace", str(trace)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600, check=False)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = json.loads(out.read_text())
+    assert rec["config"]["fsdp"] and rec["config"]["ac"] == "op" and len(rec["step_s"]) == 2
+    assert rec["tokens_per_s"] == pytest.approx(2 * 64 / rec["median_s"])
+    names = {e.get("name") for e in json.loads(trace.read_text())["traceEvents"]}
+    assert {"ProfilerStep#0", "ProfilerStep#1", "aten::mm"} <= names
+
+
+def test_bad_choices_are_refused_in_one_line() -> None:
+    r = subprocess.run([sys.executable, "-m", "calibrate.titan_step", "--ac", "most"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert r.returncode == 2 and "--ac: invalid choice: 'most'" in r.stderr

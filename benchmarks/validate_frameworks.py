@@ -8,8 +8,9 @@ cross-entropy; NeMo 24.03's rows name the FlashAttention-2 its Transformer Engin
 the error, and the same with the parametric attention model (``fitted``) instead, for
 comparison. No fit reads these tables; torchtitan's
 70B bf16 pair set the async-TP slowdown (``sim/workload/frameworks.py``). A row the model
-is known to miss (``known_gap`` in the file: torchtitan's H200 runs) is marked ``*`` and
-left out of the per-source lines, then shown with the shipped defaults (profile none).
+is known to miss (``known_gap`` in the file; none since torchtitan's H200 runs closed on
+2026-12-04) is marked ``*`` and left out of the per-source lines, then shown with the
+shipped defaults (profile none).
 
 Run: ``python benchmarks/validate_frameworks.py``.
 """

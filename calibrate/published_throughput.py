@@ -2,7 +2,8 @@
 
 ``calibrate/published_throughput.yaml`` holds runs of framework benchmark tables that no
 fit in this project reads (NeMo's and Megatron-Bridge's H100 FP8 summaries, torchtitan's
-H100 tables and its H200 runs, the last a known miss: ``known_gap``), each as a
+H100 tables and its H200 runs; a row the model is known to miss says why in
+``known_gap``, none today), each as a
 clustersim scenario with the tokens/s per GPU its source reports. They test the presets
 out of sample: the framework named in each scenario supplies every default the source
 does not print (ZeRO stage, overlap, attention kernel, cross-entropy), so a preset that

@@ -55,6 +55,46 @@ def test_selective_recompute_adds_only_the_attention_core() -> None:
     assert sel - base == 8 * 4 * 1024**2 * 2048 * 4
 
 
+def test_torchtitan_op_sac_recomputes_wk_wo_w3_and_every_elementwise_kernel() -> None:
+    """torchtitan's per-op SAC (torchtitan/distributed/activation_checkpoint.py:
+    ``_save_list``, ``_custom_policy``) keeps every odd ``aten.mm`` output in call order
+    and SDPA's: a Llama block's backward re-runs ``wk``, ``wo`` and ``w3`` (closed form:
+    ``2 b s h (kv + h + f)``), never the attention kernel, and every elementwise kernel
+    of the forward, byte for byte. Model FLOPs do not move."""
+    m, b, s = model_preset("llama3-8b"), 2, 8192
+    plain = layer_ops(OpContext(m, b, s))
+    sac = layer_ops(OpContext(m, b, s, recompute="selective", selective="op"))
+    redo = [o for o in sac.bwd if o.recompute]
+    kv = m.kv_heads * m.head_dim
+    assert sac.hardware_flops - plain.hardware_flops == 2 * b * s * m.hidden * (
+        kv + m.hidden + m.ffn_hidden
+    )
+    assert sac.model_flops == plain.model_flops
+    assert not [o for o in redo if o.cls.startswith("attn")]
+    assert [o.shape[1] for o in redo if o.cls == "gemm"] == [kv, m.hidden, m.ffn_hidden]
+    elementwise = [o for o in plain.fwd if o.cls in ("memory", "stream")]
+    assert sum(o.bytes for o in redo if o.cls in ("memory", "stream")) == sum(
+        o.bytes for o in elementwise
+    )
+    megatron = layer_ops(OpContext(m, b, s, recompute="selective"))  # the attention core only
+    assert [o.cls for o in megatron.bwd if o.recompute] == ["attn_fwd"]
+
+
+def test_op_sac_under_sequence_parallelism_regathers_but_keeps_reduce_scatters() -> None:
+    """Under TP with SP the recompute pass re-runs the two all-gathers (not on the save
+    list) and takes the reduce-scatters' saved outputs. A GPT block (one up projection)
+    makes six matmul calls: it re-runs ``wk``, the output projection and the down one."""
+    m = model_preset("llama3-70b")
+    ctx = OpContext(m, 1, 8192, tp=8, sp=True, recompute="selective", selective="op")
+    redo = [o for o in layer_ops(ctx).bwd if o.recompute]
+    assert sorted(o.comm_op for o in redo if o.comm_op) == ["all_gather", "all_gather"]
+    gpt = megatron_gpt(1024, 2, heads=16)
+    redo = [o for o in layer_ops(OpContext(gpt, 1, 512, recompute="selective",
+                                           selective="op")).bwd if o.recompute]  # fmt: skip
+    assert [(o.name, o.shape[1]) for o in redo if o.cls == "gemm"] == [
+        ("recompute_qkv_1", 1024), ("recompute_attn_out", 1024), ("recompute_mlp_down", 1024)]  # fmt: skip
+
+
 def test_six_n_approximation_within_three_percent_for_gpt3() -> None:
     """GPT-3 175B at s = 2048: model FLOPs ~ 6 N D (attention adds s/6h = 2.8%)."""
     m = model_preset("gpt3-175b")

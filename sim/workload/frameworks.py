@@ -160,8 +160,9 @@ class Semantics:
     attention_kernel : str
         Default ``training.attention_kernel``: the fused attention family the framework's
         published setup runs, where its code pins one (``cudnn`` for NeMo's performance
-        scripts); ``fitted`` where the kernel depends on versions the benchmarks do not
-        state (the parametric model the end-to-end fits used).
+        scripts, ``fa2`` for torchtitan on Hopper); ``fitted`` where the kernel depends on
+        versions the benchmarks do not state (the parametric model the end-to-end fits
+        used).
     """
 
     name: str
@@ -299,6 +300,7 @@ _DIFFS: dict[str, dict[str, Any]] = {
         tp_overlap_slowdown=_ATP_SLOWDOWN, selective_recompute="op",
         tp_saves_gathered_input=True, deallocate_pipeline_outputs=False,
         recv_buffers_per_microbatch=True, cross_entropy="upcast", expandable_segments=True,
+        attention_kernel="fa2",
     ),
     "deepspeed": dict(
         model_params="bf16", main_grad_dtype="bf16", grad_reduce_dtype="bf16",
@@ -473,9 +475,12 @@ def _titan_sources() -> dict[str, str]:
         "grad_accum_fusion": "autograd AccumulateGrad; FSDP2 accumulates the sharded "
         "gradient after each reduce-scatter, the unsharded one under pipeline parallelism "
         "(set_requires_gradient_sync(False), see pp_gather_once)",
-        "attention_kernel": "fitted: PyTorch SDPA picks its flash, cuDNN or memory-efficient backend by "
-        "version and priority; Table 1's 8B row is validated with the fitted model (+1.8%; "
-        "with fa2 +21%, docs/frameworks.md)",
+        "attention_kernel": "SDPA's flash backend (FlashAttention-2) on Hopper and Ampere: "
+        "pytorch/torchtitan@e7c0cae torchtitan/models/attention.py ScaledDotProductAttention "
+        "pins FLASH_ATTENTION first (CUDNN_ATTENTION first only on sm100, since 3b85aa31); "
+        "before that (9dec370a) it called F.scaled_dot_product_attention unpinned, and "
+        "PyTorch's own order puts flash first since pytorch/pytorch PR 138522 (Oct 2024, "
+        "2.5.1: cuDNN opt-in)",
     }
 
 

@@ -15,7 +15,10 @@ conventions (Megatron-LM's, so MFU/HFU compare with its papers):
 - Backward = 2 x forward FLOPs for every matmul (input and weight gradients).
 - Recompute adds the recomputed forward, flagged ``Op.recompute``: ``full`` replays the
   whole layer forward (its TP communication included), ``selective`` only the attention
-  core (Korthikanti et al. 2022). Model FLOPs exclude it, hardware FLOPs include it.
+  core (Korthikanti et al. 2022), or, under torchtitan's per-op SAC
+  (``OpContext.selective == "op"``), everything but the attention core, the
+  reduce-scatters and every odd matmul (:func:`_op_sac_recompute`). Model FLOPs exclude
+  it, hardware FLOPs include it.
 - Embedding lookups are 0 FLOPs; the logits projection is ``2 b s h V`` in bf16 (also
   under fp8, as Transformer Engine recipes keep it) and is never recomputed.
 
@@ -36,6 +39,7 @@ from sim.workload.primitives import (
     Block,
     Op,
     OpContext,
+    _gemm,
     attention_core,
     comm,
     elementwise,
@@ -78,7 +82,8 @@ def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str =
                 flash_attention: bool = True, grad_cast_bytes: float = 0.0,
                 cross_entropy: str = "fp32", fused_kernels: bool = False,
                 attention_kernel: str = "fitted", grad_accum_bytes: float = 0.0,
-                tp_regather: bool = True, tp_async_backward: bool = False) -> OpContext:  # fmt: skip
+                tp_regather: bool = True, tp_async_backward: bool = False,
+                selective: str = "attention") -> OpContext:  # fmt: skip
     """The :class:`OpContext` of ``plan`` (TP, SP, micro-batch, recompute, kernels).
 
     >>> from sim.workload.models import model_preset
@@ -88,7 +93,7 @@ def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str =
     return OpContext(model, plan.micro_batch, seq, plan.tp, plan.sp, plan.recompute,
                      precision, flash_attention, grad_cast_bytes, cross_entropy,
                      fused_kernels, plan.cp, attention_kernel, grad_accum_bytes,
-                     tp_regather, tp_async_backward)  # fmt: skip
+                     tp_regather, tp_async_backward, selective)  # fmt: skip
 
 
 def _core(ctx: OpContext) -> list[Block]:
@@ -237,6 +242,49 @@ def _mlp(ctx: OpContext) -> list[Block]:
     ]
 
 
+def _torch_mms(ctx: OpContext, op: Op) -> list[Op]:
+    """``op`` (a GEMM of the op list) as the ``aten.mm`` calls torchtitan's Llama makes,
+    in call order: the fused QKV projection is ``wq``, ``wk``, ``wv``; a gated MLP's
+    up projection is ``w1`` then ``w3``; any other GEMM is one call."""
+    m, n, k, batch = op.shape
+    cols: tuple[float, ...]
+    if op.name == "qkv":
+        kv = max(ctx.model.kv_heads // ctx.tp, 1) * ctx.model.head_dim
+        cols = (n - 2 * kv, kv, kv)
+    elif op.name.endswith("_up") and ctx.model.gated_mlp:
+        cols = (n / 2, n / 2)
+    else:
+        return [op]
+    return [_gemm(f"{op.name}_{i}", m, c, k, op.dtype, batch) for i, c in enumerate(cols)]
+
+
+def _op_sac_recompute(ctx: OpContext, fwd: list[Op]) -> list[Op]:
+    """What torchtitan's per-op selective activation checkpointing runs again in the
+    backward of one block: the whole forward but the ops whose outputs it saves.
+
+    ``torchtitan/distributed/activation_checkpoint.py`` (``_save_list``, ``_custom_policy``
+    at 9dec370a and b5bcd76c) saves the outputs of ``aten.mm`` (but every second one in
+    call order), of SDPA's flash and memory-efficient kernels, of reduce-scatters and of
+    ``aten.max`` (fp8 amax); everything else is PREFER_RECOMPUTE, so the recompute pass
+    re-runs the norms, rotary, activations, residual adds, casts and all-gathers, and
+    the even-numbered matmuls (``wk``, ``wo``, ``w3`` of a Llama block).
+    """
+    core = {o for f, _ in _core(ctx) for o in f}
+    out: list[Op] = []
+    mm = 0
+    for op in fwd:
+        if op in core or op.comm_op == "reduce_scatter":
+            continue
+        if op.cls != "gemm" or op.kind != "compute":
+            out.append(op)
+            continue
+        for call in _torch_mms(ctx, op):
+            mm += 1
+            if mm % 2 == 0:
+                out.append(call)
+    return out
+
+
 def _as_recompute(ops: list[Op]) -> list[Op]:
     return [replace(o, name=f"recompute_{o.name}", recompute=True) for o in ops]
 
@@ -260,6 +308,8 @@ def layer_ops(ctx: OpContext) -> LayerOps:
     fwd = [o for f, _ in blocks for o in f]
     if ctx.recompute == "full":
         recompute = _as_recompute(fwd)
+    elif ctx.recompute == "selective" and ctx.selective == "op":
+        recompute = _as_recompute(_op_sac_recompute(ctx, fwd))
     elif ctx.recompute == "selective":
         recompute = _as_recompute([o for f, _ in _core(ctx) for o in f])
     else:

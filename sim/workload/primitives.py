@@ -142,6 +142,8 @@ class OpContext:
     ``tp_async_backward``: a column-parallel layer's backward collectives run beside its
     GEMMs (the framework's ``tp_async_backward`` where TP communication is not otherwise
     overlapped): they are marked with :attr:`Op.beside`.
+    ``selective``: what ``recompute="selective"`` recomputes: ``attention`` (Megatron: the
+    attention core) or ``op`` (torchtitan's per-op SAC; :func:`sim.workload.ops.layer_ops`).
     """
 
     model: ModelSpec
@@ -160,6 +162,7 @@ class OpContext:
     grad_accum_bytes: float = 0.0
     tp_regather: bool = True
     tp_async_backward: bool = False
+    selective: str = "attention"
 
     @property
     def tokens(self) -> int:

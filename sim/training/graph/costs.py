@@ -162,7 +162,8 @@ def op_context(setup: StepSetup) -> OpContext:
                        sc.training.flash_attention, cast, sc.training.cross_entropy,
                        sc.training.fused_kernels, sc.training.attention_kernel,
                        grad_accum_bytes(setup),
-                       fw is None or not fw.tp_saves_gathered_input, async_bwd)  # fmt: skip
+                       fw is None or not fw.tp_saves_gathered_input, async_bwd,
+                       fw.selective_recompute if fw is not None else "attention")  # fmt: skip
 
 
 #: (forward, backward) costs of a stage's units, kept across steps: key -> (the compute

@@ -2,18 +2,15 @@
 against the framework presets, out of sample: ``calibrate/published_throughput.yaml``.
 
 Bounds: every run within 15% of its published tokens/s per GPU and each source's mean
-within 9% (8% until 2026-12-04, when the 500 W card's measured power clock, 0.79 against
-the cube law's 0.881, moved torchtitan 2024's two 405B rows from -6.6%/-4.4% with fa2 to
--13.1%/-10.8%, the same as they were with the fitted attention: their pipeline bubble,
-not their compute, is what is left. Measured 2026-12-04: NeMo 24.07 5.6% mean / 9.4% max, NeMo 24.03's long
+within 8% (measured 2026-12-04: NeMo 24.07 5.6% mean / 9.4% max, NeMo 24.03's long
 sequences with context parallelism up to 32 (8K-1M tokens) 3.2% / 7.6%, Megatron-Bridge
-6.2% / 9.2%, torchtitan 2024 8.2% / 13.1%, torchtitan async TP 3.5% / 8.7%, torchtitan's
-H200 runs 1.9% / 2.6%). torchtitan's rows before its FlashAttention-2, its per-op SAC
-recompute and the 500 W card's measured power clock were modelled (2026-12-02): 2024
-6.5% / 13.1%, async TP 5.4% / 10.5%, H200 +19% / +20% (then a tracked known miss);
-before the fp8 sequence-parallel gathers, NeMo's cuDNN attention default and FSDP2's
-staggered gathers under PP, 13.0% / 23.6% on the NeMo rows and 21.4% on torchtitan's
-405B rows.
+6.2% / 9.2%, torchtitan 2024 6.5% / 8.9%, torchtitan async TP 5.2% / 9.5%, torchtitan's
+H200 runs 1.2% / 1.9%). torchtitan's rows before its FlashAttention-2, its per-op SAC and
+early-stopping recompute and the 500 W card's measured power clock were modelled
+(2026-12-02): 2024 6.5% / 13.1%, async TP 5.4% / 10.5%, H200 +19% / +20% (then a tracked
+known miss); before the fp8 sequence-parallel gathers, NeMo's cuDNN attention default and
+FSDP2's staggered gathers under PP, 13.0% / 23.6% on the NeMo rows and 21.4% on
+torchtitan's 405B rows.
 """
 
 from __future__ import annotations
@@ -64,7 +61,7 @@ def test_each_source_is_within_8_percent_on_average(errors: dict[str, float]) ->
         "titan-asynctp-2025",
         "titan-h200-2025",
     }
-    assert max(means.values()) <= 0.09, means
+    assert max(means.values()) <= 0.08, means
 
 
 def test_async_tp_and_fp8_move_the_right_way(errors: dict[str, float]) -> None:

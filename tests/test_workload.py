@@ -215,3 +215,29 @@ def test_step_comm_volumes() -> None:
     z3 = step_comm(m, ParallelPlan(dp=8, zero=3, global_batch=8), 4096)
     assert z3.dp_grad_op == "reduce_scatter" and z3.layer_gather_bytes > 0
     assert dp_buckets(100.0, 25.0) == [25.0] * 4
+
+
+def test_an_early_stopping_recompute_skips_the_block_s_last_matmul_and_its_tail() -> None:
+    """PyTorch's non-reentrant checkpoint (torchtitan's, ``recompute_early_stop``) stops
+    once the saved tensors are back: under full recompute a Llama block re-runs all but
+    ``w2``, its reduce-scatter and the residual add (closed form: the forward's matmul
+    FLOPs less ``2 b s f h``); under per-op SAC only the residual add drops out."""
+    m, b, s = model_preset("llama3-8b"), 2, 8192
+    plain = layer_ops(OpContext(m, b, s))
+    full = layer_ops(OpContext(m, b, s, recompute="full"))
+    stop = layer_ops(OpContext(m, b, s, recompute="full", early_stop=True))
+    down = 2 * b * s * m.ffn_hidden * m.hidden
+    assert full.hardware_flops - stop.hardware_flops == down
+    assert stop.model_flops == plain.model_flops
+    redo = [o for o in stop.bwd if o.recompute]
+    names = [o.name for o in redo]
+    assert "recompute_mlp_down" not in names and "recompute_mlp_residual" not in names
+    assert [o.cls for o in redo].count("attn_fwd") == 1  # full recompute re-runs attention
+    sac = [o.name for o in layer_ops(OpContext(m, b, s, recompute="selective", selective="op",
+                                               early_stop=True)).bwd if o.recompute]  # fmt: skip
+    sac_all = [o.name for o in layer_ops(OpContext(m, b, s, recompute="selective",
+                                                   selective="op")).bwd if o.recompute]  # fmt: skip
+    assert sac_all[-1] == "recompute_mlp_residual" and sac == sac_all[:-1]
+    tp = OpContext(m, 1, 8192, tp=8, sp=True, recompute="full", early_stop=True)
+    rs = [o.name for o in layer_ops(tp).bwd if o.recompute and o.comm_op == "reduce_scatter"]
+    assert rs == ["recompute_attn_rs"]

@@ -132,6 +132,12 @@ class Semantics:
         What ``parallel.recompute: selective`` keeps: ``attention`` (Megatron: recompute
         core attention, Korthikanti et al. 2022) or ``op`` (torchtitan per-op SAC: save
         every other matmul output, attention outputs and reduce-scatter outputs).
+    recompute_early_stop : bool
+        Activation recomputation stops once every tensor the backward saved is back
+        (PyTorch's non-reentrant ``torch.utils.checkpoint``, early stop on by default): a
+        block's trailing ops whose outputs no backward needs (its last matmul, that
+        matmul's reduce-scatter, the residual add) are not re-run. False: the whole
+        forward is replayed (reentrant checkpointing, Megatron's ``CheckpointFunction``).
     tp_saves_gathered_input : bool
         Under TP with sequence parallelism, a column-parallel matmul saves its all-gathered
         (full-sequence) input for the backward (PyTorch DTensor), rather than its sharded
@@ -191,6 +197,7 @@ class Semantics:
     tp_overlap_slowdown: float
     tp_async_backward: bool
     selective_recompute: str
+    recompute_early_stop: bool
     tp_saves_gathered_input: bool
     cpu_checkpointing: bool
     deallocate_pipeline_outputs: bool
@@ -276,6 +283,7 @@ _BASE: dict[str, Any] = dict(
     max_live_elements=None, max_reuse_elements=None, reshard_after_forward="default",
     pp_gather_once=False, tp_comm_overlap=False, tp_overlap_hidden=0.0,
     tp_overlap_slowdown=0.0, tp_async_backward=False, selective_recompute="attention",
+    recompute_early_stop=False,
     tp_saves_gathered_input=False, cpu_checkpointing=False,
     deallocate_pipeline_outputs=True, recv_buffers_per_microbatch=False,
     cross_entropy="fp32", expandable_segments=False, grad_accum_fusion=False,
@@ -297,7 +305,7 @@ _DIFFS: dict[str, dict[str, Any]] = {
              "attention_kernel": "cudnn"},
     "torchtitan": dict(
         default_zero=3, pp_gather_once=True, tp_overlap_hidden=_ATP_HIDDEN,
-        tp_overlap_slowdown=_ATP_SLOWDOWN, selective_recompute="op",
+        tp_overlap_slowdown=_ATP_SLOWDOWN, selective_recompute="op", recompute_early_stop=True,
         tp_saves_gathered_input=True, deallocate_pipeline_outputs=False,
         recv_buffers_per_microbatch=True, cross_entropy="upcast", expandable_segments=True,
         attention_kernel="fa2",
@@ -369,6 +377,8 @@ def _megatron_sources() -> dict[str, str]:
         "(async_op=True) before the weight-gradient GEMM (in Megatron-LM since "
         "NVIDIA/Megatron-LM@cf7efd4f, 2021-08, with sequence parallelism since the merge "
         "of 2022-05-20, 9aad9203)",
+        "recompute_early_stop": f"{_MEGATRON} megatron/core/tensor_parallel/random.py "
+        "CheckpointFunction (reentrant): its backward runs the whole forward again",
         "selective_recompute": f"{args}: --recompute-granularity selective recomputes "
         "core attention (--recompute-modules core_attn); Korthikanti et al. 2022",
         "tp_saves_gathered_input": f"{_MEGATRON} megatron/core/tensor_parallel/layers.py "
@@ -460,6 +470,11 @@ def _titan_sources() -> dict[str, str]:
         "_torchtitan.md (70B bf16 1.09x); Lee et al. arXiv:2507.03114 bound it",
         "tp_async_backward": "PyTorch DTensor's ColwiseParallel backward runs its "
         "collectives in order on the default stream (async TP is tp_comm_overlap)",
+        "recompute_early_stop": f"{_TITAN} torchtitan/distributed/activation_checkpoint.py: "
+        "ptd_checkpoint_wrapper (checkpoint_wrapper's default CheckpointImpl.NO_REENTRANT, "
+        "preserve_rng_state=False) over torch.utils.checkpoint, whose non-reentrant "
+        "recompute stops once the saved tensors are back (set_checkpoint_early_stop, on by "
+        "default; tests/test_titan_step.py counts it: w2 is never re-run)",
         "selective_recompute": f"{_TITAN} torchtitan/distributed/activation_checkpoint.py "
         "SelectiveAC (the trainer's default, torchtitan/trainer.py)",
         "tp_saves_gathered_input": "PyTorch DTensor ColwiseParallel(input_layouts=Shard(1)) all-gathers the input "
@@ -516,6 +531,8 @@ def _deepspeed_sources() -> dict[str, str]:
         "tp_overlap_slowdown": "no TP overlap: tp_overlap_comm is false",
         "tp_async_backward": "no TP overlap: tp_overlap_comm is false",
         "selective_recompute": _NA + "DeepSpeed checkpoints whole layers",
+        "recompute_early_stop": f"{_DEEPSPEED} deepspeed/runtime/activation_checkpointing/"
+        "checkpointing.py CheckpointFunction (reentrant): the whole forward again",
         "tp_saves_gathered_input": _NA + "no sequence parallelism",
         "cpu_checkpointing": f"{_DEEPSPEED} docs/_pages/config-json.md: "
         "activation_checkpointing.cpu_checkpointing false",
@@ -562,6 +579,11 @@ def _fsdp_sources() -> dict[str, str]:
         "tp_overlap_slowdown": "no TP overlap: no tensor parallelism",
         "tp_async_backward": _NA + "no tensor parallelism",
         "selective_recompute": f"{par}: activation_checkpointing wraps whole blocks",
+        "recompute_early_stop": f"{par}: FSDPConfig.activation_checkpointing_reentrant = "
+        "True (the whole block again). llm-foundry's benchmark launcher sets it False "
+        "(scripts/train/benchmarking/submit_benchmarks.py), but PyTorch's non-reentrant "
+        "checkpoint stops early only from 2.1 and the tables name no version: kept False, "
+        "since those tables are the H100 and A100 fitting data (a change needs a refit)",
         "tp_saves_gathered_input": _NA + "no tensor parallelism",
         "cpu_checkpointing": f"{_COMPOSER} composer/utils/parallelism.py: activation_cpu_offload = False",
         "deallocate_pipeline_outputs": _NA + "no pipeline",
@@ -604,6 +626,8 @@ def _ddp_sources() -> dict[str, str]:
         "tp_overlap_slowdown": "no TP overlap: no tensor parallelism",
         "tp_async_backward": _NA + "no tensor parallelism",
         "selective_recompute": _NA + "torch.utils.checkpoint wraps what the user chooses",
+        "recompute_early_stop": "torch.utils.checkpoint's use_reentrant=True, its default "
+        "until PyTorch asked callers to choose (2.4): the whole function again",
         "tp_saves_gathered_input": _NA + "no tensor parallelism",
         "cpu_checkpointing": _NA + "checkpoints stay on the GPU",
         "deallocate_pipeline_outputs": _NA + "no pipeline",

@@ -17,8 +17,10 @@ conventions (Megatron-LM's, so MFU/HFU compare with its papers):
   whole layer forward (its TP communication included), ``selective`` only the attention
   core (Korthikanti et al. 2022), or, under torchtitan's per-op SAC
   (``OpContext.selective == "op"``), everything but the attention core, the
-  reduce-scatters and every odd matmul (:func:`_op_sac_recompute`). Model FLOPs exclude
-  it, hardware FLOPs include it.
+  reduce-scatters and every odd matmul (:func:`_op_sac_recompute`). Where the framework's
+  recompute stops early (``OpContext.early_stop``: PyTorch's non-reentrant checkpoint) the
+  block's last matmul and what follows it are not re-run. Model FLOPs exclude it, hardware
+  FLOPs include it.
 - Embedding lookups are 0 FLOPs; the logits projection is ``2 b s h V`` in bf16 (also
   under fp8, as Transformer Engine recipes keep it) and is never recomputed.
 
@@ -83,7 +85,7 @@ def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str =
                 cross_entropy: str = "fp32", fused_kernels: bool = False,
                 attention_kernel: str = "fitted", grad_accum_bytes: float = 0.0,
                 tp_regather: bool = True, tp_async_backward: bool = False,
-                selective: str = "attention") -> OpContext:  # fmt: skip
+                selective: str = "attention", early_stop: bool = False) -> OpContext:  # fmt: skip
     """The :class:`OpContext` of ``plan`` (TP, SP, micro-batch, recompute, kernels).
 
     >>> from sim.workload.models import model_preset
@@ -93,7 +95,7 @@ def context_for(model: ModelSpec, plan: ParallelPlan, seq: int, precision: str =
     return OpContext(model, plan.micro_batch, seq, plan.tp, plan.sp, plan.recompute,
                      precision, flash_attention, grad_cast_bytes, cross_entropy,
                      fused_kernels, plan.cp, attention_kernel, grad_accum_bytes,
-                     tp_regather, tp_async_backward, selective)  # fmt: skip
+                     tp_regather, tp_async_backward, selective, early_stop)  # fmt: skip
 
 
 def _core(ctx: OpContext) -> list[Block]:
@@ -285,6 +287,17 @@ def _op_sac_recompute(ctx: OpContext, fwd: list[Op]) -> list[Op]:
     return out
 
 
+def _until_last_needed(fwd: list[Op], redo: list[Op]) -> list[Op]:
+    """``redo`` without the block's trailing ops, which an early-stopping recompute never
+    reaches: the last matmul of the forward and everything after it (its reduce-scatter,
+    the residual add) produce nothing the backward saved (a matmul's backward needs its
+    inputs, an add's nothing). The casts before that matmul stay: they make its inputs."""
+    last = max((i for i, o in enumerate(fwd) if o.cls == "gemm" and o.kind == "compute"),
+               default=len(fwd))  # fmt: skip
+    tail = fwd[last:]
+    return [o for o in redo if o not in tail]
+
+
 def _as_recompute(ops: list[Op]) -> list[Op]:
     return [replace(o, name=f"recompute_{o.name}", recompute=True) for o in ops]
 
@@ -307,14 +320,16 @@ def layer_ops(ctx: OpContext) -> LayerOps:
     blocks = _attention(ctx) + _mlp(ctx)
     fwd = [o for f, _ in blocks for o in f]
     if ctx.recompute == "full":
-        recompute = _as_recompute(fwd)
+        redo = list(fwd)
     elif ctx.recompute == "selective" and ctx.selective == "op":
-        recompute = _as_recompute(_op_sac_recompute(ctx, fwd))
+        redo = _op_sac_recompute(ctx, fwd)
     elif ctx.recompute == "selective":
-        recompute = _as_recompute([o for f, _ in _core(ctx) for o in f])
+        redo = [o for f, _ in _core(ctx) for o in f]
     else:
-        recompute = []
-    layer = _assemble(blocks, recompute)
+        redo = []
+    if ctx.early_stop:
+        redo = _until_last_needed(fwd, redo)
+    layer = _assemble(blocks, _as_recompute(redo))
     params = layer_params(ctx.model) / ctx.tp
     if ctx.grad_cast_bytes > 0:  # the layer's gradients cast to the reduction dtype
         cast = Op("grad_cast", flops=params, bytes=params * ctx.grad_cast_bytes)

@@ -144,6 +144,9 @@ class OpContext:
     overlapped): they are marked with :attr:`Op.beside`.
     ``selective``: what ``recompute="selective"`` recomputes: ``attention`` (Megatron: the
     attention core) or ``op`` (torchtitan's per-op SAC; :func:`sim.workload.ops.layer_ops`).
+    ``early_stop``: the recompute stops once the backward's saved tensors are back, so a
+    block's trailing ops (its last matmul and what follows it) are not re-run (PyTorch's
+    non-reentrant checkpoint; the framework's ``recompute_early_stop``).
     """
 
     model: ModelSpec
@@ -163,6 +166,7 @@ class OpContext:
     tp_regather: bool = True
     tp_async_backward: bool = False
     selective: str = "attention"
+    early_stop: bool = False
 
     @property
     def tokens(self) -> int:

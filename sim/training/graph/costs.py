@@ -163,7 +163,8 @@ def op_context(setup: StepSetup) -> OpContext:
                        sc.training.fused_kernels, sc.training.attention_kernel,
                        grad_accum_bytes(setup),
                        fw is None or not fw.tp_saves_gathered_input, async_bwd,
-                       fw.selective_recompute if fw is not None else "attention")  # fmt: skip
+                       fw.selective_recompute if fw is not None else "attention",
+                       fw is not None and fw.recompute_early_stop)  # fmt: skip
 
 
 #: (forward, backward) costs of a stage's units, kept across steps: key -> (the compute

@@ -46,6 +46,9 @@ from torch import nn
 __all__ = ["TitanConfig", "build_model", "main", "run"]
 
 ATTENTION = ("flash", "cudnn", "efficient", "math")
+#: Each traced step's span, as ``calibrate.trace_reader`` reads it (STEP_ANNOTATION there;
+#: not imported: the GPU image this runs on has no pydantic, which that package needs).
+STEP_ANNOTATION = "clustersim_step"
 AC_MODES = ("op", "none", "full")
 
 
@@ -299,8 +302,8 @@ def _trace(step: Callable[[], float], path: str, device: torch.device) -> None:
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(activities=acts, record_shapes=True) as prof:
-        for i in range(2):
-            with record_function(f"ProfilerStep#{i}"):
+        for _ in range(2):
+            with record_function(STEP_ANNOTATION):
                 step()
             _sync(device)
     prof.export_chrome_trace(path)
@@ -309,13 +312,15 @@ def _trace(step: Callable[[], float], path: str, device: torch.device) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line (see the module docstring)."""
     ap = argparse.ArgumentParser(prog="python -m calibrate.titan_step")
-    d = TitanConfig()
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--quick", action="store_true")
+    d = QUICK if pre.parse_known_args(argv)[0].quick else TitanConfig()  # sizes' defaults
     for key in ("layers", "dim", "heads", "kv_heads", "ffn_dim", "vocab", "seq", "batch"):
         ap.add_argument(f"--{key.replace('_', '-')}", type=int, default=getattr(d, key))
     ap.add_argument("--attention", default=d.attention, choices=ATTENTION)
     ap.add_argument("--ac", default=d.ac, choices=AC_MODES)
     ap.add_argument("--no-fsdp", action="store_true", help="autocast instead of FSDP2")
-    ap.add_argument("--quick", action="store_true", help="a tiny config (CPU dry run)")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes by default (CPU dry run)")
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -325,8 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # torchtitan's launcher (run_llama_train.sh at 9dec370a, run_train.sh at e7c0cae)
     os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     sizes = ("layers", "dim", "heads", "kv_heads", "ffn_dim", "vocab", "seq", "batch")
-    keys = {k: getattr(QUICK if a.quick else a, k) for k in sizes}
-    c = TitanConfig(**keys, attention=a.attention, ac=a.ac, fsdp=not a.no_fsdp)
+    c = TitanConfig(**{k: getattr(a, k) for k in sizes}, attention=a.attention, ac=a.ac,
+                    fsdp=not a.no_fsdp)  # fmt: skip
     rec = run(c, a.steps, a.warmup, torch.device(a.device), a.trace)
     text = json.dumps(rec, indent=1)
     if a.out:

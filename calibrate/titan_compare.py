@@ -4,7 +4,8 @@ Reads the records ``calibrate/titan_step.py`` writes on a lent GPU (the device s
 ``titan`` pieces) and sets each beside the simulator's prediction of the same job: Llama 3
 of the record's sizes on one GPU of the record's kind (``single-h100``, ``single-h200``;
 ``cpu-single`` for a CPU dry run), the ``torchtitan`` preset, the record's checkpointing
-(``op`` -> ``recompute: selective``) and attention backend (``flash`` -> ``fa2``,
+(``op`` -> ``recompute: selective``, its early stop or not) and attention backend
+(``flash`` -> ``fa2``,
 ``cudnn`` -> ``cudnn``, the others the parametric ``fitted`` model). Printed per record:
 tokens/s measured and simulated, and the peak memory PyTorch allocated against the
 simulator's memory per GPU. Two records that differ only in their layer count give the
@@ -68,6 +69,7 @@ def record_scenario(rec: Mapping[str, Any], profile: str | None = None) -> Scena
                      "flash_attention": c["attention"] != "math"},
         "network": "analytical",
     }  # fmt: skip
+    raw["framework"] = {"recompute_early_stop": bool(c.get("early_stop", True))}
     if profile is not None:
         raw["profile"] = profile
     return scenario_from_dict(raw, f"titan-{c['layers']}-{c['attention']}-{c['ac']}")

@@ -14,7 +14,9 @@ prediction of a torchtitan row can be checked below the cluster, kernel class by
   gradients come back in fp32; ``--no-fsdp`` runs autocast instead;
 - ``--ac op`` is torchtitan's per-op SAC (``torchtitan/distributed/activation_checkpoint.py``:
   keep the outputs of matmuls, attention and max, but recompute every second matmul);
-  ``none`` and ``full`` are the other two modes;
+  ``none`` and ``full`` are the other two modes; the recompute stops early (PyTorch's
+  default, which torchtitan's published runs had) unless ``--no-early-stop`` (torchtitan
+  since August 2025);
 - SDPA's backend is pinned (``--attention flash``: FlashAttention-2, torchtitan on Hopper
   since 2025-05, and PyTorch's default from 2.5.1 on; ``cudnn``; ``efficient``; ``math``);
 - the loss is cross-entropy over ``pred.float()`` (``torchtitan/components/loss.py``),
@@ -68,6 +70,7 @@ class TitanConfig:
     attention: str = "flash"
     ac: str = "op"
     fsdp: bool = True
+    early_stop: bool = True
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION:
@@ -165,17 +168,18 @@ def _sac_context() -> Any:
 class Checkpointed(nn.Module):
     """A block under activation checkpointing (``op``: SAC; ``full``: everything)."""
 
-    def __init__(self, block: Block, mode: str) -> None:
+    def __init__(self, block: Block, mode: str, early_stop: bool = True) -> None:
         super().__init__()
-        self.block, self.mode = block, mode
+        self.block, self.mode, self.early_stop = block, mode, early_stop
 
     def forward(self, x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
-        from torch.utils.checkpoint import checkpoint
+        from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
 
         kw: dict[str, Any] = {"use_reentrant": False, "preserve_rng_state": False}
         if self.mode == "op":
             kw["context_fn"] = _sac_context
-        return checkpoint(self.block, x, freqs, **kw)
+        with set_checkpoint_early_stop(self.early_stop):
+            return checkpoint(self.block, x, freqs, **kw)
 
 
 class Llama(nn.Module):
@@ -186,7 +190,9 @@ class Llama(nn.Module):
         self.c = c
         self.tok_embeddings = nn.Embedding(c.vocab, c.dim)
         blocks = [Block(c) for _ in range(c.layers)]
-        self.layers = nn.ModuleList(b if c.ac == "none" else Checkpointed(b, c.ac) for b in blocks)
+        self.layers = nn.ModuleList(
+            b if c.ac == "none" else Checkpointed(b, c.ac, c.early_stop) for b in blocks
+        )
         self.norm = nn.RMSNorm(c.dim, eps=1e-5)
         self.output = nn.Linear(c.dim, c.vocab, bias=False)
         self.freqs: torch.Tensor | None = None
@@ -320,6 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--attention", default=d.attention, choices=ATTENTION)
     ap.add_argument("--ac", default=d.ac, choices=AC_MODES)
     ap.add_argument("--no-fsdp", action="store_true", help="autocast instead of FSDP2")
+    ap.add_argument("--no-early-stop", action="store_true",
+                    help="recompute the whole block (torchtitan since August 2025)")  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="tiny sizes by default (CPU dry run)")
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=3)
@@ -331,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     sizes = ("layers", "dim", "heads", "kv_heads", "ffn_dim", "vocab", "seq", "batch")
     c = TitanConfig(**{k: getattr(a, k) for k in sizes}, attention=a.attention, ac=a.ac,
-                    fsdp=not a.no_fsdp)  # fmt: skip
+                    fsdp=not a.no_fsdp, early_stop=not a.no_early_stop)  # fmt: skip
     rec = run(c, a.steps, a.warmup, torch.device(a.device), a.trace)
     text = json.dumps(rec, indent=1)
     if a.out:

@@ -228,22 +228,23 @@ def test_prefetch_depth_follows_the_framework() -> None:
 
 
 def test_torchtitan_recomputes_as_its_checkpointing_does() -> None:
-    """The torchtitan preset times per-op SAC with PyTorch's early-stopping recompute; each
-    is its own key, and a framework-neutral scenario keeps Megatron's attention-core
-    recompute. SAC re-runs more than the attention core (slower, more hardware FLOPs);
-    the early stop skips each block's trailing ops (faster)."""
+    """The torchtitan preset times per-op SAC and, as torchtitan has since August 2025, a
+    recompute that replays the whole block (``early_stop=False``); each is its own key,
+    and a framework-neutral scenario keeps Megatron's attention-core recompute. SAC re-runs
+    more than the attention core (slower, more hardware FLOPs); PyTorch's default early
+    stop, which torchtitan's published runs had, skips each block's trailing ops."""
 
     def step(*sets: str):  # type: ignore[no-untyped-def]
         return simulate_step(load_scenario("llama3-8b-dgx", list(sets)), network="analytical")
 
     titan = op_context(prepare_step(load_scenario("llama3-8b-dgx"), "analytical"))
-    assert (titan.selective, titan.early_stop) == ("op", True)
+    assert (titan.selective, titan.early_stop) == ("op", False)
     plain = op_context(prepare_step(load_scenario("llama3-8b-dgx", [NONE]), "analytical"))
     assert (plain.selective, plain.early_stop) == ("attention", False)
     base = step()
     core = step("framework.selective_recompute=attention")
-    whole = step("framework.recompute_early_stop=false")
-    assert core.step_time_s < base.step_time_s < whole.step_time_s
+    early = step("framework.recompute_early_stop=true")
+    assert core.step_time_s < early.step_time_s < base.step_time_s
     assert core.hfu * core.step_time_s < base.hfu * base.step_time_s
 
 

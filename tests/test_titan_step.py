@@ -23,7 +23,7 @@ from calibrate.titan_step import QUICK, build_model  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _mm_calls(ac: str) -> int:
+def _mm_calls(ac: str, early_stop: bool = True) -> int:
     """``aten.mm`` calls that execute in one forward and backward of the quick model."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -35,7 +35,7 @@ def _mm_calls(ac: str) -> int:
                 Count.n += 1
             return func(*args, **(kwargs or {}))
 
-    c = replace(QUICK, ac=ac, fsdp=False, attention="math")
+    c = replace(QUICK, ac=ac, fsdp=False, attention="math", early_stop=early_stop)
     torch.manual_seed(0)
     model = build_model(c, torch.device("cpu"))
     tokens = torch.randint(0, c.vocab, (c.batch, c.seq))
@@ -47,10 +47,12 @@ def _mm_calls(ac: str) -> int:
 def test_per_op_sac_reruns_every_second_matmul_of_a_block() -> None:
     """7 matmuls per block and the head: 15 forward, 30 backward. torchtitan's per-op SAC
     re-runs wk, wo and w3 (3 per block); full checkpointing re-runs all but the last one,
-    w2, whose output no backward needs (PyTorch's non-reentrant checkpoint stops early)."""
+    w2, whose output no backward needs (PyTorch's non-reentrant checkpoint stops early),
+    or all seven with the early stop off, as torchtitan has it since August 2025."""
     assert _mm_calls("none") == 15 + 30
     assert _mm_calls("op") == 45 + 3 * QUICK.layers
     assert _mm_calls("full") == 45 + 6 * QUICK.layers
+    assert _mm_calls("full", early_stop=False) == 45 + 7 * QUICK.layers  # torchtitan today
 
 
 def test_the_job_runs_under_fsdp_on_one_rank_and_writes_its_record(tmp_path: Path) -> None:
@@ -98,6 +100,7 @@ def test_a_record_is_simulated_as_the_torchtitan_job_it_ran() -> None:
 
     sc = record_scenario(_record(), "none")
     assert sc.training.attention_kernel == "fa2" and sc.parallel.recompute == "selective"
+    assert sc.framework is not None and sc.framework.recompute_early_stop
     assert sc.model.layers == 16 and sc.model.vocab == 128256 and sc.training.seq_len == 8192
     step = {k: simulate_step(record_scenario(_record(config={**_record()["config"], **v}),
                                              "none"), network="analytical").step_time_s

@@ -166,7 +166,7 @@ class Semantics:
     attention_kernel : str
         Default ``training.attention_kernel``: the fused attention family the framework's
         published setup runs, where its code pins one (``cudnn`` for NeMo's performance
-        scripts, ``fa2`` for torchtitan on Hopper); ``fitted`` where the kernel depends on
+        scripts and today's torchtitan); ``fitted`` where the kernel depends on
         versions the benchmarks do not state (the parametric model the end-to-end fits
         used).
     """
@@ -305,10 +305,10 @@ _DIFFS: dict[str, dict[str, Any]] = {
              "attention_kernel": "cudnn"},
     "torchtitan": dict(
         default_zero=3, pp_gather_once=True, tp_overlap_hidden=_ATP_HIDDEN,
-        tp_overlap_slowdown=_ATP_SLOWDOWN, selective_recompute="op", recompute_early_stop=True,
+        tp_overlap_slowdown=_ATP_SLOWDOWN, selective_recompute="op",
         tp_saves_gathered_input=True, deallocate_pipeline_outputs=False,
         recv_buffers_per_microbatch=True, cross_entropy="upcast", expandable_segments=True,
-        attention_kernel="fa2",
+        attention_kernel="cudnn",
     ),
     "deepspeed": dict(
         model_params="bf16", main_grad_dtype="bf16", grad_reduce_dtype="bf16",
@@ -471,10 +471,11 @@ def _titan_sources() -> dict[str, str]:
         "tp_async_backward": "PyTorch DTensor's ColwiseParallel backward runs its "
         "collectives in order on the default stream (async TP is tp_comm_overlap)",
         "recompute_early_stop": f"{_TITAN} torchtitan/distributed/activation_checkpoint.py: "
-        "ptd_checkpoint_wrapper (checkpoint_wrapper's default CheckpointImpl.NO_REENTRANT, "
-        "preserve_rng_state=False) over torch.utils.checkpoint, whose non-reentrant "
-        "recompute stops once the saved tensors are back (set_checkpoint_early_stop, on by "
-        "default; tests/test_titan_step.py counts it: w2 is never re-run)",
+        "FullAC and SelectiveAC pass early_stop=False to ptd_checkpoint_wrapper (the AC "
+        "config's early_stop defaults to False since 25413d22, Aug 2025). Before that "
+        "(9dec370a, 5ecb74e5, e7c0cae: the published runs) the wrapper took PyTorch's "
+        "default, which stops early (tests/test_titan_step.py counts it: w2 is never "
+        "re-run), and calibrate/published_throughput.yaml's rows say so",
         "selective_recompute": f"{_TITAN} torchtitan/distributed/activation_checkpoint.py "
         "SelectiveAC (the trainer's default, torchtitan/trainer.py)",
         "tp_saves_gathered_input": "PyTorch DTensor ColwiseParallel(input_layouts=Shard(1)) all-gathers the input "
@@ -490,12 +491,12 @@ def _titan_sources() -> dict[str, str]:
         "grad_accum_fusion": "autograd AccumulateGrad; FSDP2 accumulates the sharded "
         "gradient after each reduce-scatter, the unsharded one under pipeline parallelism "
         "(set_requires_gradient_sync(False), see pp_gather_once)",
-        "attention_kernel": "SDPA's flash backend (FlashAttention-2) on Hopper and Ampere: "
-        "pytorch/torchtitan@e7c0cae torchtitan/models/attention.py ScaledDotProductAttention "
-        "pins FLASH_ATTENTION first (CUDNN_ATTENTION first only on sm100, since 3b85aa31); "
-        "before that (9dec370a) it called F.scaled_dot_product_attention unpinned, and "
-        "PyTorch's own order puts flash first since pytorch/pytorch PR 138522 (Oct 2024, "
-        "2.5.1: cuDNN opt-in)",
+        "attention_kernel": f"{_TITAN} torchtitan/models/common/attention.py "
+        "ScaledDotProductAttention: sdpa_backends CUDNN_ATTENTION first (since 6a3a9da9, "
+        "Oct 2025). The published runs ran FlashAttention-2 and their rows say so: "
+        "e7c0cae and 5ecb74e5 (June 2025) pin FLASH_ATTENTION first on Hopper (cuDNN first "
+        "only on sm100, 3b85aa31); 9dec370a (Dec 2024) called SDPA unpinned, and PyTorch's "
+        "order has put flash first since pytorch/pytorch PR 138522 (2.5.1: cuDNN opt-in)",
     }
 
 

@@ -44,7 +44,7 @@ from calibrate.trace_reader import (
 from sim.errors import CalibrationError
 from sim.topology.model import Topology
 
-__all__ = ["CLASSES", "Comparison", "compare", "format_comparison"]
+__all__ = ["CLASSES", "Comparison", "class_seconds", "compare", "format_comparison"]
 
 #: Kernel classes compared, in print order (trace classes; the simulator's ``stream``
 #: kernels count as elementwise).
@@ -171,6 +171,22 @@ def _per_op(
     return [(c, k, v[0], v[1], int(v[2]), int(v[3])) for (c, k), v in sorted(acc.items())]
 
 
+def class_seconds(rows: Sequence[KernelRow], sim: SimTimeline) -> dict[str, tuple[float, float]]:
+    """Kernel seconds of one step per class (:data:`CLASSES`), (measured, simulated): the
+    trace's kernel rows, and the simulated kernels without their launch overhead (the
+    optimizer: its step). Classes neither side has are left out."""
+    classes: dict[str, tuple[float, float]] = {}
+    for cls in CLASSES:
+        measured = sum(r.time_s for r in rows if r.cls == cls)
+        simulated = sim.microbatches * sum(o.time_s - sim.launch_overhead_s for o in sim.ops
+                                           if _SIM_CLASS.get(o.cls) == cls)  # fmt: skip
+        if cls == "optimizer":
+            simulated = sim.optimizer_s
+        if measured or simulated:
+            classes[cls] = (measured, simulated)
+    return classes
+
+
 def compare(step: Measurements, trace_path: str | Path, topology: Topology,
             compute: Mapping[str, Any], reader: str = "json") -> Comparison:  # fmt: skip
     """Measured against simulated, for the first step record of ``step``.
@@ -195,15 +211,7 @@ def compare(step: Measurements, trace_path: str | Path, topology: Topology,
     trace = read_trace(trace_path, reader)
     rows, trace_step, more = _measured(trace)
     notes += more
-    classes: dict[str, tuple[float, float]] = {}
-    for cls in CLASSES:
-        measured = sum(r.time_s for r in rows if r.cls == cls)
-        simulated = sim.microbatches * sum(o.time_s - sim.launch_overhead_s for o in sim.ops
-                                           if _SIM_CLASS.get(o.cls) == cls)  # fmt: skip
-        if cls == "optimizer":
-            simulated = sim.optimizer_s
-        if measured or simulated:
-            classes[cls] = (measured, simulated)
+    classes = class_seconds(rows, sim)
     kernels = sum(r.time_s for r in rows)
     launches = sim.microbatches * len(sim.ops) * sim.launch_overhead_s
     classes["overhead"] = (max(0.0, trace_step - kernels), launches)

@@ -26,12 +26,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from calibrate.compare import CLASSES
+from calibrate.compare import class_seconds
 from calibrate.hardware import catalog_gpu
 from calibrate.sim_timeline import simulated_timeline
 from calibrate.trace_reader import kernel_table, read_trace
@@ -76,17 +75,10 @@ def record_scenario(rec: Mapping[str, Any], profile: str | None = None) -> Scena
 
 
 def class_times(trace: str | Path, scenario: Scenario) -> dict[str, tuple[float, float]]:
-    """Kernel seconds of one step per class: (measured, simulated)."""
+    """Kernel seconds of one step per class: (measured, simulated), as ``calibrate
+    compare`` sets them (:func:`calibrate.compare.class_seconds`)."""
     rows, _, _ = kernel_table(read_trace(trace))
-    measured: dict[str, float] = defaultdict(float)
-    for r in rows:
-        measured[r.cls] += r.time_s
-    sim = simulated_timeline(scenario)
-    simulated: dict[str, float] = defaultdict(float)
-    for o in sim.ops:
-        simulated["memory" if o.cls == "stream" else o.cls] += o.time_s * sim.microbatches
-    simulated["optimizer"] += sim.optimizer_s
-    return {c: (measured[c], simulated[c]) for c in CLASSES if measured[c] or simulated[c]}
+    return class_seconds(rows, simulated_timeline(scenario))
 
 
 def _err(measured: float, simulated: float) -> str:
@@ -96,8 +88,8 @@ def _err(measured: float, simulated: float) -> str:
 def _row(path: str, rec: Mapping[str, Any], res: StepResult) -> str:
     c, gib = rec["config"], 2.0**30
     peak = rec.get("peak_allocated_bytes")
-    mem = f"{peak / gib:8.1f} {res.memory_per_gpu_bytes / gib:8.1f}" if peak else f"{'-':>8} " \
-        f"{res.memory_per_gpu_bytes / gib:8.1f}"  # fmt: skip
+    measured = f"{peak / gib:8.1f}" if peak else f"{'-':>8}"
+    mem = f"{measured} {res.memory_per_gpu_bytes / gib:8.1f}"
     return (f"{Path(path).name:<24}{c['layers']:>4} {c['attention']:<6}{c['ac']:<5}"
             f"{rec['tokens_per_s']:>11.0f}{float(res.tokens_per_s):>11.0f}"
             f"{_err(rec['tokens_per_s'], float(res.tokens_per_s)):>8} {mem}")  # fmt: skip

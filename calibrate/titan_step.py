@@ -34,7 +34,6 @@ import contextlib
 import json
 import math
 import os
-import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -45,12 +44,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from calibrate.measurements import summarize_times
+from calibrate.trace_reader import STEP_ANNOTATION
+from sim.files import write_atomic
+
 __all__ = ["TitanConfig", "build_model", "main", "run"]
 
 ATTENTION = ("flash", "cudnn", "efficient", "math")
-#: Each traced step's span, as ``calibrate.trace_reader`` reads it (STEP_ANNOTATION there;
-#: not imported: the GPU image this runs on has no pydantic, which that package needs).
-STEP_ANNOTATION = "clustersim_step"
 AC_MODES = ("op", "none", "full")
 
 
@@ -289,10 +289,11 @@ def run(c: TitanConfig, steps: int, warmup: int, device: torch.device,
 
 def _record(c: TitanConfig, times: Sequence[float], loss: float,
             device: torch.device) -> dict[str, Any]:  # fmt: skip
+    median, spread = summarize_times(times)
     rec: dict[str, Any] = {
         "config": asdict(c), "device": str(device), "torch": torch.__version__,
-        "step_s": times, "median_s": statistics.median(times), "min_s": min(times),
-        "tokens_per_s": c.batch * c.seq / statistics.median(times), "loss": loss,
+        "step_s": times, "median_s": median, "min_s": min(times), "spread_s": spread,
+        "tokens_per_s": c.batch * c.seq / median, "loss": loss,
     }  # fmt: skip
     if device.type == "cuda":
         rec["gpu"] = torch.cuda.get_device_name(device)
@@ -341,10 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     c = TitanConfig(**{k: getattr(a, k) for k in sizes}, attention=a.attention, ac=a.ac,
                     fsdp=not a.no_fsdp, early_stop=not a.no_early_stop)  # fmt: skip
     rec = run(c, a.steps, a.warmup, torch.device(a.device), a.trace)
-    text = json.dumps(rec, indent=1)
     if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+        write_atomic(a.out, json.dumps(rec, indent=1) + "\n", "--out")
     print(f"{c.layers} layers, attention {c.attention}, ac {c.ac}, fsdp {c.fsdp}: "
           f"{rec['median_s'] * 1e3:.1f} ms/step, {rec['tokens_per_s']:.0f} tokens/s, "
           f"peak {rec.get('peak_allocated_bytes', 0) / 2**30:.2f} GiB", flush=True)  # fmt: skip

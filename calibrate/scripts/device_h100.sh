@@ -152,7 +152,6 @@ for p in "${PIECES[@]}"; do
             name=titan-cudnn
             [ "$p" = titan-8 ] && extra=(--layers 8) && name=titan-flash-8
             [ "$p" = titan-full ] && extra=(--ac full) && name=titan-full
-            [ "$DEV" = cpu ] && [ "$p" = titan-8 ] && extra=()
             piece "$p" $((LIMIT[titan] * 3 / 5)) "$PY" -m calibrate.titan_step "${TITAN[@]}" \
                 "${extra[@]}" --out "$OUT/$name.json" ;;
         duty-idle) piece duty-idle "${LIMIT[duty]}" "$PY" -m calibrate.duty_cycle sweep \

@@ -209,15 +209,14 @@ def _power_clock(setup: StepSetup, overrides: Mapping[str, object]) -> tuple[Ste
     ``calibrate compute``'s back-to-back micro-benchmarks) measured it at the clock those
     ran at, so the model is not applied over it; nor on a cluster whose stages have their
     own parameters (mixed GPU models)."""
-    model = setup.compute.power_model
-    if model is None or setup.stage_compute:
+    if setup.compute.power_cap_w == 0 or setup.stage_compute:  # no power model
         return setup, []
     if "matmul_eff_max" in setup.profile.compute or "matmul_eff_max" in overrides:
         return setup, ["power-limited clock not applied: the GEMM ceiling in use comes from "
                        "micro-benchmarks timed at their own clock (a profile's matmul_eff_max)"]  # fmt: skip
     g, k, fp8 = _full_clock_shares(setup)
     model = setup.compute.step_power_model(fp8)
-    assert model is not None  # power_cap_w is set: power_model was not None
+    assert model is not None  # power_cap_w is set
     drawn = ""
     if fp8 > 0 and setup.compute.power_gemm_fp8_w > 0:  # fp8 GEMMs' own draw blended in
         drawn = f", {model.gemm_w:.0f} W at full clock with fp8 GEMMs {fp8:.0%} of that time"

@@ -294,7 +294,7 @@ def _until_last_needed(fwd: list[Op], redo: list[Op]) -> list[Op]:
     inputs, an add's nothing). The casts before that matmul stay: they make its inputs."""
     last = max((i for i, o in enumerate(fwd) if o.cls == "gemm" and o.kind == "compute"),
                default=len(fwd))  # fmt: skip
-    tail = fwd[last:]
+    tail = set(fwd[last:])
     return [o for o in redo if o not in tail]
 
 

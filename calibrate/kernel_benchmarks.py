@@ -260,6 +260,10 @@ CNN_RUNS: tuple[CnnRun, ...] = (
     _tf("V100-SXM2-32GB", _V100_LOG, "V100 SXM3 32GB", "vgg16", "vgg16", "fp16", 384, 455.93, True),
     _tf("V100-SXM2-32GB", _V100_LOG, "V100 SXM3 32GB", "resnet50", "resnet50", "fp16", 384, 1276.24),
     _tf("V100-SXM2-32GB", _V100_LOG, "V100 SXM3 32GB", "inception-v3", "inception3", "fp16", 384, 771.37),
+    # the same machine and TensorFlow 2.2 in fp32 (CUDA cores: Volta has no TF32), batch 192
+    _tf("V100-SXM2-32GB", _V100_LOG, "V100 SXM3 32GB", "vgg16", "vgg16", "fp32", 192, 249.19),
+    _tf("V100-SXM2-32GB", _V100_LOG, "V100 SXM3 32GB", "resnet50", "resnet50", "fp32", 192, 432.16),
+    _tf("V100-SXM2-32GB", _V100_LOG, "V100 SXM3 32GB", "inception-v3", "inception3", "fp32", 192, 273.17),
     CnnRun("V100-SXM2-32GB", "resnet50-v1.5", "fp16", 256, 1200.0, "V100 SXM2 16GB (DGX-1)",
            _DLE, True, card_gb=16),
     _tf("A100-PCIe-40GB", _A100P_LOG, "A100 PCIe 40GB", "vgg16", "vgg16", "fp16", 448, 1189.76, True),
@@ -282,7 +286,7 @@ CNN_RUNS: tuple[CnnRun, ...] = (
              True, model == "vgg16", LENT_HOST_DISPATCH_S)
       for model, bs, ips in (("vgg16", 128, 3146.2), ("resnet50-v1.5", 256, 3975.1),
                              ("inception-v3", 128, 2115.8))),
-    CnnRun("P100-SXM2-16GB", "vgg16", "fp32", 64, 154.0, "P100 SXM2 (DGX-1)", _TF_DOCS, True, True),
+    CnnRun("P100-SXM2-16GB", "vgg16", "fp32", 64, 154.0, "P100 SXM2 (DGX-1)", _TF_DOCS, True),
     CnnRun("P100-SXM2-16GB", "resnet50", "fp32", 64, 219.0, "P100 SXM2 (DGX-1)", _TF_DOCS, True),
     CnnRun("P100-SXM2-16GB", "inception-v3", "fp32", 64, 142.0, "P100 SXM2 (DGX-1)", _TF_DOCS, True),
 )  # fmt: skip

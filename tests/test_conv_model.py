@@ -73,6 +73,20 @@ def test_winograd_cuts_fp32_3x3_compute_by_two_and_a_quarter() -> None:
     assert t2 == pytest.approx(c2, rel=1e-9)
 
 
+def test_conv_eff_is_a_tensor_core_cost_that_fp32_does_not_pay() -> None:
+    """A 3x3 convolution's tensor-core (bf16) time scales as 1 / conv_eff; on the CUDA
+    cores (fp32) it runs at the GEMM rate whatever conv_eff says (V100's fp32 VGG-16 within
+    9% of Lambda's 249 images/s at the GEMM rate, 45% short at the tensor-core value)."""
+    big = replace(P, stream_eff=1.0, mem_eff=1.0, conv_tile=None)
+    c = ConvShape(256, 256, 3, 3, 56, 56, 28, 28, 2, norm="none")  # stride 2: no Winograd
+    half, full = replace(big, conv_eff=0.5), replace(big, conv_eff=1.0)
+    for dtype, ratio in (("bf16", 2.0), ("fp32", 1.0)):
+        gemm = gemm_compute_s(64 * 28 * 28, 256, 256 * 9, 1, dtype, A100, full)
+        t_half = conv_layer_s(c, 64, dtype, A100, half, False, False)
+        assert t_half == pytest.approx(gemm * ratio, rel=1e-9)
+        assert conv_layer_s(c, 64, dtype, A100, full, False, False) == pytest.approx(gemm)
+
+
 def test_the_first_layer_computes_no_data_gradient() -> None:
     c = cnn_preset("resnet50").layers[0].conv
     assert c is not None

@@ -31,10 +31,16 @@ predicates (CUTLASS docs, "Implicit GEMM Convolution"). A 1x1 filter (stride 1 o
 one tap and no halo: its convolution matrix is the NHWC activation tensor itself (rows
 strided by the stride), so the kernel is a plain GEMM and runs at the GEMM rate, as fully
 connected layers do (cuBLAS). ``conv_eff`` is solved on VGG-16, whose convolutions are
-all 3x3, so it measures exactly the multi-tap kernels it is applied to. In fp32 (CUDA cores, no
-tensor cores) 3x3 stride-1 convolutions run as Winograd F(2x2, 3x3): 2.25x fewer
-multiplies (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR
-2016; cuDNN 5's WINOGRAD algorithms). On tensor cores, an implicit GEMM works in whole
+all 3x3, so it measures exactly the multi-tap kernels it is applied to. It is a tensor-core
+cost: fp32 convolutions run on the CUDA cores, whose fused multiply-adds leave the kernel
+time to form its tiles, and reach the GEMM rate (P100's fp32 VGG-16 needs the GEMM rate
+to reach TensorFlow's published figure; V100's fp32 VGG-16 comes within 9% of Lambda's
+at the GEMM rate and 45% short at the tensor-core ``conv_eff``:
+``calibrate/kernel_benchmarks.py`` CNN_RUNS). In fp32 3x3 stride-1 convolutions run as
+Winograd F(2x2, 3x3): 2.25x fewer multiplies (Lavin & Gray, "Fast Algorithms for
+Convolutional Neural Networks", CVPR 2016; cuDNN 5's WINOGRAD algorithms). fp32 is timed
+at the fp32 peak: PyTorch's cuDNN convolutions default to TF32 on Ampere and later
+(``torch.backends.cudnn.allow_tf32``), which is not modelled. On tensor cores, an implicit GEMM works in whole
 channel tiles (``conv_tile``): it issues the multiply-adds of its output channels padded to
 whole tiles and, for each filter tap, of its input channels padded to whole K slabs
 (:func:`channel_padding`). Memory-bound kernels move their element accesses
@@ -145,10 +151,12 @@ def conv_layer_s(c: ConvShape, b: int, dtype: str, gpu: GpuSpec, p: ComputeParam
     """
     el = 4 if dtype == "fp32" else 2
     spatial = c.kh * c.kw * c.h * c.w > 1
-    eff = p.conv_eff if c.kh * c.kw > 1 else 1.0  # a 1x1 filter reads a plain GEMM operand
+    tensor_cores = dtype != "fp32"
+    # a 1x1 filter reads a plain GEMM operand; CUDA-core (fp32) kernels reach the GEMM rate
+    eff = p.conv_eff if c.kh * c.kw > 1 and tensor_cores else 1.0
     if dtype == "fp32" and c.kh == c.kw == 3 and c.stride == 1:
         eff *= WINOGRAD_SAVING
-    pad = channel_padding(c, p.conv_tile if spatial and dtype != "fp32" else None)
+    pad = channel_padding(c, p.conv_tile if spatial and tensor_cores else None)
     x, y = b * c.in_elements * el, b * c.out_elements * el
     w = c.cin * c.cout * c.kh * c.kw * el
     k_in = c.cin * c.kh * c.kw

@@ -88,9 +88,10 @@ class ComputeParams:
         time this GPU's fused attention (a GPU of the same die: H200 uses H100 SXM's);
         None: no published table, the parametric model (``attn_eff_max``) times it.
     conv_eff : float
-        Fraction of the GEMM ceiling cuDNN's implicit-GEMM convolutions with several filter
-        taps reach on the same (M, N, K) (forward, data and weight gradients of the CNN
-        presets); 1x1 filters run as plain GEMMs, at the GEMM rate.
+        Fraction of the GEMM ceiling cuDNN's tensor-core implicit-GEMM convolutions with
+        several filter taps reach on the same (M, N, K) (forward, data and weight gradients
+        of the CNN presets, fp16/bf16); 1x1 filters run as plain GEMMs, at the GEMM rate,
+        and fp32 convolutions (CUDA cores) at the GEMM rate too.
     conv_tile : tuple of int or None
         (output channels, input channels per filter tap) that the tensor-core implicit-GEMM
         convolution kernels work in: channel counts are padded to whole multiples

@@ -2,8 +2,9 @@
 attention by kernel family, CNN training throughput. Every row names its source.
 
 Run: ``python benchmarks/validate_compute.py`` (GEMM rows need ../shared/data).
-``--solve-conv`` also prints the ``conv_eff`` each GPU's solving CNN row implies (the
-catalog's value). ``--split`` prints, for the CNNs run by one framework on two GPUs, the
+``--solve-conv`` also prints the factor each convolution stack's solving VGG-16 row
+implies (``topologies/catalog/conv_stacks.yaml``'s value). ``--split`` prints, for the
+CNNs run by one benchmark on two GPUs, the
 model's time per image split into its memory-bound part (what the step gains when
 ``stream_eff`` and ``mem_eff`` halve) and the rest (convolutions and fully connected
 layers, launches), and the weights ``a`` (rest) and ``b`` (memory-bound) under which
@@ -22,6 +23,7 @@ import numpy as np
 from calibrate.kernel_benchmarks import (
     ATTENTION_CHECKS,
     CNN_RUNS,
+    CONV_KERNEL_CHECKS,
     DATA,
     GEMM_CHECKS,
     CnnRun,
@@ -30,8 +32,10 @@ from calibrate.kernel_benchmarks import (
     mamf_rows,
     predict_attention,
     predict_cnn,
-    solve_conv_eff,
+    predict_conv_kernels,
+    solve_stack_eff,
 )
+from sim.training.compute.conv_stacks import conv_stack_eff
 from sim.training.compute.params import compute_params
 
 
@@ -66,24 +70,48 @@ def _attention() -> None:
               f"{model / c.tflops - 1:>+8.1%}  {c.source}")  # fmt: skip
 
 
+def _conv_kernels() -> None:
+    print("\n== Convolution kernels alone (ms; the GEMM model at kernel level: conv_eff, no stack)")
+    print(f"{'gpu':<16}{'app':<12}{'N x C x HxW -> K, RxS/s':<32}"
+          + "".join(f"{k + ' pub/model':>24}" for k in ("fwd", "dgrad", "wgrad")))  # fmt: skip
+    for c in CONV_KERNEL_CHECKS:
+        v = c.conv
+        shape = f"{c.batch}x{v.cin}x{v.h}x{v.w} -> {v.cout}, {v.kh}x{v.kw}/{v.stride}"
+        cells = "".join(
+            f"{m:>9.3f}/{q:<6.3f}{q / m - 1:>+8.0%}"
+            for m, q in zip(c.ms, predict_conv_kernels(c), strict=True)
+        )
+        print(f"{c.gpu:<16}{c.app:<12}{shape:<32}{cells}")
+    print(f"source: {CONV_KERNEL_CHECKS[0].source}")
+
+
 def _cnn(solve: bool) -> None:
-    print("\n== CNN training throughput, one GPU (images/s; 'solves' rows set conv_eff)")
+    print(
+        "\n== CNN training throughput, one GPU (images/s; 'solves' rows set their stack's factor)"
+    )
     print("('fused': fused or channels-last batch norm, 'nchw': eager NCHW kernels; '+host': "
-          "bound by the host's measured launches)")  # fmt: skip
-    print(f"{'gpu':<16}{'model':<15}{'prec':<6}{'batch':>6}{'kernels':>12}{'published':>10}"
-          f"{'model':>9}{'error':>8}  hardware / source")  # fmt: skip
+          "bound by the host's measured launches; stack: training.conv_stack)")  # fmt: skip
+    print(f"{'gpu':<16}{'model':<15}{'prec':<6}{'batch':>6}{'stack':>11}{'kernels':>12}"
+          f"{'published':>10}{'model':>9}{'error':>8}  hardware / source")  # fmt: skip
+    errs = []
     for r in CNN_RUNS:
         model = predict_cnn(r)
         tag = ("solves" if r.solves else ("fused" if r.fused else "nchw")) + (
             "+host" if r.host_dispatch_s else ""
         )
-        print(f"{r.gpu:<16}{r.model:<15}{r.precision:<6}{r.batch:>6}{tag:>12}{r.images_per_s:>10.1f}"
-              f"{model:>9.1f}{model / r.images_per_s - 1:>+8.1%}  {r.hardware}: {r.source}")  # fmt: skip
+        if not r.solves:
+            errs.append(abs(model / r.images_per_s - 1))
+        print(f"{r.gpu:<16}{r.model:<15}{r.precision:<6}{r.batch:>6}{r.stack:>11}{tag:>12}"
+              f"{r.images_per_s:>10.1f}{model:>9.1f}{model / r.images_per_s - 1:>+8.1%}  "
+              f"{r.hardware}: {r.source}")  # fmt: skip
+    print(f"predictions: {len(errs)} rows, mean |error| {statistics.mean(errs):.1%}, "
+          f"max {max(errs):.1%}")  # fmt: skip
     if solve:
-        print("\nconv_eff solved per GPU:")
+        print("\nconvolution stack factors solved (conv_stacks.yaml's in brackets):")
         for r in CNN_RUNS:
             if r.solves:
-                print(f"  {r.gpu}: {solve_conv_eff(r)} ({r.model}, {r.images_per_s} images/s)")
+                print(f"  {r.stack}: {solve_stack_eff(r)} [{conv_stack_eff(r.stack)}] "
+                      f"({r.model} on {r.gpu}, {r.images_per_s} images/s)")  # fmt: skip
 
 
 def _per_image_split(r: CnnRun) -> tuple[float, float]:
@@ -99,7 +127,7 @@ def _split() -> None:
           "weights a, b that make a x rest + b x memory the published time on both GPUs")  # fmt: skip
     groups: dict[str, list[CnnRun]] = {}
     lambda_tf = [r for r in CNN_RUNS if "tf_cnn_benchmarks" in r.source and r.precision != "fp32"]
-    solved = {r.gpu for r in lambda_tf if r.solves}  # V100 and A100 PCIe: VGG-16 sets conv_eff
+    solved = {r.gpu for r in lambda_tf if r.solves}  # V100 and A100 PCIe: VGG-16 sets a stack
     for r in lambda_tf:
         if r.gpu in solved:
             groups.setdefault(r.model, []).append(r)
@@ -118,7 +146,8 @@ def _split() -> None:
 def main() -> None:
     """Print the three tables (and, with ``--split``, the CNN time split)."""
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--solve-conv", action="store_true", help="print the solved conv_eff")
+    ap.add_argument("--solve-conv", action="store_true",
+                    help="print the convolution stack factors the solving rows give")  # fmt: skip
     ap.add_argument("--split", action="store_true",
                     help="only the CNNs' time split on two GPUs (see the module docstring)")  # fmt: skip
     args = ap.parse_args()
@@ -127,6 +156,7 @@ def main() -> None:
         return
     _gemm()
     _attention()
+    _conv_kernels()
     _cnn(args.solve_conv)
 
 

@@ -11,9 +11,11 @@ module holds the published ones it is checked against, each with its source:
   checked by leaving each published column out and interpolating it from its neighbours
   (:func:`attention_leave_one_out`), and :data:`ATTENTION_CHECKS`, independent
   measurements of the same kernels.
-- **CNNs**: :data:`CNN_RUNS`, published single-GPU training throughput. One row per GPU
-  (``solves``) sets that GPU's ``conv_eff`` (:func:`solve_conv_eff`: how close cuDNN's
-  convolutions come to the GEMM ceiling); every other row is a prediction.
+- **CNNs**: :data:`CNN_RUNS`, published single-GPU training throughput. One VGG-16 row
+  per framework stack (``solves``) sets that stack's factor
+  (``topologies/catalog/conv_stacks.yaml``: what the framework keeps of its tensor-core
+  convolution kernels' rate, carried to every GPU; :func:`solve_stack_eff`); every other
+  row is a prediction, on its own GPU and stack.
 
 ``python benchmarks/validate_compute.py`` prints all of them.
 """
@@ -32,16 +34,21 @@ from sim.profile import load_profile
 from sim.result import StepResult
 from sim.scenario.layer_list import LayerScenario, any_scenario_from_dict
 from sim.training.compute.attention import attention_fraction, attention_tables
+from sim.training.compute.conv import CONV_PASSES, conv_gemm_s
+from sim.training.compute.conv_stacks import conv_stack_eff
 from sim.training.compute.kernels import gemm_time_s
 from sim.training.compute.params import compute_params
 from sim.training.layers.step import simulate_layer_step
+from sim.workload.layer_model import ConvShape
 
 __all__ = [
     "ATTENTION_CHECKS",
     "CNN_RUNS",
+    "CONV_KERNEL_CHECKS",
     "GEMM_CHECKS",
     "AttentionCheck",
     "CnnRun",
+    "ConvKernelCheck",
     "GemmCheck",
     "attention_leave_one_out",
     "cnn_result",
@@ -49,7 +56,9 @@ __all__ = [
     "mamf_rows",
     "predict_attention",
     "predict_cnn",
+    "predict_conv_kernels",
     "solve_conv_eff",
+    "solve_stack_eff",
 ]
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "published"
@@ -99,8 +108,9 @@ class CnnRun:
     ``gpu`` is the catalog GPU modelled, ``hardware`` what the source ran on; ``fused``:
     the framework runs batch norm and ReLU as fused bandwidth-tuned kernels
     (TensorFlow's fused batch norm; PyTorch on channels-last tensors) rather than eager
-    NCHW ones (PyTorch's default layout); ``solves``: the row that sets ``conv_eff`` of
-    ``gpu`` (not a prediction); ``host_dispatch_s``: host seconds per kernel of an eager
+    NCHW ones (PyTorch's default layout); ``solves``: the row that sets the factor of its
+    ``stack`` (``training.conv_stack``: ``pytorch``, ``tensorflow`` or ``xla``), not a
+    prediction; ``host_dispatch_s``: host seconds per kernel of an eager
     framework, where measured on the run's host (0: not measured, or a graph-mode
     framework whose host keeps ahead); ``card_gb``: the memory of the card it ran on (GB)
     where it is not the catalog GPU's (0: the catalog's).
@@ -117,6 +127,7 @@ class CnnRun:
     solves: bool = False
     host_dispatch_s: float = 0.0
     card_gb: float = 0.0
+    stack: str = "pytorch"
 
 
 _AZURE = (
@@ -208,6 +219,73 @@ ATTENTION_CHECKS: tuple[AttentionCheck, ...] = tuple(
     )
 )  # fmt: skip
 
+
+@dataclass(frozen=True)
+class ConvKernelCheck:
+    """One convolution's three training kernels timed alone (ms): forward, data gradient,
+    weight gradient, for ``batch`` images through ``conv`` (no norm after it)."""
+
+    gpu: str
+    app: str
+    batch: int
+    conv: ConvShape
+    ms: tuple[float, float, float]
+    source: str
+
+
+def _conv(
+    c: int, k: int, r: int, s: int, h: int, w: int, pad: tuple[int, int], stride: int
+) -> ConvShape:
+    """``c`` channels of ``h x w`` through ``k`` filters of ``r x s`` (padding, stride)."""
+    oh, ow = ((n + 2 * p - f) // stride + 1 for n, p, f in ((h, pad[0], r), (w, pad[1], s)))
+    return ConvShape(c, k, r, s, h, w, oh, ow, stride, "none")
+
+
+_DEEPBENCH = (
+    "github.com/baidu-research/DeepBench results/train/DeepBench_NV_V100.xlsx, 'Results - "
+    "FP16 ip, Mixed math' sheet, Convolution (cuDNN 7.6.2, CUDA 10.1, NHWC, tensor-op math; "
+    "code/nvidia/conv_bench.cu)"
+)
+#: DeepBench's V100 training convolutions of more than 5 GFLOP forward (all its others are
+#: a few microseconds of work, where the GEMM model's fixed 128x128 tile is too coarse:
+#: cuDNN picks smaller tiles): (app, N, C, K, R, S, H, W, pad_h, pad_w, stride, fwd,
+#: data gradient, weight gradient ms).
+CONV_KERNEL_CHECKS: tuple[ConvKernelCheck, ...] = tuple(
+    ConvKernelCheck("V100-SXM2-32GB", app, n, _conv(c, k, r, s_, h, w, (ph, pw), st), (f, d, g), _DEEPBENCH)
+    for app, n, c, k, r, s_, h, w, ph, pw, st, f, d, g in (
+        ("Vision", 8, 64, 128, 3, 3, 112, 112, 1, 1, 1, 0.185, 0.3, 0.258),
+        ("Vision", 8, 128, 256, 3, 3, 56, 56, 1, 1, 1, 0.169, 0.197, 0.185),
+        ("Vision", 8, 256, 512, 3, 3, 28, 28, 1, 1, 1, 0.186, 0.232, 0.17),
+        ("Vision", 8, 512, 512, 3, 3, 14, 14, 1, 1, 1, 0.12, 0.139, 0.086),
+        ("Vision", 16, 64, 128, 3, 3, 112, 112, 1, 1, 1, 0.355, 0.374, 0.423),
+        ("Vision", 16, 128, 256, 3, 3, 56, 56, 1, 1, 1, 0.318, 0.352, 0.353),
+        ("Vision", 16, 256, 512, 3, 3, 28, 28, 1, 1, 1, 0.31, 0.378, 0.33),
+        ("Vision", 16, 512, 512, 3, 3, 14, 14, 1, 1, 1, 0.199, 0.23, 0.162),
+        ("Speaker ID", 16, 64, 64, 3, 3, 80, 350, 1, 1, 1, 0.448, 0.439, 0.512),
+        ("Speaker ID", 16, 128, 128, 3, 3, 40, 175, 1, 1, 1, 0.379, 0.369, 0.396),
+        ("Speaker ID", 16, 256, 256, 3, 3, 20, 84, 1, 1, 1, 0.354, 0.357, 0.347),
+        ("Speaker ID", 16, 512, 512, 3, 3, 10, 42, 1, 1, 1, 0.356, 0.449, 0.337),
+        ("Speaker ID", 16, 64, 128, 5, 5, 80, 350, 1, 1, 2, 0.559, 1.074, 0.759),
+        ("Speaker ID", 16, 128, 256, 5, 5, 40, 175, 1, 1, 2, 0.524, 0.906, 0.452),
+        ("Speaker ID", 16, 256, 512, 5, 5, 20, 84, 1, 1, 2, 0.727, 0.808, 0.675),
+        ("DeepSpeech", 8, 32, 32, 5, 10, 79, 341, 0, 0, 2, 0.205, 0.17, 0.276),
+        ("DeepSpeech", 16, 32, 32, 5, 10, 79, 341, 0, 0, 2, 0.31, 0.299, 0.541),
+        ("DeepSpeech", 32, 32, 32, 5, 10, 79, 341, 0, 0, 2, 0.523, 0.572, 0.985),
+    )
+)  # fmt: skip
+
+
+def predict_conv_kernels(check: ConvKernelCheck) -> tuple[float, float, float]:
+    """The compute model's (forward, data gradient, weight gradient) ms for ``check``: its
+    implicit GEMMs alone (kernel level: the catalog's ``conv_eff``, no framework stack, no
+    sustained-clock or training derate; launch included)."""
+    p = replace(compute_params(check.gpu), sustained_clock=1.0, matmul_training_factor=1.0)
+    gpu = gpu_spec(check.gpu)
+    return tuple(  # type: ignore[return-value]
+        conv_gemm_s(check.conv, check.batch, "fp16", gpu, p, kind) * 1e3 for kind in CONV_PASSES
+    )
+
+
 _LAMBDA_TF = (
     "github.com/lambdal/lambda-tensorflow-benchmark commit c17619db, logs/{log}/"
     "syn-replicated-{prec}-1gpus/{model}-{batch}/throughput/1 (tf_cnn_benchmarks, synthetic data)"
@@ -215,15 +293,15 @@ _LAMBDA_TF = (
 _V100_LOG = "Platinum-Tesla_V100-SXM3-32GB_HP16_TF2_2.logs"
 #: TensorFlow 1.15 with XLA auto-clustering (the commit's run_all.sh sets
 #: TF_XLA_FLAGS=--tf_xla_auto_jit=2; each of this card's fp16 logs says 'Compiled cluster
-#: using XLA!'), which the model does not time: XLA fuses elementwise kernels it times
-#: unfused, so the conv_eff this card's VGG-16 row solves carries that saving.
+#: using XLA!'): the ``xla`` stack, whose factor this card's VGG-16 row solves.
 _A100P_LOG = "7502-A100-PCIE-40GB.logs"
 #: The same benchmark on an A100 SXM4 40GB (400 W) under TensorFlow 2.3 without XLA (no
-#: 'Compiled cluster' line; V100's logs: TensorFlow 2.2, no XLA). Its VGG-16 run is not
-#: used: 70.3 images/s, 6% of the 250 W PCIe card's, a broken run, so no row of this card
-#: solves conv_eff. The same machine's TensorFlow 2.3 runs with XLA
+#: 'Compiled cluster' line; V100's logs: TensorFlow 2.2, no XLA): the ``tensorflow`` stack,
+#: whose factor V100's VGG-16 row solves, so this card's rows are cross-GPU predictions.
+#: Its own VGG-16 run is not used: 70.3 images/s, 6% of the 250 W PCIe card's, a broken
+#: run. The same machine's TensorFlow 2.3 runs with XLA
 #: (logs/7742-A100-SXM4-40GB_TF2_3_XLA.logs) are no better: VGG-16 68.4, ResNet-50 1888,
-#: Inception V3 1154 images/s, so the stack, not XLA, sets this card's rows.
+#: Inception V3 1154 images/s.
 _A100S_LOG = "7742-1xA100-SXM4-40GB_TF2_3.logs"
 _TF_DOCS = (
     "github.com/tensorflow/docs site/en/r1/guide/performance/benchmarks.md, 'Training "
@@ -252,7 +330,8 @@ LENT_HOST_DISPATCH_S = float(load_profile("h200-ops").compute["host_dispatch_s"]
 def _tf(gpu: str, log: str, hw: str, model: str, tf_model: str, prec: str, batch: int,
         ips: float, solves: bool = False) -> CnnRun:  # fmt: skip
     src = _LAMBDA_TF.format(log=log, prec=prec, model=tf_model, batch=batch)
-    return CnnRun(gpu, model, prec, batch, ips, hw, src, True, solves)
+    stack = "xla" if log == _A100P_LOG else "tensorflow"
+    return CnnRun(gpu, model, prec, batch, ips, hw, src, True, solves, stack=stack)
 
 
 #: Published single-GPU CNN training throughput (images/s).
@@ -286,9 +365,9 @@ CNN_RUNS: tuple[CnnRun, ...] = (
              True, model == "vgg16", LENT_HOST_DISPATCH_S)
       for model, bs, ips in (("vgg16", 128, 3146.2), ("resnet50-v1.5", 256, 3975.1),
                              ("inception-v3", 128, 2115.8))),
-    CnnRun("P100-SXM2-16GB", "vgg16", "fp32", 64, 154.0, "P100 SXM2 (DGX-1)", _TF_DOCS, True),
-    CnnRun("P100-SXM2-16GB", "resnet50", "fp32", 64, 219.0, "P100 SXM2 (DGX-1)", _TF_DOCS, True),
-    CnnRun("P100-SXM2-16GB", "inception-v3", "fp32", 64, 142.0, "P100 SXM2 (DGX-1)", _TF_DOCS, True),
+    *(CnnRun("P100-SXM2-16GB", model, "fp32", 64, ips, "P100 SXM2 (DGX-1)", _TF_DOCS, True,
+             stack="tensorflow")
+      for model, ips in (("vgg16", 154.0), ("resnet50", 219.0), ("inception-v3", 142.0))),
 )  # fmt: skip
 
 
@@ -377,6 +456,7 @@ def cnn_result(run: CnnRun, compute: Mapping[str, float] | None = None) -> StepR
             "global_batch": run.batch,
             "precision": run.precision,
             "fused_kernels": run.fused,
+            "conv_stack": run.stack,
         },
         "network": "analytical",
     }
@@ -394,9 +474,16 @@ def cnn_result(run: CnnRun, compute: Mapping[str, float] | None = None) -> StepR
     return simulate_layer_step(sc, "analytical")
 
 
+def solve_stack_eff(run: CnnRun, tol: float = 1e-4) -> float:
+    """The factor of ``run``'s convolution stack under which the simulator reproduces it:
+    the catalog's factor times the kernel ``conv_eff`` :func:`solve_conv_eff` finds under
+    it (so at most the catalog's; a solving row gives the catalog's back)."""
+    return round(solve_conv_eff(run, tol) * conv_stack_eff(run.stack), 4)
+
+
 def solve_conv_eff(run: CnnRun, tol: float = 1e-4) -> float:
-    """The ``conv_eff`` under which the simulator reproduces ``run`` (bisection; 1.0 when
-    even convolutions at the GEMM ceiling are too slow)."""
+    """The kernel ``conv_eff`` under which the simulator reproduces ``run`` with its
+    stack's factor (bisection; 1.0 when even that is too slow)."""
     lo, hi = 0.02, 1.0
     if predict_cnn(run, {"conv_eff": hi}) < run.images_per_s:
         return hi

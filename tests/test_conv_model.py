@@ -9,9 +9,11 @@ import pytest
 
 from sim.catalog import gpu_spec
 from sim.training.compute.conv import (
+    CONV_PASSES,
     NORM_ACCESSES,
     WINOGRAD_SAVING,
     channel_padding,
+    conv_gemm_s,
     conv_layer_s,
 )
 from sim.training.compute.kernels import (
@@ -85,6 +87,46 @@ def test_conv_eff_is_a_tensor_core_cost_that_fp32_does_not_pay() -> None:
         t_half = conv_layer_s(c, 64, dtype, A100, half, False, False)
         assert t_half == pytest.approx(gemm * ratio, rel=1e-9)
         assert conv_layer_s(c, 64, dtype, A100, full, False, False) == pytest.approx(gemm)
+
+
+def test_the_stack_factor_scales_only_tensor_core_multi_tap_convolutions() -> None:
+    """training.conv_stack's factor multiplies conv_eff: a 3x3 bf16 convolution's GEMMs
+    take 1/0.5 as long at factor 0.5; a 1x1 one (a plain GEMM) and an fp32 one (CUDA
+    cores) do not change."""
+    big = replace(P, stream_eff=1.0, mem_eff=1.0, conv_tile=None, conv_eff=1.0)
+    tap3 = ConvShape(256, 256, 3, 3, 56, 56, 28, 28, 2, norm="none")
+    tap1 = ConvShape(256, 256, 1, 1, 56, 56, 56, 56, norm="none")
+    for kind in CONV_PASSES:
+        full = conv_gemm_s(tap3, 64, "bf16", A100, big, kind)
+        assert conv_gemm_s(tap3, 64, "bf16", A100, big, kind, 0.5) == pytest.approx(
+            2 * (full - big.launch_overhead_s) + big.launch_overhead_s
+        )
+        for c, dtype in ((tap1, "bf16"), (tap3, "fp32")):
+            assert conv_gemm_s(c, 64, dtype, A100, big, kind, 0.5) == conv_gemm_s(
+                c, 64, dtype, A100, big, kind
+            )
+
+
+@pytest.mark.parametrize(
+    ("k", "stride", "work"),
+    [(3, 1, 1.0), (3, 2, 16 / 9), (5, 2, 36 / 25), (1, 2, 1.0), (7, 2, 64 / 49)],
+)
+def test_a_strided_data_gradient_does_its_forward_work_over_padded_phases(
+    k: int, stride: int, work: float
+) -> None:
+    """A stride-s convolution's data gradient is s^2 sub-convolutions, one per output
+    phase, each padded to ceil(k/s) taps a side (CUTLASS's strided dgrad): its GEMM does the
+    forward's multiply-adds times min(k,s)^2 ceil(k/s)^2 / k^2 (a 1x1 one: only the phase
+    with a tap), not s^2 times them over every input pixel. Compute-bound: the GEMM times
+    are the multiply-adds' ratio (DeepBench V100: 1.1-1.9x the forward for 5x5 stride 2)."""
+    huge = replace(gpu_spec("A100-SXM-80GB"), hbm_Bps=1e18)
+    flat = replace(P, conv_tile=None, conv_eff=1.0, launch_overhead_s=0.0, matmul_k_half=0.0,
+                   matmul_half_flops=0.0)  # fmt: skip
+    h = 56 * stride
+    o = (h + 2 * (k // 2) - k) // stride + 1
+    c = ConvShape(256, 256, k, k, h, h, o, o, stride, norm="none")
+    fwd = conv_gemm_s(c, 64, "bf16", huge, flat, "fwd")
+    assert conv_gemm_s(c, 64, "bf16", huge, flat, "dgrad") / fwd == pytest.approx(work, rel=0.02)
 
 
 def test_the_first_layer_computes_no_data_gradient() -> None:

@@ -107,12 +107,42 @@ def test_a_users_layer_list_file(tmp_path: Path) -> None:
         ({"parallel": {"zero": 1}}, "ZeRO is not modelled"),
         ({"training": {"global_batch": 100, "precision": "fp32"}}, "must be a multiple"),
         ({"training": {"global_batch": 512, "precision": "fp8"}}, "fp32, fp16, bf16"),
+        (
+            {"training": {"global_batch": 512, "conv_stack": "caffe"}},
+            "training.conv_stack: 'caffe' is not one of pytorch, tensorflow, xla",
+        ),
     ],
 )
 def test_bad_layer_scenarios_name_the_key(change: dict, message: str) -> None:
     raw = {**_scenario(), **change}
     with pytest.raises(ConfigError, match=message):
         simulate_any(any_scenario_from_dict(raw))
+
+
+def test_the_conv_stack_sets_the_convolutions_rate() -> None:
+    """VGG-16 (all 3x3) under each stack: the stack with the lower factor trains slower,
+    pytorch is the default, and nothing but compute changes."""
+    steps = {}
+    for stack in ("pytorch", "tensorflow", "xla"):
+        raw = {**_scenario(conv_stack=stack), "model": {"preset": "vgg16"}}
+        steps[stack] = simulate_layer_step(any_scenario_from_dict(raw))
+    default = simulate_layer_step(
+        any_scenario_from_dict({**_scenario(), "model": {"preset": "vgg16"}})
+    )
+    assert default.step_time_s == steps["pytorch"].step_time_s
+    t = {k: r.breakdown["compute"] for k, r in steps.items()}
+    assert t["tensorflow"] > t["pytorch"] > t["xla"]
+    assert steps["tensorflow"].memory_breakdown == steps["xla"].memory_breakdown
+
+
+def test_a_transformer_scenario_refuses_a_conv_stack() -> None:
+    raw = {
+        "model": {"preset": "gpt2-small"},
+        "cluster": {"topology": "h100-ib-ndr", "nodes": 1},
+        "training": {"global_batch": 8, "seq_len": 1024, "conv_stack": "xla"},
+    }
+    with pytest.raises(ConfigError, match=r"training\.conv_stack: only CNN"):
+        any_scenario_from_dict(raw)
 
 
 def test_a_gpu_without_the_precision_is_refused() -> None:

@@ -127,6 +127,9 @@ def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenar
         if key not in TOP_KEYS:
             raise ConfigError(f"{key}: unknown top-level key; allowed: {', '.join(TOP_KEYS)}")
     cluster, training = _section(raw, "cluster"), _section(raw, "training")
+    if "conv_stack" in training:  # layer-list scenarios take it out before this
+        raise ConfigError("training.conv_stack: only CNN (layer-list) models run convolutions; "
+                          "remove it for a transformer")  # fmt: skip
     parallel = _section(raw, "parallel")
     framework = _framework(raw, training)
     if framework is not None:  # the framework's defaults where the scenario is silent

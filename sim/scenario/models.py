@@ -190,6 +190,7 @@ class TrainingKeys(_Section):
     tokens: Annotated[float, _parsed("tokens")] | None = TrainingSection.tokens
     framework: Choice | None = TrainingSection.framework
     grad_accum_fusion: bool = TrainingSection.grad_accum_fusion
+    conv_stack: Choice = TrainingSection.conv_stack
 
 
 class PriceKeys(_Section):

@@ -20,7 +20,7 @@ from sim.topology.spec import MAX_GPUS
 from sim.units import parse_bandwidth, parse_size
 from sim.workload.frameworks import FRAMEWORKS
 from sim.workload.plan import parse_order
-from sim.workload.primitives import ATTENTION_KERNELS
+from sim.workload.primitives import ATTENTION_KERNELS, CONV_STACKS
 from sim.workload.techniques import COMPRESSIONS, DP_MODES
 from sim.workload.trainable import FINETUNES, OFFLOADS, OPTIMIZERS, parse_targets
 from sim.workload.zero import parse_zero
@@ -134,7 +134,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "precision": PRECISIONS, "grad_dtype": tuple(GRAD_DTYPES),
     "cross_entropy": ("fp32", "fused"), "optimizer": tuple(OPTIMIZERS),
     "framework": FRAMEWORKS,
-    "attention_kernel": ATTENTION_KERNELS,
+    "attention_kernel": ATTENTION_KERNELS, "conv_stack": CONV_STACKS,
     "finetune": tuple(FINETUNES), "offload": tuple(OFFLOADS), "network": NETWORKS,
 }  # fmt: skip
 

@@ -17,6 +17,7 @@ from sim.reliability.config import ReliabilityConfig, SpotConfig
 from sim.variability.config import VariabilityConfig
 from sim.workload.frameworks import Semantics
 from sim.workload.models import ModelSpec
+from sim.workload.primitives import CONV_STACKS
 from sim.workload.techniques import CommTechniques
 from sim.workload.trainable import DEFAULT, Techniques
 
@@ -130,7 +131,10 @@ class TrainingSection:
     ``framework:`` section). ``grad_accum_fusion``: the weight-gradient GEMMs accumulate
     into the gradient buffer (Megatron's default, and the default without a framework);
     false adds a separate pass per micro-batch after the first
-    (:func:`sim.training.graph.costs.grad_accum_bytes`); a framework sets its own."""
+    (:func:`sim.training.graph.costs.grad_accum_bytes`); a framework sets its own.
+    ``conv_stack``: the framework stack that runs a CNN's convolutions (``pytorch``,
+    ``tensorflow``, ``xla``; :mod:`sim.training.compute.conv_stacks`); layer-list models
+    only."""
 
     global_batch: int
     seq_len: int
@@ -153,6 +157,7 @@ class TrainingSection:
     tokens: float | None = None
     framework: str | None = None
     grad_accum_fusion: bool = True
+    conv_stack: str = CONV_STACKS[0]
 
     @property
     def techniques(self) -> Techniques:

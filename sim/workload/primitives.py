@@ -33,6 +33,7 @@ from sim.workload.models import ModelSpec
 __all__ = [
     "ACT_BYTES",
     "ATTENTION_KERNELS",
+    "CONV_STACKS",
     "Block",
     "Op",
     "OpContext",
@@ -47,6 +48,9 @@ ACT_BYTES = 2  # bf16/fp16 activations and gradients on the wire and in HBM
 #: :mod:`sim.training.compute.attention`), plus ``fitted``: the parametric model of the
 #: compute entry (``attn_eff_max``) whatever the kernel.
 ATTENTION_KERNELS = ("fa2", "fa3", "cudnn", "triton", "fa_triton", "fitted")
+#: Framework stacks that run a CNN's convolutions (``training.conv_stack``; their factors:
+#: :mod:`sim.training.compute.conv_stacks`), the first the default.
+CONV_STACKS = ("pytorch", "tensorflow", "xla")
 #: Cross-entropy HBM bytes per logit element (forward, backward): eager fp32 (cast, log-
 #: softmax, NLL and their backward) or one fused kernel over bf16 logits, in place.
 CE_BYTES = {"fp32": (14, 22), "fused": (2, 4)}

@@ -23,7 +23,9 @@ fused batch norm, cuDNN's fused kernels) at ``stream_eff``.
 An implicit GEMM runs at the GEMM model's compute rate
 (:func:`sim.training.compute.kernels.gemm_compute_s`: the GEMM ceiling, waves and
 split-K, the sustained clock) times ``conv_eff`` (how close cuDNN's convolution kernels
-come to cuBLAS on the same GEMM shape), and never faster than its real operands move
+come to cuBLAS on the same GEMM shape: about 1, DeepBench's V100 kernels) times the
+framework stack's factor (``training.conv_stack``, :mod:`sim.training.compute.conv_stacks`:
+what a framework keeps of that rate in a training step), and never faster than its real operands move
 through HBM (the input feature map, not its im2col expansion; the weights; the output).
 ``conv_eff`` is the cost of a filter with several taps: the kernel forms each tile of the
 convolution matrix on the fly, tap by tap, with its own address and padding (halo)
@@ -70,7 +72,15 @@ from sim.training.compute.params import ComputeParams
 if TYPE_CHECKING:  # the layer-list package imports this module (no import loop at run time)
     from sim.workload.layer_model import ConvShape
 
-__all__ = ["NORM_ACCESSES", "WINOGRAD_SAVING", "channel_padding", "conv_kernels", "conv_layer_s"]
+__all__ = [
+    "CONV_PASSES",
+    "NORM_ACCESSES",
+    "WINOGRAD_SAVING",
+    "channel_padding",
+    "conv_gemm_s",
+    "conv_kernels",
+    "conv_layer_s",
+]
 
 #: Element accesses per output element of what follows a layer: (forward, backward).
 NORM_ACCESSES = {"bn": (5, 8), "bias": (4, 4), "none": (0, 1)}
@@ -140,33 +150,63 @@ def conv_kernels(c: ConvShape, backward: bool, first: bool) -> int:
     return _gemm_count(backward, first) + _NORM_KERNELS[c.norm][int(backward)] + (1 if after else 0)
 
 
+#: The implicit GEMMs of a convolution: forward, data gradient, weight gradient.
+CONV_PASSES = ("fwd", "dgrad", "wgrad")
+
+
+def conv_gemm_s(c: ConvShape, b: int, dtype: str, gpu: GpuSpec, p: ComputeParams, kind: str,
+                stack_eff: float = 1.0) -> float:  # fmt: skip
+    """Seconds of one implicit GEMM of ``c`` for ``b`` samples (launch included): ``kind``
+    ``fwd`` ``(b oh ow, cout, cin kh kw)``, ``dgrad`` ``(b h w, cin, cout kh kw)`` or
+    ``wgrad`` ``(cout, cin kh kw, b oh ow)``, at the GEMM rate times ``conv_eff`` and
+    ``stack_eff`` (tensor cores, several taps), over the channel padding, and no faster
+    than the input, weights and output move through HBM (see the module docstring).
+
+    >>> from sim.catalog import gpu_spec
+    >>> from sim.training.compute.params import compute_params
+    >>> from sim.workload.layer_model import ConvShape
+    >>> c = ConvShape(64, 64, 3, 3, 56, 56, 56, 56)
+    >>> gpu, p = gpu_spec("V100-SXM2-32GB"), compute_params("V100-SXM2-32GB")
+    >>> conv_gemm_s(c, 64, "fp16", gpu, p, "fwd", 0.5) > conv_gemm_s(c, 64, "fp16", gpu, p, "fwd")
+    True
+    """
+    if kind not in CONV_PASSES:
+        raise ValueError(f"kind: {kind!r} is not one of {', '.join(CONV_PASSES)}")
+    el = 4 if dtype == "fp32" else 2
+    spatial = c.kh * c.kw * c.h * c.w > 1
+    tensor_cores = dtype != "fp32"
+    # a 1x1 filter reads a plain GEMM operand; CUDA-core (fp32) kernels reach the GEMM rate
+    eff = p.conv_eff * stack_eff if c.kh * c.kw > 1 and tensor_cores else 1.0
+    if dtype == "fp32" and c.kh == c.kw == 3 and c.stride == 1:
+        eff *= WINOGRAD_SAVING
+    pad = channel_padding(c, p.conv_tile if spatial and tensor_cores else None)
+    nbytes = b * (c.in_elements + c.out_elements) * el + c.cin * c.cout * c.kh * c.kw * el
+    taps = c.kh * c.kw
+    if kind == "fwd":
+        return _gemm_s(b * c.oh * c.ow, c.cout, c.cin * taps, nbytes, dtype, gpu, p, eff / pad[0])
+    if kind == "wgrad":
+        return _gemm_s(c.cout, c.cin * taps, b * c.oh * c.ow, nbytes, dtype, gpu, p, eff / pad[2])
+    phases = min(c.kh, c.stride) * min(c.kw, c.stride)  # output phases that receive taps
+    k_taps = -(-c.kh // c.stride) * -(-c.kw // c.stride)  # taps per phase, padded to the most
+    m = b * c.oh * c.ow * phases
+    return _gemm_s(m, c.cin, c.cout * k_taps, nbytes, dtype, gpu, p, eff / pad[1])
+
+
 def conv_layer_s(c: ConvShape, b: int, dtype: str, gpu: GpuSpec, p: ComputeParams,
-                 backward: bool, first: bool, fused: bool = False) -> float:  # fmt: skip
+                 backward: bool, first: bool, fused: bool = False,
+                 stack_eff: float = 1.0) -> float:  # fmt: skip
     """Seconds of one convolution (or fully connected) layer's forward or backward pass
     for a micro-batch of ``b`` samples in ``dtype`` (see the module docstring).
 
     ``first``: the network's first layer (no data gradient); ``fused``: its elementwise
     kernels are fused, bandwidth-tuned ones (``stream_eff``), not eager
-    (``mem_eff * mem_training_factor``).
+    (``mem_eff * mem_training_factor``); ``stack_eff``: the framework stack's factor on
+    tensor-core convolutions with several taps, beside the kernels' ``conv_eff``
+    (:func:`sim.training.compute.conv_stacks.conv_stack_eff`; 1: the kernels alone).
     """
     el = 4 if dtype == "fp32" else 2
-    spatial = c.kh * c.kw * c.h * c.w > 1
-    tensor_cores = dtype != "fp32"
-    # a 1x1 filter reads a plain GEMM operand; CUDA-core (fp32) kernels reach the GEMM rate
-    eff = p.conv_eff if c.kh * c.kw > 1 and tensor_cores else 1.0
-    if dtype == "fp32" and c.kh == c.kw == 3 and c.stride == 1:
-        eff *= WINOGRAD_SAVING
-    pad = channel_padding(c, p.conv_tile if spatial and tensor_cores else None)
-    x, y = b * c.in_elements * el, b * c.out_elements * el
-    w = c.cin * c.cout * c.kh * c.kw * el
-    k_in = c.cin * c.kh * c.kw
-    if not backward:
-        t = _gemm_s(b * c.oh * c.ow, c.cout, k_in, x + w + y, dtype, gpu, p, eff / pad[0])
-    else:
-        t = _gemm_s(c.cout, k_in, b * c.oh * c.ow, x + y + w, dtype, gpu, p, eff / pad[2])
-        if not first:
-            t += _gemm_s(b * c.h * c.w, c.cin, c.cout * c.kh * c.kw, x + y + w, dtype, gpu, p,
-                         eff / pad[1])  # fmt: skip
+    kinds = ("fwd",) if not backward else (("wgrad",) if first else ("wgrad", "dgrad"))
+    t = sum(conv_gemm_s(c, b, dtype, gpu, p, kind, stack_eff) for kind in kinds)
     side = 1 if backward else 0
     accesses = NORM_ACCESSES[c.norm][side] * c.out_elements + (
         c.after_bwd if backward else c.after_fwd

@@ -44,6 +44,7 @@ from sim.profile_select import describe
 from sim.result import StepResult
 from sim.scenario.layer_list import LayerScenario
 from sim.training.compute.conv import conv_kernels, conv_layer_s
+from sim.training.compute.conv_stacks import conv_stack_eff
 from sim.training.compute.host import host_bound_s
 from sim.training.compute.kernels import eager_mem_eff, roofline_time_s
 from sim.training.compute.params import ComputeParams, compute_params
@@ -141,13 +142,14 @@ def _layer_times(sc: LayerScenario, gpu: GpuSpec, params: ComputeParams) -> _Tim
     kernels (:func:`sim.training.compute.host.host_bound_s`, ``host_dispatch_s``)."""
     el = ELEMENT_BYTES[sc.training.precision]
     dtype, mb, fused = sc.training.precision, sc.parallel.micro_batch, sc.training.fused_kernels
+    stack = conv_stack_eff(sc.training.conv_stack)
     fwd, bwd, kf, kb = [], [], [], []
     prev = sc.model.input_bytes
     for i, lay in enumerate(sc.model.layers):
         out = lay.activation_bytes
         if lay.conv is not None:
-            fwd.append(conv_layer_s(lay.conv, mb, dtype, gpu, params, False, i == 0, fused))
-            bwd.append(conv_layer_s(lay.conv, mb, dtype, gpu, params, True, i == 0, fused))
+            fwd.append(conv_layer_s(lay.conv, mb, dtype, gpu, params, False, i == 0, fused, stack))
+            bwd.append(conv_layer_s(lay.conv, mb, dtype, gpu, params, True, i == 0, fused, stack))
             kf.append(conv_kernels(lay.conv, False, i == 0))
             kb.append(conv_kernels(lay.conv, True, i == 0))
         else:

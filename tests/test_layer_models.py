@@ -133,6 +133,13 @@ def test_the_conv_stack_sets_the_convolutions_rate() -> None:
     t = {k: r.breakdown["compute"] for k, r in steps.items()}
     assert t["tensorflow"] > t["pytorch"] > t["xla"]
     assert steps["tensorflow"].memory_breakdown == steps["xla"].memory_breakdown
+    assert any(
+        "training.conv_stack tensorflow keeps 0.5543" in n for n in steps["tensorflow"].notes
+    )
+    fp32 = {**_scenario(precision="fp32"), "model": {"preset": "vgg16"}}
+    assert not any(
+        "conv_stack" in n for n in simulate_layer_step(any_scenario_from_dict(fp32)).notes
+    )
 
 
 def test_a_transformer_scenario_refuses_a_conv_stack() -> None:

@@ -309,5 +309,18 @@ def _result(sc: LayerScenario, topo, net: str, dp: int, m: int, step: float, com
         link_bytes_by_scope=wire, cost_per_step_usd=cost,
         cost_per_million_tokens_usd=cost / samples * 1e6 if cost is not None else None,
         notes=[f"layer-list model {model.name} ({model.source or 'user layer list'}): data-parallel; "
-               "tokens_per_s counts samples (images) when training.seq_len is 1"],
+               "tokens_per_s counts samples (images) when training.seq_len is 1",
+               *_stack_note(sc)],
     )  # fmt: skip
+
+
+def _stack_note(sc: LayerScenario) -> list[str]:
+    """Which convolution stack timed the tensor-core convolutions, if any ran."""
+    if sc.training.precision == "fp32" or not any(
+        lay.conv is not None and lay.conv.kh * lay.conv.kw > 1 for lay in sc.model.layers
+    ):
+        return []
+    stack = sc.training.conv_stack
+    return [f"convolutions: training.conv_stack {stack} keeps {conv_stack_eff(stack):g} of the "
+            "kernels' tensor-core rate on filters of several taps "
+            "(topologies/catalog/conv_stacks.yaml, solved on one VGG-16 run)"]  # fmt: skip

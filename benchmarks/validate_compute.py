@@ -110,8 +110,10 @@ def _cnn(solve: bool) -> None:
         print("\nconvolution stack factors solved (conv_stacks.yaml's in brackets):")
         for r in CNN_RUNS:
             if r.solves:
+                short = predict_cnn(r) < r.images_per_s * (1 - 1e-3)
                 print(f"  {r.stack}: {solve_stack_eff(r)} [{conv_stack_eff(r.stack)}] "
-                      f"({r.model} on {r.gpu}, {r.images_per_s} images/s)")  # fmt: skip
+                      f"({r.model} on {r.gpu}, {r.images_per_s} images/s)"
+                      + (": needs more than the catalog's" if short else ""))  # fmt: skip
 
 
 def _per_image_split(r: CnnRun) -> tuple[float, float]:

@@ -477,7 +477,8 @@ def cnn_result(run: CnnRun, compute: Mapping[str, float] | None = None) -> StepR
 def solve_stack_eff(run: CnnRun, tol: float = 1e-4) -> float:
     """The factor of ``run``'s convolution stack under which the simulator reproduces it:
     the catalog's factor times the kernel ``conv_eff`` :func:`solve_conv_eff` finds under
-    it (so at most the catalog's; a solving row gives the catalog's back)."""
+    it. At most the catalog's (``conv_eff`` is at most 1): a row that needs more gives the
+    catalog's back and is predicted slow, which ``predict_cnn`` shows."""
     return round(solve_conv_eff(run, tol) * conv_stack_eff(run.stack), 4)
 
 

@@ -78,7 +78,7 @@ def test_winograd_cuts_fp32_3x3_compute_by_two_and_a_quarter() -> None:
 def test_conv_eff_is_a_tensor_core_cost_that_fp32_does_not_pay() -> None:
     """A 3x3 convolution's tensor-core (bf16) time scales as 1 / conv_eff; on the CUDA
     cores (fp32) it runs at the GEMM rate whatever conv_eff says (V100's fp32 VGG-16 within
-    9% of Lambda's 249 images/s at the GEMM rate, 45% short at the tensor-core value)."""
+    9% of Lambda's 249 images/s at the GEMM rate, 45% short at the tensorflow stack's 0.5543)."""
     big = replace(P, stream_eff=1.0, mem_eff=1.0, conv_tile=None)
     c = ConvShape(256, 256, 3, 3, 56, 56, 28, 28, 2, norm="none")  # stride 2: no Winograd
     half, full = replace(big, conv_eff=0.5), replace(big, conv_eff=1.0)
@@ -108,25 +108,47 @@ def test_the_stack_factor_scales_only_tensor_core_multi_tap_convolutions() -> No
 
 
 @pytest.mark.parametrize(
-    ("k", "stride", "work"),
-    [(3, 1, 1.0), (3, 2, 16 / 9), (5, 2, 36 / 25), (1, 2, 1.0), (7, 2, 64 / 49)],
+    ("kh", "kw", "stride", "pad", "work"),
+    [
+        (3, 3, 1, (1, 1), 1.0),
+        (3, 3, 1, (0, 0), (56 / 54) ** 2),  # stride 1, no padding: every input pixel
+        (1, 7, 1, (0, 0), 56 / 50),
+        (3, 3, 2, (1, 1), 16 / 9),
+        (5, 5, 2, (2, 2), 36 / 25),
+        (1, 1, 2, (0, 0), 1.0),
+        (7, 7, 2, (3, 3), 64 / 49),
+        (5, 10, 2, (2, 4), 6 / 5),  # 5: 2 phases x 3 taps; 10: 2 x 5, nothing padded
+    ],
 )
 def test_a_strided_data_gradient_does_its_forward_work_over_padded_phases(
-    k: int, stride: int, work: float
+    kh: int, kw: int, stride: int, pad: tuple[int, int], work: float
 ) -> None:
-    """A stride-s convolution's data gradient is s^2 sub-convolutions, one per output
-    phase, each padded to ceil(k/s) taps a side (CUTLASS's strided dgrad): its GEMM does the
-    forward's multiply-adds times min(k,s)^2 ceil(k/s)^2 / k^2 (a 1x1 one: only the phase
-    with a tap), not s^2 times them over every input pixel. Compute-bound: the GEMM times
-    are the multiply-adds' ratio (DeepBench V100: 1.1-1.9x the forward for 5x5 stride 2)."""
+    """A stride-s convolution's data gradient is s^2 sub-convolutions, one per input
+    phase, each padded to ceil(k/s) taps a side (CUTLASS's strided dgrad): per axis, the
+    forward's multiply-adds times min(k,s) ceil(k/s) / k (a 1x1 one: only the phase a tap
+    reaches), not s^2 times them over every input pixel; at stride 1 it covers every input
+    pixel, so an unpadded convolution does h w / (oh ow) its forward's work. Compute-bound:
+    the GEMM times are the multiply-adds' ratio (DeepBench V100: 1.1-1.9x the forward for
+    5x5 stride 2)."""
     huge = replace(gpu_spec("A100-SXM-80GB"), hbm_Bps=1e18)
+    # one SM: every tile its own wave, so time is multiply-adds over the rate exactly
     flat = replace(P, conv_tile=None, conv_eff=1.0, launch_overhead_s=0.0, matmul_k_half=0.0,
-                   matmul_half_flops=0.0)  # fmt: skip
-    h = 56 * stride
-    o = (h + 2 * (k // 2) - k) // stride + 1
-    c = ConvShape(256, 256, k, k, h, h, o, o, stride, norm="none")
+                   matmul_half_flops=0.0, sm_count=1)  # fmt: skip
+    oh, ow = ((56 + 2 * q - k) // stride + 1 for q, k in zip(pad, (kh, kw), strict=True))
+    c = ConvShape(256, 256, kh, kw, 56, 56, oh, ow, stride, norm="none")
     fwd = conv_gemm_s(c, 64, "bf16", huge, flat, "fwd")
-    assert conv_gemm_s(c, 64, "bf16", huge, flat, "dgrad") / fwd == pytest.approx(work, rel=0.02)
+    assert conv_gemm_s(c, 64, "bf16", huge, flat, "dgrad") / fwd == pytest.approx(work, rel=1e-9)
+
+
+def test_a_gpu_without_tensor_cores_pays_neither_factor() -> None:
+    """P100 runs fp16 on its CUDA cores (21.2 TFLOP/s, twice fp32): a 3x3 convolution's
+    GEMMs there ignore conv_eff and the stack's factor, as fp32 does everywhere."""
+    p100 = gpu_spec("P100-SXM2-16GB")
+    p = replace(compute_params("P100-SXM2-16GB"), conv_eff=0.5)
+    c = ConvShape(256, 256, 3, 3, 56, 56, 56, 56, norm="none")
+    assert conv_gemm_s(c, 64, "fp16", p100, p, "fwd", 0.5) == conv_gemm_s(
+        c, 64, "fp16", p100, replace(p, conv_eff=1.0), "fwd"
+    )
 
 
 def test_the_first_layer_computes_no_data_gradient() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,38 @@ def test_run_command_takes_a_cnn(capsys: pytest.CaptureFixture[str]) -> None:
                  "--set", "parallel.micro_batch=64", "--network", "analytical"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert "layer-list model resnet50" in out
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (["model.preset=resnet50", "training.global_batch=64", "parallel.micro_batch=64",
+          "training.conv_stack=bogus"], "'bogus' is not one of pytorch, tensorflow, xla"),
+        (["training.conv_stack=xla"], "only CNN (layer-list) models run convolutions"),
+    ],
+)  # fmt: skip
+def test_the_run_command_refuses_a_bad_conv_stack(
+    sets: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--set training.conv_stack=...``: an unknown stack on a CNN, or any stack on a
+    transformer, is a two-line error naming the key, exit status 2."""
+    from sim.cli import main
+
+    argv = ["run", "gpt2-1gpu", "--network", "analytical"]
+    for item in sets:
+        argv += ["--set", item]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "training.conv_stack" in err and message in err and "Traceback" not in err
+
+
+def test_the_run_command_takes_a_conv_stack(capsys: pytest.CaptureFixture[str]) -> None:
+    from sim.cli import main
+
+    argv = ["run", "gpt2-1gpu", "--set", "model.preset=vgg16", "--set", "training.global_batch=64",
+            "--set", "parallel.micro_batch=64", "--network", "analytical", "--json"]  # fmt: skip
+    assert main([*argv, "--set", "training.conv_stack=tensorflow"]) == 0
+    slow = capsys.readouterr().out
+    assert main([*argv, "--set", "training.conv_stack=xla"]) == 0
+    fast = capsys.readouterr().out
+    assert json.loads(slow)["step_time_s"] > json.loads(fast)["step_time_s"]

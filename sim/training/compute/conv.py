@@ -6,8 +6,8 @@ runs as (per pass; every kernel adds ``launch_overhead_s``):
 - **forward**: one implicit GEMM ``(M, N, K) = (b oh ow, cout, cin kh kw)``; then batch
   norm (statistics: read the output; normalise: read, write) and ReLU (read, write): 5
   element accesses per output element, or bias and ReLU: 4;
-- **backward**: the data-gradient GEMM ``(b h w, cin, cout kh kw)`` (not for the first
-  layer: the images need no gradient) and the weight-gradient GEMM
+- **backward**: the data-gradient GEMM (not for the first layer: the images need no
+  gradient; see below for its shape) and the weight-gradient GEMM
   ``(cout, cin kh kw, b oh ow)``; ReLU backward (read the gradient and the output, write)
   and batch-norm backward (reduce: read the gradient and the input; apply: read both,
   write): 8 accesses per output element, or ReLU and bias gradient: 4;
@@ -22,27 +22,37 @@ fused batch norm, cuDNN's fused kernels) at ``stream_eff``.
 
 An implicit GEMM runs at the GEMM model's compute rate
 (:func:`sim.training.compute.kernels.gemm_compute_s`: the GEMM ceiling, waves and
-split-K, the sustained clock) times ``conv_eff`` (how close cuDNN's convolution kernels
-come to cuBLAS on the same GEMM shape: about 1, DeepBench's V100 kernels) times the
-framework stack's factor (``training.conv_stack``, :mod:`sim.training.compute.conv_stacks`:
-what a framework keeps of that rate in a training step), and never faster than its real operands move
-through HBM (the input feature map, not its im2col expansion; the weights; the output).
-``conv_eff`` is the cost of a filter with several taps: the kernel forms each tile of the
+split-K, the sustained clock), and never faster than its real operands move through HBM
+(the input feature map, not its im2col expansion; the weights; the output). On a GPU
+with tensor cores (:func:`tensor_cores`), a filter with several taps runs at that rate
+times two factors: ``conv_eff``, the kernels' own cost of forming each tile of the
 convolution matrix on the fly, tap by tap, with its own address and padding (halo)
-predicates (CUTLASS docs, "Implicit GEMM Convolution"). A 1x1 filter (stride 1 or 2) has
-one tap and no halo: its convolution matrix is the NHWC activation tensor itself (rows
-strided by the stride), so the kernel is a plain GEMM and runs at the GEMM rate, as fully
-connected layers do (cuBLAS). ``conv_eff`` is solved on VGG-16, whose convolutions are
-all 3x3, so it measures exactly the multi-tap kernels it is applied to. It is a tensor-core
-cost: fp32 convolutions run on the CUDA cores, whose fused multiply-adds leave the kernel
-time to form its tiles, and reach the GEMM rate (P100's fp32 VGG-16 needs the GEMM rate
-to reach TensorFlow's published figure; V100's fp32 VGG-16 comes within 9% of Lambda's
-at the GEMM rate and 45% short at the tensor-core ``conv_eff``:
-``calibrate/kernel_benchmarks.py`` CNN_RUNS). In fp32 3x3 stride-1 convolutions run as
-Winograd F(2x2, 3x3): 2.25x fewer multiplies (Lavin & Gray, "Fast Algorithms for
-Convolutional Neural Networks", CVPR 2016; cuDNN 5's WINOGRAD algorithms). fp32 is timed
-at the fp32 peak: PyTorch's cuDNN convolutions default to TF32 on Ampere and later
-(``torch.backends.cudnn.allow_tf32``), which is not modelled. On tensor cores, an implicit GEMM works in whole
+predicates (CUTLASS docs, "Implicit GEMM Convolution"), which DeepBench's V100 training
+kernels put at about 1 (``calibrate/kernel_benchmarks.py`` CONV_KERNEL_CHECKS); and the
+framework stack's factor (``training.conv_stack``, :mod:`sim.training.compute.conv_stacks`:
+what a framework keeps of that rate in a training step), solved on VGG-16 runs, whose
+convolutions are all 3x3, so it measures exactly the multi-tap kernels it is applied to. A
+1x1 filter (stride 1 or 2) has one tap and no halo: its convolution matrix is the NHWC
+activation tensor itself (rows strided by the stride), so the kernel is a plain GEMM and
+runs at the GEMM rate, as fully connected layers do (cuBLAS). CUDA-core kernels (fp32,
+and every dtype on a GPU without tensor cores) leave their multiply-adds time to form the
+tiles and reach the GEMM rate too (P100's fp32 VGG-16 needs the GEMM rate to reach
+TensorFlow's published figure; V100's fp32 VGG-16 comes within 9% of Lambda's at it and
+45% short at the tensorflow stack's 0.5543: ``calibrate/kernel_benchmarks.py`` CNN_RUNS).
+In fp32 3x3 stride-1 convolutions run as Winograd F(2x2, 3x3): 2.25x fewer multiplies
+(Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR 2016; cuDNN 5's
+WINOGRAD algorithms). fp32 is timed at the fp32 peak: PyTorch's cuDNN convolutions default
+to TF32 on Ampere and later (``torch.backends.cudnn.allow_tf32``), which is not modelled.
+
+The data gradient of a stride-``s`` convolution runs as ``s^2`` sub-convolutions, one per
+phase of the input pixels (those that no filter tap reaches skipped: a 1x1 stride-2
+convolution's gradient reaches one pixel in four, the others are zeros), each with its
+filter taps padded to ``ceil(k/s)`` a side (CUTLASS's strided dgrad): the GEMM
+``(b ceil(h/s) ceil(w/s) min(kh,s) min(kw,s), cin, cout ceil(kh/s) ceil(kw/s))``, at stride 1
+``(b h w, cin, cout kh kw)``. That is the forward's multiply-adds times
+``min(k,s)^2 ceil(k/s)^2 / k^2`` (1.78 for 3x3, 1.44 for 5x5, 1 for 1x1 at stride 2);
+DeepBench's V100 strided data gradients (5x5 and 5x10, stride 2) are 1.1-1.9x their
+forward. On tensor cores, an implicit GEMM works in whole
 channel tiles (``conv_tile``): it issues the multiply-adds of its output channels padded to
 whole tiles and, for each filter tap, of its input channels padded to whole K slabs
 (:func:`channel_padding`). Memory-bound kernels move their element accesses
@@ -80,6 +90,7 @@ __all__ = [
     "conv_gemm_s",
     "conv_kernels",
     "conv_layer_s",
+    "tensor_cores",
 ]
 
 #: Element accesses per output element of what follows a layer: (forward, backward).
@@ -90,6 +101,21 @@ WINOGRAD_SAVING = 2.25
 IMAGE_CHANNELS_MAX = 4
 #: Kernels launched per pass beyond the GEMMs: (forward, backward).
 _NORM_KERNELS = {"bn": (3, 3), "bias": (2, 2), "none": (0, 1)}
+
+
+def tensor_cores(gpu: GpuSpec, dtype: str) -> bool:
+    """Whether ``gpu`` runs ``dtype`` convolutions on matrix units (tensor cores): a
+    16-bit dtype at more than twice the fp32 peak (CUDA cores run fp16 at most at 2x, as
+    P100's paired half2 does; V100 and later: 8x and more). fp32 runs on the CUDA cores.
+
+    >>> from sim.catalog import gpu_spec
+    >>> tensor_cores(gpu_spec("V100-SXM2-32GB"), "fp16"), tensor_cores(gpu_spec("P100-SXM2-16GB"), "fp16")
+    (True, False)
+    """
+    if dtype == "fp32":
+        return False
+    peak = gpu.peak_flops
+    return peak.get(dtype, 0.0) > 2.0 * peak.get("fp32", float("inf"))
 
 
 def _gemm_s(m: float, n: float, k: float, nbytes: float, dtype: str, gpu: GpuSpec,
@@ -157,10 +183,10 @@ CONV_PASSES = ("fwd", "dgrad", "wgrad")
 def conv_gemm_s(c: ConvShape, b: int, dtype: str, gpu: GpuSpec, p: ComputeParams, kind: str,
                 stack_eff: float = 1.0) -> float:  # fmt: skip
     """Seconds of one implicit GEMM of ``c`` for ``b`` samples (launch included): ``kind``
-    ``fwd`` ``(b oh ow, cout, cin kh kw)``, ``dgrad`` ``(b h w, cin, cout kh kw)`` or
-    ``wgrad`` ``(cout, cin kh kw, b oh ow)``, at the GEMM rate times ``conv_eff`` and
-    ``stack_eff`` (tensor cores, several taps), over the channel padding, and no faster
-    than the input, weights and output move through HBM (see the module docstring).
+    ``fwd`` ``(b oh ow, cout, cin kh kw)``, ``dgrad`` (the data gradient over its stride
+    phases, the module docstring) or ``wgrad`` ``(cout, cin kh kw, b oh ow)``, at the GEMM
+    rate times ``conv_eff`` and ``stack_eff`` (tensor cores, several taps), over the channel
+    padding, and no faster than the input, weights and output move through HBM.
 
     >>> from sim.catalog import gpu_spec
     >>> from sim.training.compute.params import compute_params
@@ -174,22 +200,23 @@ def conv_gemm_s(c: ConvShape, b: int, dtype: str, gpu: GpuSpec, p: ComputeParams
         raise ValueError(f"kind: {kind!r} is not one of {', '.join(CONV_PASSES)}")
     el = 4 if dtype == "fp32" else 2
     spatial = c.kh * c.kw * c.h * c.w > 1
-    tensor_cores = dtype != "fp32"
-    # a 1x1 filter reads a plain GEMM operand; CUDA-core (fp32) kernels reach the GEMM rate
-    eff = p.conv_eff * stack_eff if c.kh * c.kw > 1 and tensor_cores else 1.0
+    matrix = tensor_cores(gpu, dtype)
+    # a 1x1 filter reads a plain GEMM operand; CUDA-core kernels reach the GEMM rate
+    eff = p.conv_eff * stack_eff if c.kh * c.kw > 1 and matrix else 1.0
     if dtype == "fp32" and c.kh == c.kw == 3 and c.stride == 1:
         eff *= WINOGRAD_SAVING
-    pad = channel_padding(c, p.conv_tile if spatial and tensor_cores else None)
+    pad = channel_padding(c, p.conv_tile if spatial and matrix else None)
     nbytes = b * (c.in_elements + c.out_elements) * el + c.cin * c.cout * c.kh * c.kw * el
     taps = c.kh * c.kw
     if kind == "fwd":
         return _gemm_s(b * c.oh * c.ow, c.cout, c.cin * taps, nbytes, dtype, gpu, p, eff / pad[0])
     if kind == "wgrad":
         return _gemm_s(c.cout, c.cin * taps, b * c.oh * c.ow, nbytes, dtype, gpu, p, eff / pad[2])
-    phases = min(c.kh, c.stride) * min(c.kw, c.stride)  # output phases that receive taps
-    k_taps = -(-c.kh // c.stride) * -(-c.kw // c.stride)  # taps per phase, padded to the most
-    m = b * c.oh * c.ow * phases
-    return _gemm_s(m, c.cin, c.cout * k_taps, nbytes, dtype, gpu, p, eff / pad[1])
+    s = c.stride
+    phases = min(c.kh, s) * min(c.kw, s)  # input phases some filter tap reaches
+    taps = -(-c.kh // s) * -(-c.kw // s)  # taps per phase, padded to the most
+    m = b * -(-c.h // s) * -(-c.w // s) * phases
+    return _gemm_s(m, c.cin, c.cout * taps, nbytes, dtype, gpu, p, eff / pad[1])
 
 
 def conv_layer_s(c: ConvShape, b: int, dtype: str, gpu: GpuSpec, p: ComputeParams,

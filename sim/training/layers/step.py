@@ -43,7 +43,7 @@ from sim.network import backend
 from sim.profile_select import describe
 from sim.result import StepResult
 from sim.scenario.layer_list import LayerScenario
-from sim.training.compute.conv import conv_kernels, conv_layer_s
+from sim.training.compute.conv import conv_kernels, conv_layer_s, tensor_cores
 from sim.training.compute.conv_stacks import conv_stack_eff
 from sim.training.compute.host import host_bound_s
 from sim.training.compute.kernels import eager_mem_eff, roofline_time_s
@@ -310,13 +310,13 @@ def _result(sc: LayerScenario, topo, net: str, dp: int, m: int, step: float, com
         cost_per_million_tokens_usd=cost / samples * 1e6 if cost is not None else None,
         notes=[f"layer-list model {model.name} ({model.source or 'user layer list'}): data-parallel; "
                "tokens_per_s counts samples (images) when training.seq_len is 1",
-               *_stack_note(sc)],
+               *_stack_note(sc, topo.gpu)],
     )  # fmt: skip
 
 
-def _stack_note(sc: LayerScenario) -> list[str]:
+def _stack_note(sc: LayerScenario, gpu: GpuSpec) -> list[str]:
     """Which convolution stack timed the tensor-core convolutions, if any ran."""
-    if sc.training.precision == "fp32" or not any(
+    if not tensor_cores(gpu, sc.training.precision) or not any(
         lay.conv is not None and lay.conv.kh * lay.conv.kw > 1 for lay in sc.model.layers
     ):
         return []

@@ -93,9 +93,9 @@ def _cnn(solve: bool) -> None:
           "bound by the host's measured launches; stack: training.conv_stack)")  # fmt: skip
     print(f"{'gpu':<16}{'model':<15}{'prec':<6}{'batch':>6}{'stack':>11}{'kernels':>12}"
           f"{'published':>10}{'model':>9}{'error':>8}  hardware / source")  # fmt: skip
-    errs = []
+    errs, predicted = [], {}
     for r in CNN_RUNS:
-        model = predict_cnn(r)
+        model = predicted[r] = predict_cnn(r)
         tag = ("solves" if r.solves else ("fused" if r.fused else "nchw")) + (
             "+host" if r.host_dispatch_s else ""
         )
@@ -110,7 +110,7 @@ def _cnn(solve: bool) -> None:
         print("\nconvolution stack factors solved (conv_stacks.yaml's in brackets):")
         for r in CNN_RUNS:
             if r.solves:
-                short = predict_cnn(r) < r.images_per_s * (1 - 1e-3)
+                short = predicted[r] < r.images_per_s * (1 - 1e-3)
                 print(f"  {r.stack}: {solve_stack_eff(r)} [{conv_stack_eff(r.stack)}] "
                       f"({r.model} on {r.gpu}, {r.images_per_s} images/s)"
                       + (": needs more than the catalog's" if short else ""))  # fmt: skip

@@ -233,14 +233,6 @@ class ConvKernelCheck:
     source: str
 
 
-def _conv(
-    c: int, k: int, r: int, s: int, h: int, w: int, pad: tuple[int, int], stride: int
-) -> ConvShape:
-    """``c`` channels of ``h x w`` through ``k`` filters of ``r x s`` (padding, stride)."""
-    oh, ow = ((n + 2 * p - f) // stride + 1 for n, p, f in ((h, pad[0], r), (w, pad[1], s)))
-    return ConvShape(c, k, r, s, h, w, oh, ow, stride, "none")
-
-
 _DEEPBENCH = (
     "github.com/baidu-research/DeepBench results/train/DeepBench_NV_V100.xlsx, 'Results - "
     "FP16 ip, Mixed math' sheet, Convolution (cuDNN 7.6.2, CUDA 10.1, NHWC, tensor-op math; "
@@ -251,7 +243,9 @@ _DEEPBENCH = (
 #: cuDNN picks smaller tiles): (app, N, C, K, R, S, H, W, pad_h, pad_w, stride, fwd,
 #: data gradient, weight gradient ms).
 CONV_KERNEL_CHECKS: tuple[ConvKernelCheck, ...] = tuple(
-    ConvKernelCheck("V100-SXM2-32GB", app, n, _conv(c, k, r, s_, h, w, (ph, pw), st), (f, d, g), _DEEPBENCH)
+    ConvKernelCheck("V100-SXM2-32GB", app, n,
+                    ConvShape.padded(c, k, (r, s_), (h, w), (ph, pw), st, "none"), (f, d, g),
+                    _DEEPBENCH)
     for app, n, c, k, r, s_, h, w, ph, pw, st, f, d, g in (
         ("Vision", 8, 64, 128, 3, 3, 112, 112, 1, 1, 1, 0.185, 0.3, 0.258),
         ("Vision", 8, 128, 256, 3, 3, 56, 56, 1, 1, 1, 0.169, 0.197, 0.185),

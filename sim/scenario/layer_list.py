@@ -43,7 +43,6 @@ from sim.scenario.load import (
 from sim.variability.config import VariabilityConfig
 from sim.workload.cnn import CNN_PRESETS, cnn_preset
 from sim.workload.layer_model import LayerModel, read_layer_list
-from sim.workload.primitives import CONV_STACKS
 
 __all__ = [
     "LAYER_PRECISIONS",
@@ -108,20 +107,17 @@ def _layer_scenario(raw: Mapping[str, Any], name: str, folder: Path | None) -> L
             f"training.precision: {precision!r} is not one of {', '.join(LAYER_PRECISIONS)} "
             "(layer-list models)"
         )
-    stack = training.pop("conv_stack", CONV_STACKS[0])
-    if stack not in CONV_STACKS:
-        raise ConfigError(f"training.conv_stack: {stack!r} is not one of {', '.join(CONV_STACKS)}")
     training["seq_len"] = 1
     training["precision"] = "bf16"  # checked above; the transformer reader knows bf16 and fp8
     data.update(model=dict(_STAND_IN), training=training)
-    checked = scenario_from_dict(data, name)
+    checked = scenario_from_dict(data, name, convolutions=True)
     _no_techniques(checked.training)
     return LayerScenario(
         name=name,
         model=model,
         cluster=checked.cluster,
         parallel=checked.parallel,
-        training=dataclasses.replace(checked.training, precision=str(precision), conv_stack=stack),
+        training=dataclasses.replace(checked.training, precision=str(precision)),
         price=checked.price,
         network=checked.network,
         profile=checked.profile,

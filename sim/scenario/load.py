@@ -119,15 +119,18 @@ def _require(data: Mapping[str, Any], place: str, key: str) -> None:
         raise ConfigError(f"{place}.{key}: missing")
 
 
-def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario") -> Scenario:
-    """Validate a parsed scenario mapping into a :class:`Scenario`."""
+def scenario_from_dict(raw: Mapping[str, Any], name: str = "scenario", *,
+                       convolutions: bool = False) -> Scenario:  # fmt: skip
+    """Validate a parsed scenario mapping into a :class:`Scenario`; ``convolutions``: the
+    model is a layer list (:mod:`sim.scenario.layer_list`), which may name a
+    ``training.conv_stack``."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{name}: a scenario must be a mapping of sections, got {raw!r}")
     for key in raw:
         if key not in TOP_KEYS:
             raise ConfigError(f"{key}: unknown top-level key; allowed: {', '.join(TOP_KEYS)}")
     cluster, training = _section(raw, "cluster"), _section(raw, "training")
-    if "conv_stack" in training:  # layer-list scenarios take it out before this
+    if "conv_stack" in training and not convolutions:
         raise ConfigError("training.conv_stack: only CNN (layer-list) models run convolutions; "
                           "remove it for a transformer")  # fmt: skip
     parallel = _section(raw, "parallel")

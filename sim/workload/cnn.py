@@ -80,11 +80,12 @@ class _Net:
         ph, pw = (pad, pad) if isinstance(pad, int) else pad
         cin = self.c if cin is None else cin
         h, w = (self.h, self.w) if hw is None else hw
-        oh, ow = (h + 2 * ph - kh) // stride + 1, (w + 2 * pw - kw) // stride + 1
+        shape = ConvShape.padded(cin, cout, (kh, kw), (h, w), (ph, pw), stride,
+                                 "bias" if bias else "bn")  # fmt: skip
+        oh, ow = shape.oh, shape.ow
         params = kh * kw * cin * cout + (cout if bias else 2 * cout)
         macs = kh * kw * cin * cout * oh * ow
         kept = (1 if bias or not relu else 2) * cout * oh * ow * ELEM
-        shape = ConvShape(cin, cout, kh, kw, h, w, oh, ow, stride, "bias" if bias else "bn")
         self.layers.append(Layer(f"{name}_{len(self.layers)}", params, 2.0 * macs, float(kept),
                                  shape))  # fmt: skip
         return oh, ow

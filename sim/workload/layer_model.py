@@ -85,6 +85,19 @@ class ConvShape:
         """Input elements per sample, ``cin * h * w``."""
         return self.cin * self.h * self.w
 
+    @classmethod
+    def padded(cls, cin: int, cout: int, kernel: tuple[int, int], hw: tuple[int, int],
+               pad: tuple[int, int], stride: int = 1, norm: str = "bn") -> ConvShape:  # fmt: skip
+        """``cin`` channels of ``hw`` through ``cout`` filters of ``kernel`` (rows,
+        columns) with ``pad`` zeros a side and ``stride``: the output size follows.
+
+        >>> s = ConvShape.padded(64, 128, (3, 3), (56, 56), (1, 1), 2)
+        >>> s.oh, s.ow
+        (28, 28)
+        """
+        oh, ow = ((n + 2 * p - k) // stride + 1 for n, p, k in zip(hw, pad, kernel, strict=True))
+        return cls(cin, cout, kernel[0], kernel[1], hw[0], hw[1], oh, ow, stride, norm)
+
 
 @dataclass(frozen=True)
 class Layer:

@@ -23,25 +23,26 @@ from sim.errors import ConfigError, TopologyError
 from sim.files import load_shipped_yaml
 from sim.workload.primitives import CONV_STACKS
 
-__all__ = ["CONV_STACKS", "conv_stack_eff", "conv_stack_source"]
+__all__ = ["CONV_STACKS", "conv_stack_eff"]
 
 
 @cache
-def _stacks() -> dict[str, tuple[float, str]]:
+def _stacks() -> dict[str, float]:
+    """Each stack's factor, from the catalog (each entry must also name its source)."""
     text = resources.files("topologies.catalog").joinpath("conv_stacks.yaml").read_text("utf-8")
     raw = load_shipped_yaml(text, "catalog conv_stacks.yaml")
     if not isinstance(raw, dict) or set(raw) != set(CONV_STACKS):
         raise TopologyError(
             f"catalog conv_stacks.yaml: expected the stacks {', '.join(CONV_STACKS)}"
         )
-    out: dict[str, tuple[float, str]] = {}
+    out: dict[str, float] = {}
     for name, body in raw.items():
         eff = body.get("eff") if isinstance(body, dict) else None
         if not isinstance(eff, (int, float)) or not 0 < eff <= 1 or not body.get("source"):
             raise TopologyError(
                 f"catalog conv_stacks.yaml: {name}: needs eff in (0, 1] and a source"
             )
-        out[str(name)] = (float(eff), str(body["source"]))
+        out[str(name)] = float(eff)
     return out
 
 
@@ -53,10 +54,4 @@ def conv_stack_eff(stack: str) -> float:
     """
     if stack not in CONV_STACKS:
         raise ConfigError(f"training.conv_stack: {stack!r} is not one of {', '.join(CONV_STACKS)}")
-    return _stacks()[stack][0]
-
-
-def conv_stack_source(stack: str) -> str:
-    """The run ``stack``'s factor is solved on (catalog text)."""
-    conv_stack_eff(stack)
-    return _stacks()[stack][1]
+    return _stacks()[stack]
